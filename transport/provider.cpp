@@ -1,1 +1,20 @@
-// (in progress)
+#include "transport/provider.h"
+
+#include <cstring>
+
+namespace ibex {
+
+const std::vector<const ProviderOps *> &providers() {
+    static const std::vector<const ProviderOps *> list = {
+        &kSoftProviderOps,
+    };
+    return list;
+}
+
+const ProviderOps *provider_for(const char *device) {
+    for (const ProviderOps *p : providers())
+        if (p->claims && p->claims(device)) return p;
+    return nullptr;
+}
+
+} // namespace ibex

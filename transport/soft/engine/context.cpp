@@ -1,0 +1,306 @@
+#include "transport/soft/engine/context.h"
+
+#include <cerrno>
+#include <chrono>
+#include <ctime>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "runtime/config.h"
+#include "runtime/log.h"
+#include "transport/soft/codec/icrc.h"
+#include "transport/soft/engine/qp_logic.h"
+
+namespace ibex::soft {
+
+using namespace ibex::roce;
+
+namespace {
+constexpr uint8_t kEcnEct0 = 0x2;
+constexpr uint8_t kEcnCe = 0x3;
+constexpr size_t kMaxQps = 1 << 16;
+} // namespace
+
+EngineConfig EngineConfig::from_env() {
+    EngineConfig c;
+    c.max_inflight = static_cast<uint32_t>(config::get_int("IBEX_MAX_INFLIGHT", c.max_inflight, 4, 1 << 20));
+    c.ack_req_every = static_cast<uint32_t>(config::get_int("IBEX_ACK_REQ_EVERY", c.ack_req_every, 1, 1 << 20));
+    c.spin_us = static_cast<uint32_t>(config::get_int("IBEX_POLL_SPIN_US", c.spin_us, 0, 1000000));
+    c.app_idle_us = static_cast<uint32_t>(config::get_int("IBEX_APP_IDLE_US", c.app_idle_us, 0, 1000000));
+    c.progress_thread = config::get_bool("IBEX_PROGRESS_THREAD", c.progress_thread);
+    return c;
+}
+
+uint64_t SoftContext::now_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+SoftContext::SoftContext(std::unique_ptr<Port> port, const EngineConfig &cfg) : port_(std::move(port)), cfg_(cfg) {
+    counters_.size = sizeof counters_;
+    // QPNs start at a per-process offset so that a stale packet for a previous run's QP
+    // is unlikely to name a live one.
+    qpn_base_ = 0x100 + ((uint32_t(getpid()) * 0x3f1u) & 0xfff) * 0x100;
+    ibex_fault_config_t f = IBEX_FAULT_CONFIG_INIT;
+    f.loss = config::get_double("IBEX_FAULT_LOSS", 0, 0, 1);
+    f.reorder = config::get_double("IBEX_FAULT_REORDER", 0, 0, 1);
+    f.duplicate = config::get_double("IBEX_FAULT_DUPLICATE", 0, 0, 1);
+    f.corrupt = config::get_double("IBEX_FAULT_CORRUPT", 0, 0, 1);
+    f.seed = static_cast<uint64_t>(config::get_int("IBEX_FAULT_SEED", 0, 0, INT64_MAX));
+    faults_.configure(f);
+    tx_faulted_.reserve(4 * kTxBatch);
+}
+
+SoftContext::~SoftContext() { stop(); }
+
+void SoftContext::start() {
+    if (!cfg_.progress_thread || thread_.joinable()) return;
+    epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+    wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    if (port_->wait_fd() >= 0) {
+        ev.data.fd = port_->wait_fd();
+        epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, port_->wait_fd(), &ev);
+    }
+    ev.data.fd = wake_fd_;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
+    thread_ = std::thread([this] { progress_thread_main(); });
+}
+
+void SoftContext::stop() {
+    if (thread_.joinable()) {
+        stopping_ = true;
+        uint64_t one = 1;
+        [[maybe_unused]] ssize_t r = write(wake_fd_, &one, sizeof one);
+        thread_.join();
+    }
+    if (epoll_fd_ >= 0) close(epoll_fd_);
+    if (wake_fd_ >= 0) close(wake_fd_);
+    epoll_fd_ = wake_fd_ = -1;
+}
+
+uint32_t SoftContext::add_qp(SoftQp *qp) {
+    for (size_t i = 0; i < qps_.size(); ++i) {
+        if (!qps_[i]) {
+            qps_[i] = qp;
+            return qpn_base_ + static_cast<uint32_t>(i);
+        }
+    }
+    if (qps_.size() >= kMaxQps) return 0;
+    qps_.push_back(qp);
+    return qpn_base_ + static_cast<uint32_t>(qps_.size() - 1);
+}
+
+void SoftContext::remove_qp(SoftQp *qp) {
+    const uint32_t i = qp->qp_num - qpn_base_;
+    if (i < qps_.size() && qps_[i] == qp) qps_[i] = nullptr;
+    std::erase(active_, qp);
+}
+
+SoftQp *SoftContext::find_qp(uint32_t qpn) const {
+    const uint32_t i = qpn - qpn_base_;
+    return i < qps_.size() ? qps_[i] : nullptr;
+}
+
+void SoftContext::activate(SoftQp *qp) {
+    if (qp->active) return;
+    qp->active = true;
+    active_.push_back(qp);
+}
+
+SoftContext::TxSlot &SoftContext::begin_tx() {
+    if (tx_count_ == kTxBatch) flush_tx();
+    TxSlot &s = tx_slots_[tx_count_];
+    return s;
+}
+
+void SoftContext::commit_tx(TxSlot &slot, const SoftQp &qp, size_t hdr_len, int npayload, uint32_t payload_len) {
+    TxPacket &p = slot.pkt;
+    p.pieces[0] = {slot.hdr, hdr_len};
+    const uint8_t pad = pad_for(payload_len);
+    for (uint8_t i = 0; i < pad; ++i) slot.trailer[i] = 0;
+    int n = 1 + npayload;
+    const size_t transport_len = hdr_len + payload_len + pad;
+    if (pad) p.pieces[n++] = {slot.trailer, pad};
+    IcrcIpv4Fields f;
+    const NetAddr local = port_->local();
+    f.src_ip = local.ip;
+    f.src_port = local.port;
+    f.dst_ip = qp.dest.ip;
+    f.dst_port = qp.dest.port;
+    const uint32_t icrc = icrc_ipv4(f, std::span<const iovec>(p.pieces, n), transport_len);
+    store_icrc(slot.trailer + pad, icrc);
+    if (pad)
+        p.pieces[n - 1].iov_len = pad + kIcrcLen;
+    else
+        p.pieces[n++] = {slot.trailer, kIcrcLen};
+    p.npieces = static_cast<uint16_t>(n);
+    p.len = static_cast<uint32_t>(transport_len + kIcrcLen);
+    p.dst = qp.dest;
+    p.tos = static_cast<uint8_t>((qp.traffic_class & 0xfc) | kEcnEct0);
+    tx_pkts_[tx_count_++] = p;
+    ++counters_.tx_packets;
+    counters_.tx_bytes += p.len;
+}
+
+void SoftContext::flush_tx() {
+    if (!tx_count_) return;
+    std::span<const TxPacket> batch(tx_pkts_.data(), tx_count_);
+    if (faults_.active()) {
+        tx_faulted_.clear();
+        faults_.apply(batch, tx_faulted_);
+        counters_.faults_injected = faults_.injected();
+        port_->send(tx_faulted_);
+    } else {
+        port_->send(batch);
+    }
+    tx_count_ = 0;
+}
+
+void SoftContext::receive(const RxPacket &pkt) {
+    PacketView pv;
+    if (parse_packet(pkt.data, pkt.len, &pv) != ParseError::kOk) {
+        ++counters_.rx_dropped_malformed;
+        return;
+    }
+    IcrcIpv4Fields f;
+    f.src_ip = pkt.src.ip;
+    f.src_port = pkt.src.port;
+    f.dst_ip = pkt.dst.ip;
+    f.dst_port = pkt.dst.port;
+    f.ip_id = pkt.ip_id;
+    f.frag = pkt.ip_frag;
+    const iovec whole{const_cast<uint8_t *>(pkt.data), pv.transport_len};
+    if (icrc_ipv4(f, std::span<const iovec>(&whole, 1), pv.transport_len) != pv.icrc) {
+        ++counters_.rx_icrc_errors;
+        return;
+    }
+    ++counters_.rx_packets;
+    counters_.rx_bytes += pkt.len;
+    if ((pkt.tos & 3) == kEcnCe) ++counters_.np_ecn_marked_roce_packets;
+    if (pv.bth.opcode == kCnp) {
+        ++counters_.rp_cnp_handled;
+        return;
+    }
+    SoftQp *qp = find_qp(pv.bth.dest_qp);
+    if (!qp || qp->state == IBEX_QPS_RESET || qp->state == IBEX_QPS_INIT || !(qp->dest == pkt.src)) {
+        ++counters_.rx_unknown_qp;
+        return;
+    }
+    if (pv.flags & kIsRequest)
+        responder_receive(*this, *qp, pv);
+    else
+        requester_receive(*this, *qp, pv, now_ns());
+    activate(qp);
+}
+
+void SoftContext::service_qp(SoftQp &qp, uint64_t now) {
+    requester_timers(*this, qp, now);
+    uint32_t budget = cfg_.tx_budget;
+    responder_transmit(*this, qp, budget);
+    requester_transmit(*this, qp, now, budget);
+}
+
+bool SoftContext::progress_once() {
+    bool did = false;
+    for (int round = 0; round < 4; ++round) {
+        const int n = port_->recv(std::span<RxPacket>(rx_pkts_.data(), rx_pkts_.size()));
+        if (n <= 0) break;
+        for (int i = 0; i < n; ++i) receive(rx_pkts_[i]);
+        did = true;
+        if (n < static_cast<int>(rx_pkts_.size())) break;
+    }
+    const uint64_t now = now_ns();
+    const uint64_t before = counters_.tx_packets;
+    // Service every active QP; drop from the list those with nothing left to do.
+    for (size_t i = 0; i < active_.size();) {
+        SoftQp *qp = active_[i];
+        service_qp(*qp, now);
+        const bool idle = qp->job_count == 0 && !qp->ack_pending && qp->tx_pos == qp->sq.tail() &&
+                          qp->rto_deadline == 0;
+        if (idle) {
+            qp->active = false;
+            active_[i] = active_.back();
+            active_.pop_back();
+        } else {
+            ++i;
+        }
+    }
+    flush_tx();
+    return did || counters_.tx_packets != before;
+}
+
+uint64_t SoftContext::next_deadline() const {
+    uint64_t d = 0;
+    for (const SoftQp *qp : active_) {
+        const uint64_t q = requester_deadline(*qp);
+        if (q && (!d || q < d)) d = q;
+        if (qp->job_count || qp->ack_pending) return 1; // work to send now
+    }
+    return d;
+}
+
+void SoftContext::note_app_progress() { last_app_progress_.store(now_ns(), std::memory_order_relaxed); }
+
+void SoftContext::app_went_idle() {
+    last_app_progress_.store(0, std::memory_order_relaxed);
+    if (wake_fd_ >= 0) {
+        uint64_t one = 1;
+        [[maybe_unused]] ssize_t r = write(wake_fd_, &one, sizeof one);
+    }
+}
+
+void SoftContext::progress_thread_main() {
+    const uint64_t app_window = uint64_t(cfg_.app_idle_us) * 1000;
+    const uint64_t spin = uint64_t(cfg_.spin_us) * 1000;
+    uint64_t last_work = now_ns();
+    while (!stopping_.load(std::memory_order_relaxed)) {
+        uint64_t now = now_ns();
+        const uint64_t app = last_app_progress_.load(std::memory_order_relaxed);
+        if (app && now - app < app_window) {
+            // The application is polling: stay off the CPU it needs.
+            const uint64_t wait = std::min<uint64_t>(app + app_window - now, 100000);
+            timespec ts{0, static_cast<long>(wait)};
+            nanosleep(&ts, nullptr);
+            continue;
+        }
+        bool did = false;
+        uint64_t deadline = 0;
+        {
+            std::unique_lock lock(mu_, std::try_to_lock);
+            if (!lock.owns_lock()) {
+                sched_yield();
+                continue;
+            }
+            did = progress_once();
+            deadline = next_deadline();
+        }
+        now = now_ns();
+        if (did || deadline == 1) {
+            last_work = now;
+            continue;
+        }
+        if (now - last_work < spin) {
+            sched_yield();
+            continue;
+        }
+        int timeout_ms = 100;
+        if (deadline) timeout_ms = deadline <= now ? 0 : static_cast<int>(std::min<uint64_t>((deadline - now) / 1000000 + 1, 100));
+        epoll_event evs[4];
+        const int n = epoll_wait(epoll_fd_, evs, 4, timeout_ms);
+        for (int i = 0; i < n; ++i) {
+            if (evs[i].data.fd == wake_fd_) {
+                uint64_t v;
+                [[maybe_unused]] ssize_t r = read(wake_fd_, &v, sizeof v);
+            }
+        }
+        if (n > 0) last_work = now_ns();
+    }
+}
+
+SoftContext *to_soft(ibex_context *ctx) { return static_cast<SoftContext *>(ctx); }
+
+} // namespace ibex::soft

@@ -1,0 +1,112 @@
+// A soft RoCEv2 context: one port, the memory regions, CQs and RC QPs on it, the packet
+// transmit batch, and the progress engine (inline in ibex calls, plus a thread that
+// busy-polls briefly and then blocks when the application is not driving progress).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "transport/soft/codec/packet.h"
+#include "transport/soft/engine/fault_injector.h"
+#include "transport/soft/engine/mr_table.h"
+#include "transport/soft/engine/objects.h"
+#include "transport/soft/port.h"
+
+namespace ibex::soft {
+
+struct EngineConfig {
+    uint32_t max_inflight = 128;     // unacknowledged PSNs per QP (IBEX_MAX_INFLIGHT)
+    uint32_t ack_req_every = 16;     // AckReq at least every N packets of a message
+    uint32_t spin_us = 50;           // progress thread busy-poll before blocking (IBEX_POLL_SPIN_US)
+    uint32_t app_idle_us = 200;      // app counts as driving progress this long after a poll
+    uint32_t tx_budget = 64;         // packets per QP per progress pass
+    bool progress_thread = true;
+
+    static EngineConfig from_env();
+};
+
+class SoftContext : public ibex_context {
+public:
+    SoftContext(std::unique_ptr<Port> port, const EngineConfig &cfg);
+    ~SoftContext();
+    SoftContext(const SoftContext &) = delete;
+    SoftContext &operator=(const SoftContext &) = delete;
+
+    void start();          // starts the progress thread if configured
+    void stop();
+
+    std::mutex &mutex() { return mu_; }
+    Port &port() { return *port_; }
+    const EngineConfig &config() const { return cfg_; }
+    MrTable &mrs() { return mrs_; }
+    ibex_counters_t &counters() { return counters_; }
+    FaultInjector &faults() { return faults_; }
+
+    // ---- objects (lock held)
+    uint32_t add_qp(SoftQp *qp);  // returns the QPN
+    void remove_qp(SoftQp *qp);
+    SoftQp *find_qp(uint32_t qpn) const;
+    void activate(SoftQp *qp);    // puts a QP on the service list
+
+    // ---- progress (lock held)
+    bool progress_once();
+    void service_qp(SoftQp &qp, uint64_t now);
+    void flush_tx();
+    void note_app_progress();
+    void app_went_idle();
+
+    // ---- receive path (lock held); public for the fuzz target and tests
+    void receive(const RxPacket &pkt);
+
+    // ---- transmit helpers used by the QP logic (lock held)
+    struct TxSlot {
+        uint8_t hdr[64];
+        uint8_t trailer[8];
+        TxPacket pkt;
+    };
+    TxSlot &begin_tx();
+    // Finishes the packet in `slot`: hdr_len bytes of headers in slot.hdr (BTH pad count
+    // already set), payload pieces already in pkt.pieces[1..npayload].
+    void commit_tx(TxSlot &slot, const SoftQp &qp, size_t hdr_len, int npayload, uint32_t payload_len);
+
+    static uint64_t now_ns();
+
+private:
+    void progress_thread_main();
+    uint64_t next_deadline() const;
+
+    std::unique_ptr<Port> port_;
+    EngineConfig cfg_;
+    std::mutex mu_;
+    MrTable mrs_;
+    ibex_counters_t counters_{};
+    FaultInjector faults_;
+
+    std::vector<SoftQp *> qps_;       // index = qpn - kQpnBase
+    std::vector<SoftQp *> active_;    // QPs with work or timers
+    uint32_t qpn_base_;
+
+    static constexpr size_t kTxBatch = 32;
+    std::array<TxSlot, kTxBatch> tx_slots_;
+    std::array<TxPacket, kTxBatch> tx_pkts_;
+    size_t tx_count_ = 0;
+    std::vector<TxPacket> tx_faulted_;
+
+    static constexpr size_t kRxBatch = 32;
+    std::array<RxPacket, kRxBatch> rx_pkts_;
+
+    std::atomic<uint64_t> last_app_progress_{0};
+    std::atomic<bool> stopping_{false};
+    std::thread thread_;
+    int epoll_fd_ = -1;
+    int wake_fd_ = -1;
+};
+
+SoftContext *to_soft(ibex_context *ctx);
+
+} // namespace ibex::soft

@@ -1,0 +1,44 @@
+// Memory regions of one soft context, addressed by key. lkey == rkey; the low 8 bits are
+// a generation so a stale key of a deregistered region never matches its successor.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <ibex/ibex.h>
+
+#include "transport/provider.h"
+
+namespace ibex::soft {
+
+class MrTable {
+public:
+    // Returns the new key, or 0 when the table is full.
+    uint32_t add(ibex_mr *mr);
+    void remove(uint32_t key);
+    ibex_mr *find(uint32_t key) const {
+        const uint32_t index = key >> 8;
+        if (index >= slots_.size()) return nullptr;
+        const Slot &s = slots_[index];
+        return (s.mr && s.generation == (key & 0xff)) ? s.mr : nullptr;
+    }
+    // Resolves [addr, addr+len) inside the region of `key` with all of `access`.
+    // Returns the host pointer, or nullptr on a bad key, range or missing right.
+    uint8_t *resolve(uint32_t key, uint64_t addr, uint64_t len, unsigned access) const {
+        ibex_mr *mr = find(key);
+        if (!mr || (mr->access & access) != access) return nullptr;
+        const uint64_t base = reinterpret_cast<uintptr_t>(mr->addr);
+        if (addr < base || len > mr->length || addr - base > mr->length - len) return nullptr;
+        return reinterpret_cast<uint8_t *>(static_cast<uintptr_t>(addr));
+    }
+
+private:
+    struct Slot {
+        ibex_mr *mr = nullptr;
+        uint8_t generation = 0;
+    };
+    std::vector<Slot> slots_ = std::vector<Slot>(1); // index 0 unused: key 0 is never valid
+    std::vector<uint32_t> free_;
+};
+
+} // namespace ibex::soft

@@ -1,0 +1,109 @@
+// The soft provider's objects. Each derives from its public handle struct, so a handle
+// is the object. All mutable engine state of a context is guarded by its one mutex.
+#pragma once
+
+#include <cstdint>
+
+#include "transport/provider.h"
+#include "transport/soft/engine/work_queue.h"
+#include "transport/soft/port.h"
+
+namespace ibex::soft {
+
+class SoftContext;
+
+struct SoftPd : ibex_pd {
+    SoftContext *ctx;
+};
+
+struct SoftMr : ibex_mr {};
+
+struct SoftCq : ibex_cq {
+    SoftContext *ctx = nullptr;
+    Ring<ibex_wc_t> ring;
+    int event_fd = -1;
+    bool armed = false;
+    uint64_t overflows = 0;
+    int users = 0; // QPs attached
+
+    explicit SoftCq(size_t capacity) : ring(capacity) {}
+    // Called with the context lock held.
+    void push(const ibex_wc_t &wc);
+};
+
+// Responder output that must leave in PSN order: READ responses (or their replays),
+// atomic acknowledgements and NAKs. Plain ACKs are coalesced and sent after these drain,
+// so an ACK never overtakes a response for an earlier PSN.
+struct ResponseJob {
+    enum class Kind : uint8_t { kRead, kAtomicAck, kNak } kind = Kind::kRead;
+    uint32_t psn = 0;       // PSN of the first packet
+    const uint8_t *src = nullptr;
+    uint32_t len = 0;
+    uint32_t npkts = 0;
+    uint32_t next = 0;      // next packet index to send
+    uint64_t orig = 0;      // atomic: original value
+    uint8_t syndrome = 0;   // NAK: AETH syndrome
+};
+
+struct AtomicReplay {
+    uint32_t psn = 0;
+    uint64_t orig = 0;
+    bool valid = false;
+};
+
+inline constexpr int kResponseJobs = 32;
+inline constexpr int kAtomicReplays = 16;
+
+struct SoftQp : ibex_qp {
+    SoftContext *ctx = nullptr;
+    SoftCq *scq = nullptr;
+    SoftCq *rcq = nullptr;
+    bool sig_all = false;
+    ibex_qp_state_t state = IBEX_QPS_RESET;
+    unsigned access = 0;
+    uint8_t mtu_enum = IBEX_MTU_4096;
+    uint32_t mtu = 4096;
+    NetAddr dest;
+    uint32_t dest_qpn = 0;
+    uint8_t timeout = 14;
+    uint8_t retry_cnt = 7;
+    uint8_t rnr_retry = 7;
+    uint8_t min_rnr_timer = 12;
+    uint8_t max_rd_atomic = 16;
+    uint8_t traffic_class = 0;
+    bool active = false; // listed in the context's service list
+
+    // ---- requester
+    Ring<SendWqe> sq;
+    uint32_t sq_psn = 0;  // next PSN to assign to a posted WQE
+    uint32_t una = 0;     // oldest PSN not yet acknowledged
+    uint32_t sent_high = 0; // one past the highest PSN ever sent
+    uint64_t tx_pos = 0;  // WQE being transmitted
+    uint32_t tx_pkt = 0;  // its next packet index
+    int retry_left = 7;
+    int rnr_left = 7;
+    bool rewound = false;      // went back to `una` and has not progressed since
+    uint64_t rto_deadline = 0; // ns, 0 = off
+    uint64_t rnr_until = 0;    // ns: no requests before this (RNR back-off)
+
+    // ---- responder
+    Ring<RecvWqe> rq;
+    uint32_t epsn = 0;
+    uint32_t msn = 0;
+    bool nak_sent = false;
+    enum class InMsg : uint8_t { kNone, kSend, kWrite } in_msg = InMsg::kNone;
+    uint32_t in_offset = 0;   // bytes of the current message already placed
+    uint8_t *in_write = nullptr;
+    uint32_t in_write_len = 0;
+    bool ack_pending = false;
+    uint32_t ack_psn = 0;
+    ResponseJob jobs[kResponseJobs];
+    int job_head = 0;
+    int job_count = 0;
+    AtomicReplay replays[kAtomicReplays];
+    int replay_next = 0;
+
+    SoftQp(size_t send_cap, size_t recv_cap) : sq(send_cap), rq(recv_cap) {}
+};
+
+} // namespace ibex::soft

@@ -1,0 +1,34 @@
+// The RC protocol of a soft QP: requester (segmentation, PSNs, ACK/NAK handling,
+// go-back-N retransmission, timers) and responder (PSN checking, placement, READ and
+// atomic responses, duplicate handling). All functions run with the context lock held.
+#pragma once
+
+#include <cstdint>
+
+#include "transport/soft/codec/packet.h"
+#include "transport/soft/engine/context.h"
+
+namespace ibex::soft {
+
+// Transport timeout in ns for the IB timeout exponent (0 = none).
+uint64_t transport_timeout_ns(uint8_t timeout);
+
+// ---- requester
+void requester_transmit(SoftContext &ctx, SoftQp &qp, uint64_t now, uint32_t &budget);
+void requester_receive(SoftContext &ctx, SoftQp &qp, const roce::PacketView &pv, uint64_t now);
+void requester_timers(SoftContext &ctx, SoftQp &qp, uint64_t now);
+uint64_t requester_deadline(const SoftQp &qp);
+void complete_send(SoftQp &qp, const SendWqe &w, ibex_wc_status_t status);
+
+// ---- responder
+void responder_receive(SoftContext &ctx, SoftQp &qp, const roce::PacketView &pv);
+void responder_transmit(SoftContext &ctx, SoftQp &qp, uint32_t &budget);
+
+// Moves the QP to the error state and flushes every outstanding work request.
+void qp_to_error(SoftQp &qp);
+
+// Encodes a BTH into `h` and returns its length.
+size_t put_bth(uint8_t *h, uint8_t opcode, uint32_t dest_qpn, uint32_t psn, bool ack_req, uint8_t pad,
+               bool solicited = false);
+
+} // namespace ibex::soft

@@ -1,0 +1,407 @@
+// Requester side of a soft RC QP: turns send WQEs into packets, tracks the oldest
+// unacknowledged PSN (`una`), completes WQEs in order as ACKs and responses arrive, and
+// goes back to `una` (go-back-N) on a sequence NAK, an RNR NAK or a timeout.
+#include <algorithm>
+
+#include "transport/soft/codec/roce.h"
+#include "transport/soft/engine/qp_logic.h"
+
+namespace ibex::soft {
+
+using namespace ibex::roce;
+
+namespace {
+
+bool is_read(const SendWqe &w) { return w.opcode == IBEX_WR_RDMA_READ; }
+bool is_atomic(const SendWqe &w) {
+    return w.opcode == IBEX_WR_ATOMIC_CMP_AND_SWP || w.opcode == IBEX_WR_ATOMIC_FETCH_AND_ADD;
+}
+bool needs_response(const SendWqe &w) { return is_read(w) || is_atomic(w); }
+uint32_t last_psn(const SendWqe &w) { return psn_add(w.first_psn, w.npkts - 1); }
+
+ibex_wc_opcode_t wc_opcode(uint8_t wr_opcode) {
+    switch (wr_opcode) {
+    case IBEX_WR_RDMA_WRITE:
+    case IBEX_WR_RDMA_WRITE_WITH_IMM: return IBEX_WC_RDMA_WRITE;
+    case IBEX_WR_SEND:
+    case IBEX_WR_SEND_WITH_IMM: return IBEX_WC_SEND;
+    case IBEX_WR_RDMA_READ: return IBEX_WC_RDMA_READ;
+    case IBEX_WR_ATOMIC_CMP_AND_SWP: return IBEX_WC_COMP_SWAP;
+    default: return IBEX_WC_FETCH_ADD;
+    }
+}
+
+uint8_t request_opcode(const SendWqe &w, bool first, bool last) {
+    const bool imm = w.opcode == IBEX_WR_SEND_WITH_IMM || w.opcode == IBEX_WR_RDMA_WRITE_WITH_IMM;
+    if (w.opcode == IBEX_WR_SEND || w.opcode == IBEX_WR_SEND_WITH_IMM) {
+        if (first && last) return imm ? kSendOnlyImm : kSendOnly;
+        if (first) return kSendFirst;
+        if (last) return imm ? kSendLastImm : kSendLast;
+        return kSendMiddle;
+    }
+    if (first && last) return imm ? kWriteOnlyImm : kWriteOnly;
+    if (first) return kWriteFirst;
+    if (last) return imm ? kWriteLastImm : kWriteLast;
+    return kWriteMiddle;
+}
+
+bool outstanding(const SoftQp &qp) { return qp.sq.head() < qp.tx_pos || (qp.tx_pos < qp.sq.tail() && qp.tx_pkt > 0); }
+
+void rearm(SoftQp &qp, uint64_t now) {
+    const uint64_t t = transport_timeout_ns(qp.timeout);
+    qp.rto_deadline = (t && outstanding(qp)) ? now + t : 0;
+}
+
+// Go back to `una`: the next packet sent is the oldest unacknowledged one. `force` is for
+// timeouts; otherwise a repeated trigger for the same `una` is ignored so one loss costs
+// one rewind, not one per packet that follows it.
+void rewind(SoftQp &qp, bool force) {
+    if (qp.sq.empty()) return;
+    if (qp.rewound && !force) return;
+    qp.rewound = true;
+    const SendWqe &w = qp.sq.front();
+    qp.tx_pos = qp.sq.head();
+    qp.tx_pkt = static_cast<uint32_t>(psn_diff(qp.una, w.first_psn));
+    if (qp.tx_pkt >= w.npkts) qp.tx_pkt = 0;
+}
+
+void progressed(SoftQp &qp, uint64_t now) {
+    qp.retry_left = qp.retry_cnt;
+    qp.rnr_left = qp.rnr_retry;
+    qp.rewound = false;
+    rearm(qp, now);
+}
+
+// After WQEs complete, a cursor left behind them (by an earlier rewind) moves up to una.
+void fix_cursor(SoftQp &qp) {
+    if (qp.tx_pos < qp.sq.head()) {
+        qp.tx_pos = qp.sq.head();
+        qp.tx_pkt = 0;
+    }
+    if (qp.tx_pos == qp.sq.head() && !qp.sq.empty()) {
+        const SendWqe &w = qp.sq.front();
+        const int32_t off = psn_diff(qp.una, w.first_psn);
+        if (off > 0 && static_cast<uint32_t>(off) > qp.tx_pkt && static_cast<uint32_t>(off) < w.npkts)
+            qp.tx_pkt = static_cast<uint32_t>(off);
+    }
+}
+
+// Completes SEND/WRITE WQEs acknowledged through `acked` (inclusive). Returns false if
+// the acknowledgement covers a READ or atomic whose response never came (lost).
+bool ack_through(SoftQp &qp, uint32_t acked, uint64_t now) {
+    bool moved = false;
+    bool lost_response = false;
+    while (!qp.sq.empty()) {
+        SendWqe &w = qp.sq.front();
+        if (psn_diff(w.first_psn, acked) > 0) break;
+        if (needs_response(w)) {
+            lost_response = true;
+            break;
+        }
+        if (psn_diff(last_psn(w), acked) > 0) {
+            const uint32_t next = psn_add(acked, 1);
+            if (psn_diff(next, qp.una) > 0) {
+                qp.una = next;
+                moved = true;
+            }
+            break;
+        }
+        qp.una = psn_add(last_psn(w), 1);
+        complete_send(qp, w, IBEX_WC_SUCCESS);
+        qp.sq.pop();
+        moved = true;
+    }
+    fix_cursor(qp);
+    if (moved) progressed(qp, now);
+    return !lost_response;
+}
+
+// Completes the SEND/WRITE WQEs entirely before `psn` (a response at `psn` implies the
+// responder executed everything before it).
+void complete_before(SoftQp &qp, uint32_t psn, uint64_t now) {
+    bool moved = false;
+    while (!qp.sq.empty()) {
+        SendWqe &w = qp.sq.front();
+        if (needs_response(w) || psn_diff(last_psn(w), psn) >= 0) break;
+        qp.una = psn_add(last_psn(w), 1);
+        complete_send(qp, w, IBEX_WC_SUCCESS);
+        qp.sq.pop();
+        moved = true;
+    }
+    fix_cursor(qp);
+    if (moved) progressed(qp, now);
+}
+
+void fail_head(SoftQp &qp, ibex_wc_status_t status) {
+    if (!qp.sq.empty()) {
+        complete_send(qp, qp.sq.front(), status);
+        qp.sq.pop();
+    }
+    qp_to_error(qp);
+}
+
+void on_read_response(SoftContext &ctx, SoftQp &qp, const PacketView &pv, uint64_t now) {
+    const uint32_t q = pv.bth.psn;
+    if (qp.sq.empty() || psn_diff(q, qp.una) < 0) return; // duplicate
+    complete_before(qp, q, now);
+    if (qp.sq.empty()) return;
+    SendWqe &w = qp.sq.front();
+    if (!is_read(w) || q != qp.una) {
+        rewind(qp, false); // a response is missing
+        return;
+    }
+    const uint32_t k = static_cast<uint32_t>(psn_diff(q, w.first_psn));
+    const uint32_t total = w.local.total;
+    const uint32_t off = k * qp.mtu;
+    const uint32_t expect = std::min<uint32_t>(qp.mtu, total - off);
+    if (k >= w.npkts || pv.payload_len != expect) {
+        ++ctx.counters().rx_dropped_malformed;
+        return;
+    }
+    w.local.scatter(off, pv.payload, expect);
+    qp.una = psn_add(q, 1);
+    if (k + 1 == w.npkts) {
+        complete_send(qp, w, IBEX_WC_SUCCESS);
+        qp.sq.pop();
+    }
+    fix_cursor(qp);
+    progressed(qp, now);
+}
+
+void on_atomic_ack(SoftQp &qp, const PacketView &pv, uint64_t now) {
+    const uint32_t q = pv.bth.psn;
+    if (qp.sq.empty() || psn_diff(q, qp.una) < 0) return;
+    complete_before(qp, q, now);
+    if (qp.sq.empty()) return;
+    SendWqe &w = qp.sq.front();
+    if (!is_atomic(w) || q != qp.una || w.first_psn != q) {
+        rewind(qp, false);
+        return;
+    }
+    const uint64_t orig = pv.atomic_orig;
+    w.local.scatter(0, reinterpret_cast<const uint8_t *>(&orig), sizeof orig);
+    qp.una = psn_add(q, 1);
+    complete_send(qp, w, IBEX_WC_SUCCESS);
+    qp.sq.pop();
+    fix_cursor(qp);
+    progressed(qp, now);
+}
+
+ibex_wc_status_t nak_status(uint8_t code) {
+    switch (code) {
+    case kNakInvalidRequest: return IBEX_WC_REM_INV_REQ_ERR;
+    case kNakRemoteAccess: return IBEX_WC_REM_ACCESS_ERR;
+    case kNakRemoteOperational: return IBEX_WC_REM_OP_ERR;
+    case kNakInvalidRdRequest: return IBEX_WC_REM_INV_RD_REQ_ERR;
+    default: return IBEX_WC_BAD_RESP_ERR;
+    }
+}
+
+void on_acknowledge(SoftContext &ctx, SoftQp &qp, const PacketView &pv, uint64_t now) {
+    const uint32_t psn = pv.bth.psn;
+    if (psn_diff(psn, qp.sent_high) >= 0) { // acknowledges what was never sent
+        ++ctx.counters().rx_dropped_malformed;
+        return;
+    }
+    switch (pv.aeth.kind()) {
+    case kAethAck:
+        if (!ack_through(qp, psn, now)) rewind(qp, false);
+        return;
+    case kAethRnrNak: {
+        ++ctx.counters().rnr_nak_received;
+        ack_through(qp, psn_add(psn, kPsnMask), now); // everything before psn
+        if (qp.sq.empty() || qp.una != psn) return;
+        if (qp.rnr_retry != 7 && qp.rnr_left-- <= 0) {
+            fail_head(qp, IBEX_WC_RNR_RETRY_EXC_ERR);
+            return;
+        }
+        rewind(qp, true);
+        qp.rnr_until = now + uint64_t(rnr_timer_us(pv.aeth.value())) * 1000;
+        rearm(qp, qp.rnr_until);
+        return;
+    }
+    case kAethNak: {
+        ack_through(qp, psn_add(psn, kPsnMask), now);
+        if (qp.sq.empty()) return;
+        const uint8_t code = pv.aeth.value();
+        if (code == kNakPsnSeqError) {
+            ++ctx.counters().packet_seq_err;
+            if (qp.una != psn) return; // stale NAK
+            if (qp.rewound) return;    // already going back to this PSN
+            if (qp.retry_left-- <= 0) {
+                fail_head(qp, IBEX_WC_RETRY_EXC_ERR);
+                return;
+            }
+            rewind(qp, false);
+            return;
+        }
+        // A fatal NAK names the PSN of the request that failed.
+        const SendWqe &w = qp.sq.front();
+        if (psn_diff(psn, w.first_psn) < 0 || psn_diff(psn, last_psn(w)) > 0) return;
+        fail_head(qp, nak_status(code));
+        return;
+    }
+    default: ++ctx.counters().rx_dropped_malformed; return;
+    }
+}
+
+void emit_request(SoftContext &ctx, SoftQp &qp, SendWqe &w, uint32_t k) {
+    auto &slot = ctx.begin_tx();
+    const uint32_t psn = psn_add(w.first_psn, k);
+    const uint32_t total = w.local.total;
+    const uint32_t off = k * qp.mtu;
+    const uint32_t len = std::min<uint32_t>(qp.mtu, total - off);
+    const bool first = k == 0;
+    const bool last = k + 1 == w.npkts;
+    const uint8_t op = request_opcode(w, first, last);
+    const uint16_t flags = op_info(op).flags;
+    const bool ack_req = last || ((k + 1) % ctx.config().ack_req_every == 0);
+    size_t h = put_bth(slot.hdr, op, qp.dest_qpn, psn, ack_req, pad_for(len), last && w.solicited);
+    if (flags & kHasReth) {
+        encode_reth(slot.hdr + h, {w.remote_addr, w.rkey, total});
+        h += kRethLen;
+    }
+    if (flags & kHasImm) {
+        put32(slot.hdr + h, w.imm);
+        h += kImmLen;
+    }
+    const int n = w.local.gather(off, len, slot.pkt.pieces + 1);
+    ctx.commit_tx(slot, qp, h, n, len);
+}
+
+void emit_read_request(SoftContext &ctx, SoftQp &qp, SendWqe &w, uint32_t k, uint32_t npkts) {
+    auto &slot = ctx.begin_tx();
+    const uint32_t off = k * qp.mtu;
+    const uint32_t len = std::min<uint32_t>(npkts * qp.mtu, w.local.total - off);
+    size_t h = put_bth(slot.hdr, kReadRequest, qp.dest_qpn, psn_add(w.first_psn, k), true, 0);
+    encode_reth(slot.hdr + h, {w.remote_addr + off, w.rkey, len});
+    h += kRethLen;
+    ctx.commit_tx(slot, qp, h, 0, 0);
+}
+
+void emit_atomic(SoftContext &ctx, SoftQp &qp, SendWqe &w) {
+    auto &slot = ctx.begin_tx();
+    const uint8_t op = w.opcode == IBEX_WR_ATOMIC_CMP_AND_SWP ? kCompareSwap : kFetchAdd;
+    size_t h = put_bth(slot.hdr, op, qp.dest_qpn, w.first_psn, true, 0);
+    AtomicEth a;
+    a.va = w.remote_addr;
+    a.rkey = w.rkey;
+    a.swap_add = op == kCompareSwap ? w.swap : w.compare_add;
+    a.compare = op == kCompareSwap ? w.compare_add : 0;
+    encode_atomic_eth(slot.hdr + h, a);
+    h += kAtomicEthLen;
+    ctx.commit_tx(slot, qp, h, 0, 0);
+}
+
+} // namespace
+
+uint64_t transport_timeout_ns(uint8_t timeout) {
+    if (timeout == 0) return 0;
+    return uint64_t(4096) << std::min<uint8_t>(timeout, 31);
+}
+
+size_t put_bth(uint8_t *h, uint8_t opcode, uint32_t dest_qpn, uint32_t psn, bool ack_req, uint8_t pad,
+               bool solicited) {
+    Bth b;
+    b.opcode = opcode;
+    b.solicited = solicited;
+    b.pad_count = pad;
+    b.dest_qp = dest_qpn;
+    b.ack_req = ack_req;
+    b.psn = psn;
+    encode_bth(h, b);
+    return kBthLen;
+}
+
+void complete_send(SoftQp &qp, const SendWqe &w, ibex_wc_status_t status) {
+    if (status == IBEX_WC_SUCCESS && !w.signaled && !qp.sig_all) return;
+    ibex_wc_t wc{};
+    wc.wr_id = w.wr_id;
+    wc.status = status;
+    wc.opcode = wc_opcode(w.opcode);
+    wc.byte_len = w.local.total;
+    wc.qp_num = qp.qp_num;
+    wc.src_qp = qp.dest_qpn;
+    qp.scq->push(wc);
+}
+
+void requester_transmit(SoftContext &ctx, SoftQp &qp, uint64_t now, uint32_t &budget) {
+    if (qp.state != IBEX_QPS_RTS || now < qp.rnr_until) return;
+    const uint32_t window = ctx.config().max_inflight;
+    while (budget && qp.tx_pos < qp.sq.tail()) {
+        SendWqe &w = qp.sq.at(qp.tx_pos);
+        const uint32_t psn = psn_add(w.first_psn, qp.tx_pkt);
+        const uint32_t inflight = static_cast<uint32_t>(std::max(0, psn_diff(psn, qp.una)));
+        if (is_read(w)) {
+            // Large READs go out as several requests of at most half a window each, so
+            // the responses in flight stay bounded like any other traffic.
+            const uint32_t seg = std::min(w.npkts - qp.tx_pkt, std::max<uint32_t>(1, window / 2));
+            if (inflight > 0 && inflight + seg > window) break;
+            emit_read_request(ctx, qp, w, qp.tx_pkt, seg);
+            qp.tx_pkt += seg;
+        } else {
+            if (inflight >= window) break;
+            if (is_atomic(w))
+                emit_atomic(ctx, qp, w);
+            else
+                emit_request(ctx, qp, w, qp.tx_pkt);
+            ++qp.tx_pkt;
+        }
+        --budget;
+        const uint32_t sent_end = psn_add(w.first_psn, qp.tx_pkt);
+        if (psn_diff(sent_end, qp.sent_high) > 0) qp.sent_high = sent_end;
+        if (qp.tx_pkt >= w.npkts) {
+            ++qp.tx_pos;
+            qp.tx_pkt = 0;
+        }
+        if (!qp.rto_deadline) rearm(qp, now);
+    }
+}
+
+void requester_receive(SoftContext &ctx, SoftQp &qp, const PacketView &pv, uint64_t now) {
+    if (qp.state != IBEX_QPS_RTS) return;
+    switch (pv.bth.opcode) {
+    case kAcknowledge: on_acknowledge(ctx, qp, pv, now); return;
+    case kAtomicAcknowledge:
+        if (pv.aeth.kind() != kAethAck) {
+            on_acknowledge(ctx, qp, pv, now);
+            return;
+        }
+        on_atomic_ack(qp, pv, now);
+        return;
+    case kReadResponseFirst:
+    case kReadResponseLast:
+    case kReadResponseOnly:
+        if (pv.aeth.kind() != kAethAck) {
+            on_acknowledge(ctx, qp, pv, now);
+            return;
+        }
+        on_read_response(ctx, qp, pv, now);
+        return;
+    case kReadResponseMiddle: on_read_response(ctx, qp, pv, now); return;
+    default: ++ctx.counters().rx_dropped_malformed; return;
+    }
+}
+
+void requester_timers(SoftContext &ctx, SoftQp &qp, uint64_t now) {
+    if (qp.state != IBEX_QPS_RTS || !qp.rto_deadline || now < qp.rto_deadline) return;
+    if (!outstanding(qp)) {
+        qp.rto_deadline = 0;
+        return;
+    }
+    ++ctx.counters().local_ack_timeout_err;
+    if (qp.retry_left-- <= 0) {
+        fail_head(qp, IBEX_WC_RETRY_EXC_ERR);
+        return;
+    }
+    rewind(qp, true);
+    qp.rto_deadline = now + transport_timeout_ns(qp.timeout);
+}
+
+uint64_t requester_deadline(const SoftQp &qp) {
+    uint64_t d = qp.rto_deadline;
+    if (qp.rnr_until && qp.tx_pos < qp.sq.tail() && (!d || qp.rnr_until < d)) d = qp.rnr_until;
+    return d;
+}
+
+} // namespace ibex::soft

@@ -1,0 +1,334 @@
+// Responder side of a soft RC QP: accepts requests strictly in PSN order, places SEND
+// and WRITE payloads, executes READs and atomics, and answers duplicates (re-ACK, READ
+// replay, atomic replay from a small ring). Every remote access is checked against the
+// memory region's key, bounds and rights before a byte is touched.
+#include <algorithm>
+
+#include "transport/soft/codec/roce.h"
+#include "transport/soft/engine/qp_logic.h"
+
+namespace ibex::soft {
+
+using namespace ibex::roce;
+
+namespace {
+
+ResponseJob *push_job(SoftQp &qp) {
+    if (qp.job_count == kResponseJobs) return nullptr;
+    ResponseJob &j = qp.jobs[(qp.job_head + qp.job_count) % kResponseJobs];
+    ++qp.job_count;
+    j = ResponseJob{};
+    return &j;
+}
+
+void queue_nak(SoftContext &ctx, SoftQp &qp, uint8_t syndrome, uint32_t psn) {
+    ResponseJob *j = push_job(qp);
+    if (!j) return;
+    j->kind = ResponseJob::Kind::kNak;
+    j->psn = psn;
+    j->syndrome = syndrome;
+    j->npkts = 1;
+    if ((syndrome & 0x60) == kAethRnrNak) ++ctx.counters().rnr_nak_sent;
+}
+
+// A request the responder cannot execute: NAK it and move to the error state, as an
+// RNIC does for access and invalid-request errors.
+void fatal_nak(SoftContext &ctx, SoftQp &qp, uint8_t code, uint32_t psn) {
+    if (code == kNakRemoteAccess) ++ctx.counters().remote_access_errors;
+    queue_nak(ctx, qp, uint8_t(kAethNak | code), psn);
+    qp.in_msg = SoftQp::InMsg::kNone;
+    qp_to_error(qp);
+}
+
+void accepted(SoftQp &qp, uint32_t psn, bool ack_req) {
+    qp.epsn = psn_add(psn, 1);
+    qp.nak_sent = false;
+    if (ack_req) {
+        qp.ack_pending = true;
+        qp.ack_psn = psn;
+    }
+}
+
+void rnr_nak(SoftContext &ctx, SoftQp &qp, uint32_t psn) {
+    if (qp.nak_sent) return;
+    queue_nak(ctx, qp, uint8_t(kAethRnrNak | (qp.min_rnr_timer & 0x1f)), psn);
+    qp.nak_sent = true; // until this PSN arrives again, later packets are dropped silently
+}
+
+void complete_recv(SoftQp &qp, ibex_wc_status_t status, ibex_wc_opcode_t op, uint32_t len, const PacketView *pv) {
+    RecvWqe &r = qp.rq.front();
+    ibex_wc_t wc{};
+    wc.wr_id = r.wr_id;
+    wc.status = status;
+    wc.opcode = op;
+    wc.byte_len = len;
+    wc.qp_num = qp.qp_num;
+    wc.src_qp = qp.dest_qpn;
+    if (pv && (pv->flags & kHasImm)) {
+        wc.imm_data = pv->imm;
+        wc.wc_flags = IBEX_WC_WITH_IMM;
+    }
+    qp.rq.pop();
+    qp.rcq->push(wc);
+}
+
+bool middle_length_ok(const SoftQp &qp, const PacketView &pv) {
+    const bool last = pv.flags & kLast;
+    return last ? pv.payload_len <= qp.mtu : pv.payload_len == qp.mtu;
+}
+
+void on_send(SoftContext &ctx, SoftQp &qp, const PacketView &pv) {
+    const uint32_t psn = pv.bth.psn;
+    if (pv.flags & kFirst) {
+        if (qp.in_msg != SoftQp::InMsg::kNone) return fatal_nak(ctx, qp, kNakInvalidRequest, psn);
+        if (qp.rq.empty()) return rnr_nak(ctx, qp, psn);
+        qp.in_msg = SoftQp::InMsg::kSend;
+        qp.in_offset = 0;
+    } else if (qp.in_msg != SoftQp::InMsg::kSend) {
+        return fatal_nak(ctx, qp, kNakInvalidRequest, psn);
+    }
+    if (!middle_length_ok(qp, pv)) return fatal_nak(ctx, qp, kNakInvalidRequest, psn);
+    RecvWqe &r = qp.rq.front();
+    if (uint64_t(qp.in_offset) + pv.payload_len > r.local.total) {
+        complete_recv(qp, IBEX_WC_LOC_LEN_ERR, IBEX_WC_RECV, qp.in_offset, nullptr);
+        return fatal_nak(ctx, qp, kNakInvalidRequest, psn);
+    }
+    r.local.scatter(qp.in_offset, pv.payload, pv.payload_len);
+    qp.in_offset += pv.payload_len;
+    if (pv.flags & kLast) {
+        complete_recv(qp, IBEX_WC_SUCCESS, IBEX_WC_RECV, qp.in_offset, &pv);
+        qp.in_msg = SoftQp::InMsg::kNone;
+        ++qp.msn;
+    }
+    accepted(qp, psn, pv.bth.ack_req);
+}
+
+void on_write(SoftContext &ctx, SoftQp &qp, const PacketView &pv) {
+    const uint32_t psn = pv.bth.psn;
+    if (pv.flags & kFirst) {
+        if (qp.in_msg != SoftQp::InMsg::kNone) return fatal_nak(ctx, qp, kNakInvalidRequest, psn);
+        if (!(qp.access & IBEX_ACCESS_REMOTE_WRITE)) return fatal_nak(ctx, qp, kNakRemoteAccess, psn);
+        uint8_t *dst = nullptr;
+        if (pv.reth.dma_len) {
+            dst = ctx.mrs().resolve(pv.reth.rkey, pv.reth.va, pv.reth.dma_len, IBEX_ACCESS_REMOTE_WRITE);
+            if (!dst) return fatal_nak(ctx, qp, kNakRemoteAccess, psn);
+        }
+        qp.in_msg = SoftQp::InMsg::kWrite;
+        qp.in_write = dst;
+        qp.in_write_len = pv.reth.dma_len;
+        qp.in_offset = 0;
+    } else if (qp.in_msg != SoftQp::InMsg::kWrite) {
+        return fatal_nak(ctx, qp, kNakInvalidRequest, psn);
+    }
+    const bool last = pv.flags & kLast;
+    const uint64_t end = uint64_t(qp.in_offset) + pv.payload_len;
+    if (!middle_length_ok(qp, pv) || end > qp.in_write_len || (last && end != qp.in_write_len))
+        return fatal_nak(ctx, qp, kNakInvalidRequest, psn);
+    if (last && (pv.flags & kHasImm) && qp.rq.empty()) {
+        if (pv.flags & kFirst) qp.in_msg = SoftQp::InMsg::kNone; // the retry starts the message again
+        return rnr_nak(ctx, qp, psn);
+    }
+    if (pv.payload_len) std::memcpy(qp.in_write + qp.in_offset, pv.payload, pv.payload_len);
+    qp.in_offset = static_cast<uint32_t>(end);
+    if (last) {
+        if (pv.flags & kHasImm) complete_recv(qp, IBEX_WC_SUCCESS, IBEX_WC_RECV_RDMA_WITH_IMM, qp.in_write_len, &pv);
+        qp.in_msg = SoftQp::InMsg::kNone;
+        ++qp.msn;
+    }
+    accepted(qp, psn, pv.bth.ack_req);
+}
+
+// Checks a READ request and queues its responses. Returns false if it was refused.
+bool queue_read(SoftContext &ctx, SoftQp &qp, const PacketView &pv, bool duplicate) {
+    const uint32_t psn = pv.bth.psn;
+    const uint32_t len = pv.reth.dma_len;
+    const uint8_t *src = nullptr;
+    if (!(qp.access & IBEX_ACCESS_REMOTE_READ)) {
+        if (!duplicate) fatal_nak(ctx, qp, kNakRemoteAccess, psn);
+        return false;
+    }
+    if (len) {
+        src = ctx.mrs().resolve(pv.reth.rkey, pv.reth.va, len, IBEX_ACCESS_REMOTE_READ);
+        if (!src) {
+            if (!duplicate) fatal_nak(ctx, qp, kNakRemoteAccess, psn);
+            return false;
+        }
+    }
+    ResponseJob *j = push_job(qp);
+    if (!j) return false; // the requester's timer will ask again
+    j->kind = ResponseJob::Kind::kRead;
+    j->psn = psn;
+    j->src = src;
+    j->len = len;
+    j->npkts = std::max<uint32_t>(1, (len + qp.mtu - 1) / qp.mtu);
+    return true;
+}
+
+void on_read(SoftContext &ctx, SoftQp &qp, const PacketView &pv) {
+    if (qp.in_msg != SoftQp::InMsg::kNone) return fatal_nak(ctx, qp, kNakInvalidRequest, pv.bth.psn);
+    if (!queue_read(ctx, qp, pv, false)) return;
+    const ResponseJob &j = qp.jobs[(qp.job_head + qp.job_count - 1) % kResponseJobs];
+    qp.epsn = psn_add(pv.bth.psn, j.npkts);
+    qp.nak_sent = false;
+    ++qp.msn;
+}
+
+void on_atomic(SoftContext &ctx, SoftQp &qp, const PacketView &pv) {
+    const uint32_t psn = pv.bth.psn;
+    if (qp.in_msg != SoftQp::InMsg::kNone) return fatal_nak(ctx, qp, kNakInvalidRequest, psn);
+    if (!(qp.access & IBEX_ACCESS_REMOTE_ATOMIC)) return fatal_nak(ctx, qp, kNakRemoteAccess, psn);
+    if (pv.atomic.va & 7) return fatal_nak(ctx, qp, kNakInvalidRequest, psn);
+    uint8_t *p = ctx.mrs().resolve(pv.atomic.rkey, pv.atomic.va, 8, IBEX_ACCESS_REMOTE_ATOMIC);
+    if (!p) return fatal_nak(ctx, qp, kNakRemoteAccess, psn);
+    if (qp.job_count == kResponseJobs) return; // retried by the requester's timer
+    auto *target = reinterpret_cast<uint64_t *>(p);
+    uint64_t orig;
+    if (pv.bth.opcode == kCompareSwap) {
+        orig = pv.atomic.compare;
+        __atomic_compare_exchange_n(target, &orig, pv.atomic.swap_add, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    } else {
+        orig = __atomic_fetch_add(target, pv.atomic.swap_add, __ATOMIC_SEQ_CST);
+    }
+    AtomicReplay &r = qp.replays[qp.replay_next];
+    qp.replay_next = (qp.replay_next + 1) % kAtomicReplays;
+    r = {psn, orig, true};
+    ResponseJob *j = push_job(qp);
+    j->kind = ResponseJob::Kind::kAtomicAck;
+    j->psn = psn;
+    j->orig = orig;
+    j->npkts = 1;
+    qp.epsn = psn_add(psn, 1);
+    qp.nak_sent = false;
+    ++qp.msn;
+}
+
+void on_duplicate(SoftContext &ctx, SoftQp &qp, const PacketView &pv) {
+    ++ctx.counters().duplicate_request;
+    if (pv.flags & kIsRead) {
+        // Replayed from memory, as rxe does: a READ has no side effects.
+        queue_read(ctx, qp, pv, true);
+        return;
+    }
+    if (pv.flags & kIsAtomic) {
+        // Never executed twice: the saved original value is sent again.
+        for (const AtomicReplay &r : qp.replays) {
+            if (r.valid && r.psn == pv.bth.psn) {
+                if (ResponseJob *j = push_job(qp)) {
+                    j->kind = ResponseJob::Kind::kAtomicAck;
+                    j->psn = r.psn;
+                    j->orig = r.orig;
+                    j->npkts = 1;
+                }
+                return;
+            }
+        }
+        return;
+    }
+    qp.ack_pending = true;
+    qp.ack_psn = psn_add(qp.epsn, kPsnMask);
+}
+
+void emit_ack(SoftContext &ctx, SoftQp &qp, uint8_t opcode, uint32_t psn, uint8_t syndrome, const uint64_t *orig) {
+    auto &slot = ctx.begin_tx();
+    size_t h = put_bth(slot.hdr, opcode, qp.dest_qpn, psn, false, 0);
+    encode_aeth(slot.hdr + h, {syndrome, qp.msn});
+    h += kAethLen;
+    if (orig) {
+        put64(slot.hdr + h, *orig);
+        h += kAtomicAckEthLen;
+    }
+    ctx.commit_tx(slot, qp, h, 0, 0);
+}
+
+void emit_read_response(SoftContext &ctx, SoftQp &qp, ResponseJob &j) {
+    auto &slot = ctx.begin_tx();
+    const uint32_t k = j.next;
+    const uint32_t off = k * qp.mtu;
+    const uint32_t len = std::min<uint32_t>(qp.mtu, j.len - off);
+    uint8_t op;
+    if (j.npkts == 1)
+        op = kReadResponseOnly;
+    else if (k == 0)
+        op = kReadResponseFirst;
+    else if (k + 1 == j.npkts)
+        op = kReadResponseLast;
+    else
+        op = kReadResponseMiddle;
+    size_t h = put_bth(slot.hdr, op, qp.dest_qpn, psn_add(j.psn, k), false, pad_for(len));
+    if (op_info(op).flags & kHasAeth) {
+        encode_aeth(slot.hdr + h, {uint8_t(kAethAck | kAethCreditsUnlimited), qp.msn});
+        h += kAethLen;
+    }
+    int n = 0;
+    if (len) {
+        slot.pkt.pieces[1] = {const_cast<uint8_t *>(j.src + off), len};
+        n = 1;
+    }
+    ctx.commit_tx(slot, qp, h, n, len);
+}
+
+} // namespace
+
+void responder_receive(SoftContext &ctx, SoftQp &qp, const PacketView &pv) {
+    if (qp.state != IBEX_QPS_RTR && qp.state != IBEX_QPS_RTS) return;
+    const uint32_t psn = pv.bth.psn;
+    const int32_t d = psn_diff(psn, qp.epsn);
+    if (d > 0) {
+        ++ctx.counters().out_of_sequence;
+        if (!qp.nak_sent) {
+            queue_nak(ctx, qp, uint8_t(kAethNak) | uint8_t(kNakPsnSeqError), qp.epsn);
+            qp.nak_sent = true;
+        }
+        return;
+    }
+    if (d < 0) return on_duplicate(ctx, qp, pv);
+    if (pv.flags & kIsSend) return on_send(ctx, qp, pv);
+    if (pv.flags & kIsWrite) return on_write(ctx, qp, pv);
+    if (pv.flags & kIsRead) return on_read(ctx, qp, pv);
+    if (pv.flags & kIsAtomic) return on_atomic(ctx, qp, pv);
+}
+
+void responder_transmit(SoftContext &ctx, SoftQp &qp, uint32_t &budget) {
+    while (budget && qp.job_count) {
+        ResponseJob &j = qp.jobs[qp.job_head];
+        switch (j.kind) {
+        case ResponseJob::Kind::kRead: emit_read_response(ctx, qp, j); break;
+        case ResponseJob::Kind::kAtomicAck:
+            emit_ack(ctx, qp, kAtomicAcknowledge, j.psn, kAethAck | kAethCreditsUnlimited, &j.orig);
+            break;
+        case ResponseJob::Kind::kNak: emit_ack(ctx, qp, kAcknowledge, j.psn, j.syndrome, nullptr); break;
+        }
+        --budget;
+        if (++j.next >= j.npkts) {
+            qp.job_head = (qp.job_head + 1) % kResponseJobs;
+            --qp.job_count;
+        }
+    }
+    if (qp.ack_pending && qp.job_count == 0 && budget) {
+        emit_ack(ctx, qp, kAcknowledge, qp.ack_psn, kAethAck | kAethCreditsUnlimited, nullptr);
+        qp.ack_pending = false;
+        --budget;
+    }
+}
+
+void qp_to_error(SoftQp &qp) {
+    if (qp.state == IBEX_QPS_ERR) return;
+    qp.state = IBEX_QPS_ERR;
+    while (!qp.sq.empty()) {
+        const SendWqe &w = qp.sq.front();
+        ibex_wc_t wc{};
+        wc.wr_id = w.wr_id;
+        wc.status = IBEX_WC_WR_FLUSH_ERR;
+        wc.qp_num = qp.qp_num;
+        wc.src_qp = qp.dest_qpn;
+        qp.scq->push(wc);
+        qp.sq.pop();
+    }
+    while (!qp.rq.empty()) complete_recv(qp, IBEX_WC_WR_FLUSH_ERR, IBEX_WC_RECV, 0, nullptr);
+    qp.tx_pos = qp.sq.tail();
+    qp.tx_pkt = 0;
+    qp.rto_deadline = 0;
+    qp.in_msg = SoftQp::InMsg::kNone;
+}
+
+} // namespace ibex::soft

@@ -1,0 +1,57 @@
+// The port interface of the soft provider: what the RC engine needs from a packet I/O
+// path (kernel UDP socket, DPDK ethdev, or a test double). The engine hands over RoCEv2
+// transport bytes (BTH .. ICRC) in pieces; the port adds whatever lies below (UDP/IP for
+// the socket, Ethernet/IP/UDP for DPDK).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <sys/uio.h>
+
+namespace ibex::soft {
+
+// IPv4 address and UDP port, host order.
+struct NetAddr {
+    uint32_t ip = 0;
+    uint16_t port = 0;
+    bool operator==(const NetAddr &) const = default;
+};
+
+inline constexpr int kMaxTxPieces = 20; // header + up to 16 payload SGE pieces + trailer
+
+struct TxPacket {
+    NetAddr dst;
+    uint32_t len = 0;     // sum of the pieces
+    uint16_t npieces = 0;
+    uint8_t tos = 0;      // DSCP << 2 | ECN
+    iovec pieces[kMaxTxPieces];
+};
+
+struct RxPacket {
+    const uint8_t *data = nullptr; // BTH first, ICRC last
+    uint32_t len = 0;
+    NetAddr src;
+    NetAddr dst;
+    uint16_t ip_id = 0;
+    uint16_t ip_frag = 0x4000;
+    uint8_t tos = 0;
+};
+
+class Port {
+public:
+    virtual ~Port() = default;
+    virtual NetAddr local() const = 0;
+    // Largest path MTU (IB enum 1..5) this port can carry.
+    virtual uint8_t max_mtu() const = 0;
+    // Transmits the packets; the pieces need to stay valid only until the call returns.
+    // Packets the path cannot take are dropped and counted, as a wire would.
+    virtual void send(std::span<const TxPacket> pkts) = 0;
+    // Fills `out` with received packets; their bytes stay valid until the next recv().
+    virtual int recv(std::span<RxPacket> out) = 0;
+    // A descriptor that becomes readable when packets arrive (-1 if the port has none).
+    virtual int wait_fd() const = 0;
+    virtual uint64_t tx_dropped() const { return 0; }
+};
+
+} // namespace ibex::soft

@@ -1,0 +1,355 @@
+#include "transport/soft/udp/udp_port.h"
+
+#include <arpa/inet.h>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <vector>
+
+#include "runtime/config.h"
+#include "runtime/log.h"
+#include "runtime/status.h"
+#include "transport/soft/codec/roce.h"
+
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
+
+namespace ibex::soft {
+namespace {
+
+constexpr size_t kBatch = 64;
+constexpr size_t kRxBufLen = 65536; // room for a GRO train
+constexpr size_t kMaxGsoBytes = 65000;
+constexpr int kMaxGsoSegments = 64;
+
+int netdev_mtu(const std::string &ifname) {
+    std::ifstream f("/sys/class/net/" + ifname + "/mtu");
+    int mtu = 0;
+    if (f >> mtu) return mtu;
+    return 1500;
+}
+
+// Finds the interface holding `ip` (host order), or the first IPv4 address of `ifname`.
+bool lookup_interface(const std::string &ifname, uint32_t *ip, std::string *name_out) {
+    ifaddrs *list = nullptr;
+    if (getifaddrs(&list) != 0) return false;
+    bool found = false;
+    for (ifaddrs *a = list; a && !found; a = a->ifa_next) {
+        if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET) continue;
+        const uint32_t addr = ntohl(reinterpret_cast<sockaddr_in *>(a->ifa_addr)->sin_addr.s_addr);
+        if (!ifname.empty()) {
+            if (ifname == a->ifa_name) {
+                *ip = addr;
+                *name_out = a->ifa_name;
+                found = true;
+            }
+        } else if (addr == *ip) {
+            *name_out = a->ifa_name;
+            found = true;
+        }
+    }
+    freeifaddrs(list);
+    return found;
+}
+
+class UdpPort final : public Port {
+public:
+    UdpPort(int fd, NetAddr local, uint8_t mtu, bool gso, bool gro)
+        : fd_(fd), local_(local), mtu_(mtu), gso_(gso), gro_(gro), rx_bufs_(kBatch * kRxBufLen) {
+        for (size_t i = 0; i < kBatch; ++i) {
+            rx_iov_[i] = {rx_bufs_.data() + i * kRxBufLen, kRxBufLen};
+            auto &h = rx_msgs_[i].msg_hdr;
+            h.msg_name = &rx_names_[i];
+            h.msg_namelen = sizeof(sockaddr_in);
+            h.msg_iov = &rx_iov_[i];
+            h.msg_iovlen = 1;
+            h.msg_control = rx_cmsg_[i];
+            h.msg_controllen = sizeof rx_cmsg_[i];
+        }
+    }
+    ~UdpPort() override { close(fd_); }
+
+    NetAddr local() const override { return local_; }
+    uint8_t max_mtu() const override { return mtu_; }
+    int wait_fd() const override { return fd_; }
+    uint64_t tx_dropped() const override { return tx_dropped_; }
+
+    void send(std::span<const TxPacket> pkts) override {
+        size_t i = 0;
+        while (i < pkts.size()) {
+            size_t nmsg = 0;
+            size_t niov = 0;
+            while (i < pkts.size() && nmsg < kBatch) {
+                const TxPacket &p = pkts[i];
+                if (niov + p.npieces > tx_iov_.size()) break;
+                // A run of equal-size packets to one peer leaves as one GSO send.
+                size_t run = 1;
+                if (gso_) {
+                    size_t bytes = p.len;
+                    while (i + run < pkts.size() && run < kMaxGsoSegments) {
+                        const TxPacket &q = pkts[i + run];
+                        if (!(q.dst == p.dst) || q.tos != p.tos || q.len > p.len || bytes + q.len > kMaxGsoBytes ||
+                            niov + p.npieces + q.npieces > tx_iov_.size())
+                            break;
+                        if (q.len < p.len) { // a shorter packet may only end a run
+                            ++run;
+                            break;
+                        }
+                        bytes += q.len;
+                        ++run;
+                    }
+                    size_t pieces = 0;
+                    for (size_t k = 0; k < run; ++k) pieces += pkts[i + k].npieces;
+                    if (niov + pieces > tx_iov_.size()) run = 1;
+                }
+                mmsghdr &m = tx_msgs_[nmsg];
+                std::memset(&m, 0, sizeof m);
+                sockaddr_in &sa = tx_names_[nmsg];
+                sa.sin_family = AF_INET;
+                sa.sin_port = htons(p.dst.port);
+                sa.sin_addr.s_addr = htonl(p.dst.ip);
+                m.msg_hdr.msg_name = &sa;
+                m.msg_hdr.msg_namelen = sizeof sa;
+                m.msg_hdr.msg_iov = &tx_iov_[niov];
+                for (size_t k = 0; k < run; ++k) {
+                    const TxPacket &q = pkts[i + k];
+                    for (int j = 0; j < q.npieces; ++j) tx_iov_[niov++] = q.pieces[j];
+                }
+                m.msg_hdr.msg_iovlen = niov - (m.msg_hdr.msg_iov - tx_iov_.data());
+                if (run > 1) {
+                    cmsghdr *c = reinterpret_cast<cmsghdr *>(tx_cmsg_[nmsg]);
+                    c->cmsg_level = SOL_UDP;
+                    c->cmsg_type = UDP_SEGMENT;
+                    c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+                    const uint16_t seg = static_cast<uint16_t>(p.len);
+                    std::memcpy(CMSG_DATA(c), &seg, sizeof seg);
+                    m.msg_hdr.msg_control = c;
+                    m.msg_hdr.msg_controllen = CMSG_SPACE(sizeof(uint16_t));
+                }
+                set_tos(p.tos);
+                i += run;
+                ++nmsg;
+            }
+            send_all(nmsg);
+        }
+    }
+
+    int recv(std::span<RxPacket> out) override {
+        size_t n = 0;
+        // Deliver what is left of the last receive first (GRO trains can exceed `out`).
+        while (n < out.size() && pending_msg_ < pending_count_) n += deliver(out.subspan(n));
+        if (n) return static_cast<int>(n);
+        for (size_t i = 0; i < kBatch; ++i) {
+            rx_msgs_[i].msg_hdr.msg_controllen = sizeof rx_cmsg_[i];
+            rx_msgs_[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
+        }
+        const size_t want = gro_ ? std::min<size_t>(kBatch, std::max<size_t>(1, out.size() / 8)) : std::min(kBatch, out.size());
+        const int r = recvmmsg(fd_, rx_msgs_, static_cast<unsigned>(want), MSG_DONTWAIT, nullptr);
+        if (r <= 0) return 0;
+        pending_count_ = static_cast<size_t>(r);
+        pending_msg_ = 0;
+        pending_off_ = 0;
+        while (n < out.size() && pending_msg_ < pending_count_) n += deliver(out.subspan(n));
+        return static_cast<int>(n);
+    }
+
+private:
+    void set_tos(uint8_t tos) {
+        if (tos == tos_) return;
+        int v = tos;
+        if (setsockopt(fd_, IPPROTO_IP, IP_TOS, &v, sizeof v) == 0) tos_ = tos;
+    }
+
+    void send_all(size_t nmsg) {
+        size_t done = 0;
+        for (int attempt = 0; done < nmsg && attempt < 100; ++attempt) {
+            const int r = sendmmsg(fd_, tx_msgs_ + done, static_cast<unsigned>(nmsg - done), 0);
+            if (r > 0) {
+                done += static_cast<size_t>(r);
+                continue;
+            }
+            if (errno == EAGAIN || errno == ENOBUFS || errno == EINTR) {
+                pollfd pfd{fd_, POLLOUT, 0};
+                poll(&pfd, 1, 1);
+                continue;
+            }
+            // The packet cannot leave (EMSGSIZE, unreachable, ...): the wire drops it
+            // and the reliability layer decides what happens next.
+            if (tx_errors_++ == 0) IBEX_LOG(warn, "udp port: sendmmsg failed: %s (errno %d)", strerror(errno), errno);
+            ++done;
+            ++tx_dropped_;
+        }
+        tx_dropped_ += nmsg - done;
+    }
+
+    // Splits received datagram pending_msg_ (a GRO train or one packet) into `out`.
+    size_t deliver(std::span<RxPacket> out) {
+        const mmsghdr &m = rx_msgs_[pending_msg_];
+        uint8_t tos = 0;
+        size_t seg = m.msg_len;
+        for (cmsghdr *c = CMSG_FIRSTHDR(&m.msg_hdr); c; c = CMSG_NXTHDR(const_cast<msghdr *>(&m.msg_hdr), c)) {
+            if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) tos = *CMSG_DATA(c);
+            if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+                int s;
+                std::memcpy(&s, CMSG_DATA(c), sizeof s);
+                if (s > 0) seg = static_cast<size_t>(s);
+            }
+        }
+        const auto *sa = &rx_names_[pending_msg_];
+        const uint8_t *base = static_cast<const uint8_t *>(m.msg_hdr.msg_iov->iov_base);
+        size_t n = 0;
+        while (n < out.size() && pending_off_ < m.msg_len) {
+            RxPacket &p = out[n++];
+            p.data = base + pending_off_;
+            p.len = static_cast<uint32_t>(std::min(seg, m.msg_len - pending_off_));
+            p.src = {ntohl(sa->sin_addr.s_addr), ntohs(sa->sin_port)};
+            p.dst = local_;
+            p.ip_id = 0;
+            p.ip_frag = 0x4000;
+            p.tos = tos;
+            pending_off_ += p.len;
+        }
+        if (pending_off_ >= m.msg_len) {
+            ++pending_msg_;
+            pending_off_ = 0;
+        }
+        return n;
+    }
+
+    int fd_;
+    NetAddr local_;
+    uint8_t mtu_;
+    bool gso_;
+    bool gro_;
+    int tos_ = -1;
+    uint64_t tx_dropped_ = 0;
+    uint64_t tx_errors_ = 0;
+
+    mmsghdr tx_msgs_[kBatch];
+    sockaddr_in tx_names_[kBatch];
+    alignas(cmsghdr) uint8_t tx_cmsg_[kBatch][CMSG_SPACE(sizeof(uint16_t))];
+    std::array<iovec, kBatch * 24> tx_iov_;
+
+    std::vector<uint8_t> rx_bufs_;
+    mmsghdr rx_msgs_[kBatch];
+    iovec rx_iov_[kBatch];
+    sockaddr_in rx_names_[kBatch];
+    alignas(cmsghdr) uint8_t rx_cmsg_[kBatch][CMSG_SPACE(sizeof(int)) * 2 + 32];
+    size_t pending_count_ = 0;
+    size_t pending_msg_ = 0;
+    size_t pending_off_ = 0;
+};
+
+int try_bind(uint32_t ip, uint16_t port, int *err) {
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        *err = errno;
+        return -1;
+    }
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(port);
+    sa.sin_addr.s_addr = htonl(ip);
+    if (bind(fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa) != 0) {
+        *err = errno;
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+} // namespace
+
+bool is_udp_device(const char *device) { return device && std::strncmp(device, "udp:", 4) == 0; }
+
+std::unique_ptr<Port> open_udp_port(const UdpPortOptions &opts, ibex_status_t *status) {
+    // Device: udp:<ifname | IPv4>[:port]
+    std::string spec = opts.device.substr(4);
+    uint16_t port = roce::kUdpPort;
+    if (auto colon = spec.find(':'); colon != std::string::npos) {
+        port = static_cast<uint16_t>(std::strtoul(spec.c_str() + colon + 1, nullptr, 10));
+        spec.resize(colon);
+    }
+    if (opts.port) port = opts.port;
+    std::string addr_text = opts.local_addr.empty() ? std::string(config::get_string("IBEX_UDP_ADDR", "")) : opts.local_addr;
+
+    uint32_t ip = 0;
+    std::string ifname;
+    bool explicit_addr = false;
+    in_addr a{};
+    if (!addr_text.empty()) {
+        if (inet_pton(AF_INET, addr_text.c_str(), &a) != 1) {
+            *status = fail(IBEX_ERR_INVALID_ARGUMENT, "udp port: local address \"%s\" is not an IPv4 address", addr_text.c_str());
+            return nullptr;
+        }
+        ip = ntohl(a.s_addr);
+        explicit_addr = true;
+    } else if (inet_pton(AF_INET, spec.c_str(), &a) == 1) {
+        ip = ntohl(a.s_addr);
+        explicit_addr = true;
+    } else if (!lookup_interface(spec, &ip, &ifname)) {
+        *status = fail(IBEX_ERR_NO_DEVICE, "udp port: no IPv4 interface named \"%s\" (device \"%s\")", spec.c_str(),
+                       opts.device.c_str());
+        return nullptr;
+    }
+    const bool loopback = (ip >> 24) == 127;
+    if (explicit_addr && !loopback && !lookup_interface("", &ip, &ifname)) {
+        in_addr show{htonl(ip)};
+        *status = fail(IBEX_ERR_NO_DEVICE, "udp port: address %s is not configured on this host", inet_ntoa(show));
+        return nullptr;
+    }
+    if (loopback) ifname = "lo";
+
+    int err = 0;
+    int fd = try_bind(ip, port, &err);
+    // Several processes on one host each take their own loopback address, so every
+    // context keeps UDP port 4791 as RoCEv2 wants.
+    if (fd < 0 && err == EADDRINUSE && loopback && !explicit_addr) {
+        for (uint32_t host = 2; host < 255 && fd < 0; ++host) fd = try_bind((127u << 24) | host, port, &err), ip = (127u << 24) | host;
+    }
+    if (fd < 0) {
+        in_addr show{htonl(ip)};
+        *status = fail_errno(err == EADDRINUSE ? IBEX_ERR_ADDRESS_IN_USE : IBEX_ERR_SYSTEM, err,
+                             "udp port: cannot bind %s:%u", inet_ntoa(show), port);
+        return nullptr;
+    }
+    int one = 1;
+    int pmtu = IP_PMTUDISC_DO; // DF set; with an unconnected socket the kernel leaves IP ID at 0
+    setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu);
+    setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof one);
+    int buf = opts.socket_buffer;
+    if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof buf) != 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof buf) != 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+    bool gro = opts.gro && config::get_bool("IBEX_UDP_GRO", true);
+    if (gro && setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof one) != 0) gro = false;
+    // GSO trains are split by the kernel with per-segment IP IDs on a real device, which
+    // would break the ICRC; on loopback the peer receives the train whole (GRO).
+    const bool gso = opts.gso && loopback && gro && config::get_bool("IBEX_UDP_GSO", true);
+
+    sockaddr_in bound{};
+    socklen_t len = sizeof bound;
+    getsockname(fd, reinterpret_cast<sockaddr *>(&bound), &len);
+    NetAddr local{ntohl(bound.sin_addr.s_addr), ntohs(bound.sin_port)};
+    uint8_t mtu = roce::mtu_enum_for_netdev(loopback ? 65536 : netdev_mtu(ifname));
+    if (!mtu) mtu = IBEX_MTU_256;
+    IBEX_LOG(info, "udp port on %s (%s) local %u.%u.%u.%u:%u mtu %d gso %d gro %d", opts.device.c_str(), ifname.c_str(),
+             local.ip >> 24, (local.ip >> 16) & 255, (local.ip >> 8) & 255, local.ip & 255, local.port,
+             roce::mtu_bytes(mtu), gso, gro);
+    *status = IBEX_OK;
+    return std::make_unique<UdpPort>(fd, local, mtu, gso, gro);
+}
+
+} // namespace ibex::soft
