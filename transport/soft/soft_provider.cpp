@@ -71,7 +71,13 @@ ibex_status_t open_device(const char *device, const ibex_context_attr_t *attr, i
 }
 
 ibex_status_t close_device(ibex_context *c) {
-    delete to_soft(c);
+    SoftContext *ctx = to_soft(c);
+    {
+        Lock l(ctx->mutex());
+        if (ctx->live_objects())
+            return fail(IBEX_ERR_INVALID_STATE, "context still has %d PD(s)/CQ(s): destroy them first", ctx->live_objects());
+    }
+    delete ctx;
     return IBEX_OK;
 }
 
@@ -108,12 +114,20 @@ ibex_status_t alloc_pd(ibex_context *c, ibex_pd **out) {
     if (!pd) return fail(IBEX_ERR_NO_MEMORY, "cannot allocate a protection domain");
     pd->context = c;
     pd->ctx = to_soft(c);
+    Lock l(pd->ctx->mutex());
+    ++pd->ctx->live_objects();
     *out = pd;
     return IBEX_OK;
 }
 
-ibex_status_t dealloc_pd(ibex_pd *pd) {
-    delete static_cast<SoftPd *>(pd);
+ibex_status_t dealloc_pd(ibex_pd *p) {
+    auto *pd = static_cast<SoftPd *>(p);
+    {
+        Lock l(pd->ctx->mutex());
+        if (pd->users) return fail(IBEX_ERR_INVALID_STATE, "PD still has %d MR(s)/QP(s)", pd->users);
+        --pd->ctx->live_objects();
+    }
+    delete pd;
     return IBEX_OK;
 }
 
@@ -132,6 +146,7 @@ ibex_status_t reg_mr(ibex_pd *pd, void *addr, size_t length, unsigned access, ib
         return fail(IBEX_ERR_NO_MEMORY, "memory region table full");
     }
     mr->lkey = mr->rkey = key;
+    ++static_cast<SoftPd *>(pd)->users;
     *out = mr;
     return IBEX_OK;
 }
@@ -141,6 +156,7 @@ ibex_status_t dereg_mr(ibex_mr *mr) {
     {
         Lock l(ctx->mutex());
         ctx->mrs().remove(mr->lkey);
+        --static_cast<SoftPd *>(mr->pd)->users;
     }
     delete static_cast<SoftMr *>(mr);
     return IBEX_OK;
@@ -158,6 +174,10 @@ ibex_status_t create_cq(ibex_context *c, int cqe, ibex_cq **out) {
         delete cq;
         return fail_errno(IBEX_ERR_SYSTEM, e, "eventfd for a CQ");
     }
+    {
+        Lock l(cq->ctx->mutex());
+        ++cq->ctx->live_objects();
+    }
     *out = cq;
     return IBEX_OK;
 }
@@ -167,6 +187,7 @@ ibex_status_t destroy_cq(ibex_cq *c) {
     {
         Lock l(cq->ctx->mutex());
         if (cq->users) return fail(IBEX_ERR_INVALID_STATE, "CQ is still used by %d QP(s)", cq->users);
+        --cq->ctx->live_objects();
     }
     close(cq->event_fd);
     delete cq;
@@ -267,6 +288,7 @@ ibex_status_t create_qp(ibex_pd *pd, const ibex_qp_init_attr_t *a, ibex_qp **out
     qp->sq_psn = rng() & roce::kPsnMask;
     ++qp->scq->users;
     ++qp->rcq->users;
+    ++static_cast<SoftPd *>(pd)->users;
     *out = qp;
     return IBEX_OK;
 }
@@ -278,6 +300,7 @@ ibex_status_t destroy_qp(ibex_qp *q) {
         qp->ctx->remove_qp(qp);
         --qp->scq->users;
         --qp->rcq->users;
+        --static_cast<SoftPd *>(qp->pd)->users;
     }
     delete qp;
     return IBEX_OK;

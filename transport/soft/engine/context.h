@@ -46,6 +46,7 @@ public:
     MrTable &mrs() { return mrs_; }
     ibex_counters_t &counters() { return counters_; }
     FaultInjector &faults() { return faults_; }
+    int &live_objects() { return live_objects_; } // PDs and CQs (lock held)
 
     // ---- objects (lock held)
     uint32_t add_qp(SoftQp *qp);  // returns the QPN
@@ -86,6 +87,7 @@ private:
     MrTable mrs_;
     ibex_counters_t counters_{};
     FaultInjector faults_;
+    int live_objects_ = 0;
 
     std::vector<SoftQp *> qps_;       // index = qpn - kQpnBase
     std::vector<SoftQp *> active_;    // QPs with work or timers

@@ -14,6 +14,7 @@ class SoftContext;
 
 struct SoftPd : ibex_pd {
     SoftContext *ctx;
+    int users = 0; // MRs and QPs created on it
 };
 
 struct SoftMr : ibex_mr {};
