@@ -20,7 +20,9 @@
 namespace ibex::soft {
 
 struct EngineConfig {
-    uint32_t max_inflight = 128;     // unacknowledged PSNs per QP (IBEX_MAX_INFLIGHT)
+    // Unacknowledged PSNs per QP (IBEX_MAX_INFLIGHT). rxe uses 128; a software peer is
+    // descheduled for milliseconds at a time on a busy host, so ibex keeps more in flight.
+    uint32_t max_inflight = 512;
     uint32_t ack_req_every = 16;     // AckReq at least every N packets of a message
     uint32_t spin_us = 50;           // progress thread busy-poll before blocking (IBEX_POLL_SPIN_US)
     uint32_t app_idle_us = 200;      // app counts as driving progress this long after a poll

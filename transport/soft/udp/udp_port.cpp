@@ -102,8 +102,10 @@ public:
                         if (!(q.dst == p.dst) || q.tos != p.tos || q.len > p.len || bytes + q.len > kMaxGsoBytes ||
                             niov + p.npieces + q.npieces > tx_iov_.size())
                             break;
-                        if (q.len < p.len) { // a shorter packet may only end a run
-                            ++run;
+                        if (q.len < p.len) {
+                            // A shorter packet may end a train, but never make one with
+                            // just the packet before it (a FIRST with its longer header).
+                            if (run > 1) ++run;
                             break;
                         }
                         bytes += q.len;

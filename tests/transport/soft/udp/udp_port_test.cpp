@@ -1,0 +1,164 @@
+// The udp port seen from outside: crafted datagrams from a plain socket reach a context,
+// and what the receive path counts (CE marks, CNPs, bad ICRC, malformed, unknown QP)
+// shows in ibex_query_counters. Also device naming and address selection errors.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "support/endpoint.h"
+#include "transport/soft/codec/icrc.h"
+#include "transport/soft/codec/roce.h"
+
+using namespace ibex::test;
+using namespace ibex::roce;
+
+namespace {
+
+struct RawSender {
+    int fd = -1;
+    uint32_t ip = 0;
+    uint16_t port = 0;
+    explicit RawSender(uint8_t tos) {
+        fd = socket(AF_INET, SOCK_DGRAM, 0);
+        sockaddr_in sa{};
+        sa.sin_family = AF_INET;
+        sa.sin_addr.s_addr = htonl(0x7f0000fe); // 127.0.0.254, clear of the contexts' picks
+        bind(fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa);
+        socklen_t len = sizeof sa;
+        getsockname(fd, reinterpret_cast<sockaddr *>(&sa), &len);
+        ip = ntohl(sa.sin_addr.s_addr);
+        port = ntohs(sa.sin_port);
+        int pmtu = IP_PMTUDISC_DO;
+        setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu);
+        int t = tos;
+        setsockopt(fd, IPPROTO_IP, IP_TOS, &t, sizeof t);
+    }
+    ~RawSender() { close(fd); }
+
+    // Sends BTH..payload with a correct (or deliberately wrong) ICRC to `to`.
+    void send(std::vector<uint8_t> pkt, const ibex_ep_addr_t &to, bool good_icrc = true) {
+        IcrcIpv4Fields f;
+        f.src_ip = ip;
+        f.src_port = port;
+        f.dst_ip = get32(to.gid + 12);
+        f.dst_port = to.udp_port;
+        iovec v{pkt.data(), pkt.size()};
+        uint32_t icrc = icrc_ipv4(f, std::span<const iovec>(&v, 1), pkt.size());
+        if (!good_icrc) icrc ^= 1;
+        pkt.resize(pkt.size() + 4);
+        store_icrc(pkt.data() + pkt.size() - 4, icrc);
+        sockaddr_in sa{};
+        sa.sin_family = AF_INET;
+        sa.sin_port = htons(to.udp_port);
+        sa.sin_addr.s_addr = htonl(f.dst_ip);
+        ASSERT_EQ(sendto(fd, pkt.data(), pkt.size(), 0, reinterpret_cast<sockaddr *>(&sa), sizeof sa),
+                  static_cast<ssize_t>(pkt.size()));
+    }
+};
+
+std::vector<uint8_t> cnp(uint32_t qpn) {
+    std::vector<uint8_t> p(kBthLen + kCnpPayloadLen, 0);
+    Bth b;
+    b.opcode = kCnp;
+    b.becn = true;
+    b.dest_qp = qpn;
+    encode_bth(p.data(), b);
+    return p;
+}
+
+ibex_counters_t counters_after(ibex_context_t *ctx, uint64_t ibex_counters_t::*field, uint64_t want) {
+    ibex_counters_t c{};
+    c.size = sizeof c;
+    for (int i = 0; i < 200; ++i) {
+        ibex_progress(ctx);
+        ibex_query_counters(ctx, &c);
+        if (c.*field >= want) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return c;
+}
+
+TEST(UdpPort, CountsCeMarksAndCnps) {
+    Endpoint e;
+    e.open(4096);
+    RawSender ce(0x3); // ECN = CE
+    ce.send(cnp(ibex_qp_num(e.qp)), e.addr());
+    auto c = counters_after(e.ctx, &ibex_counters_t::rp_cnp_handled, 1);
+    EXPECT_EQ(c.rp_cnp_handled, 1u);
+    EXPECT_EQ(c.np_ecn_marked_roce_packets, 1u);
+    RawSender ect(0x2); // ECT(0): not a congestion mark
+    ect.send(cnp(ibex_qp_num(e.qp)), e.addr());
+    c = counters_after(e.ctx, &ibex_counters_t::rp_cnp_handled, 2);
+    EXPECT_EQ(c.rp_cnp_handled, 2u);
+    EXPECT_EQ(c.np_ecn_marked_roce_packets, 1u);
+}
+
+TEST(UdpPort, DropsAndCountsBadPackets) {
+    Endpoint e;
+    e.open(4096);
+    RawSender s(0x2);
+    s.send(cnp(ibex_qp_num(e.qp)), e.addr(), /*good_icrc=*/false);
+    auto c = counters_after(e.ctx, &ibex_counters_t::rx_icrc_errors, 1);
+    EXPECT_EQ(c.rx_icrc_errors, 1u);
+    EXPECT_EQ(c.rp_cnp_handled, 0u);
+
+    std::vector<uint8_t> junk(7, 0xee); // shorter than a BTH + ICRC
+    s.send(junk, e.addr());
+    c = counters_after(e.ctx, &ibex_counters_t::rx_dropped_malformed, 1);
+    EXPECT_EQ(c.rx_dropped_malformed, 1u);
+
+    std::vector<uint8_t> unknown_op(kBthLen, 0);
+    Bth b;
+    b.opcode = 0x1f; // not an RC opcode ibex speaks
+    b.dest_qp = ibex_qp_num(e.qp);
+    encode_bth(unknown_op.data(), b);
+    s.send(unknown_op, e.addr());
+    c = counters_after(e.ctx, &ibex_counters_t::rx_dropped_malformed, 2);
+    EXPECT_EQ(c.rx_dropped_malformed, 2u);
+
+    // A well-formed SEND to a QP number nobody owns.
+    std::vector<uint8_t> send(kBthLen + 4, 0);
+    b = {};
+    b.opcode = kSendOnly;
+    b.dest_qp = 0xabcdef;
+    encode_bth(send.data(), b);
+    s.send(send, e.addr());
+    c = counters_after(e.ctx, &ibex_counters_t::rx_unknown_qp, 1);
+    EXPECT_EQ(c.rx_unknown_qp, 1u);
+}
+
+TEST(UdpPort, LoopbackContextsTakeDistinctAddresses) {
+    Endpoint a, b;
+    a.open(64);
+    b.open(64);
+    ibex_ep_addr_t x = a.addr(), y = b.addr();
+    EXPECT_EQ(x.udp_port, 4791);
+    EXPECT_EQ(y.udp_port, 4791);
+    EXPECT_NE(0, std::memcmp(x.gid, y.gid, 16));
+    EXPECT_EQ(x.gid[12], 127);
+}
+
+TEST(UdpPort, ExplicitAddressInUseIsAnError) {
+    ibex_context_attr_t attr = IBEX_CONTEXT_ATTR_INIT;
+    attr.local_addr = "127.0.0.200";
+    ibex_context_t *a = nullptr, *b = nullptr;
+    IBEX_ASSERT_OK(ibex_open_device("udp:lo", &attr, &a));
+    EXPECT_EQ(ibex_open_device("udp:lo", &attr, &b), IBEX_ERR_ADDRESS_IN_USE);
+    EXPECT_NE(std::string(ibex_last_error()).find("127.0.0.200"), std::string::npos) << ibex_last_error();
+    EXPECT_EQ(b, nullptr);
+    ibex_close_device(a);
+}
+
+TEST(UdpPort, UnknownInterfaceOrAddressIsNoDevice) {
+    ibex_context_t *c = nullptr;
+    EXPECT_EQ(ibex_open_device("udp:nosuchif0", nullptr, &c), IBEX_ERR_NO_DEVICE);
+    EXPECT_NE(std::string(ibex_last_error()).find("nosuchif0"), std::string::npos);
+    EXPECT_EQ(ibex_open_device("udp:192.0.2.77", nullptr, &c), IBEX_ERR_NO_DEVICE);
+    EXPECT_EQ(ibex_open_device("rocket:0", nullptr, &c), IBEX_ERR_NO_DEVICE);
+    EXPECT_NE(std::string(ibex_last_error()).find("udp:lo"), std::string::npos) << "should list what exists";
+}
+
+} // namespace
