@@ -17,6 +17,9 @@ namespace ibex::test {
         ASSERT_EQ(_st, IBEX_OK) << #expr << ": " << ibex_strerror(_st) << ": " << ibex_last_error();  \
     } while (0)
 
+inline constexpr unsigned kAllAccess =
+    IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE | IBEX_ACCESS_REMOTE_READ | IBEX_ACCESS_REMOTE_ATOMIC;
+
 struct Endpoint {
     ibex_context_t *ctx = nullptr;
     ibex_pd_t *pd = nullptr;
@@ -24,6 +27,10 @@ struct Endpoint {
     ibex_qp_t *qp = nullptr;
     ibex_mr_t *mr = nullptr;
     std::vector<uint8_t> buf;
+    // Knobs read by open(); change them before calling it.
+    uint32_t max_send_wr = 2048;
+    uint32_t max_recv_wr = 2048;
+    unsigned mr_access = kAllAccess;
 
     void open(size_t bytes, const char *device = "udp:lo", int cqe = 4096) {
         IBEX_ASSERT_OK(ibex_open_device(device, nullptr, &ctx));
@@ -32,15 +39,13 @@ struct Endpoint {
         ibex_qp_init_attr_t a = IBEX_QP_INIT_ATTR_INIT;
         a.send_cq = cq;
         a.recv_cq = cq;
-        a.max_send_wr = 2048;
-        a.max_recv_wr = 2048;
+        a.max_send_wr = max_send_wr;
+        a.max_recv_wr = max_recv_wr;
         IBEX_ASSERT_OK(ibex_create_qp(pd, &a, &qp));
         buf.assign(bytes, 0);
-        IBEX_ASSERT_OK(ibex_reg_mr(pd, buf.data(), buf.size(),
-                                   IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE | IBEX_ACCESS_REMOTE_READ |
-                                       IBEX_ACCESS_REMOTE_ATOMIC,
-                                   &mr));
+        IBEX_ASSERT_OK(ibex_reg_mr(pd, buf.data(), buf.size(), mr_access, &mr));
     }
+    bool ok() const { return ctx && pd && cq && qp && mr; }
     ibex_ep_addr_t addr() {
         ibex_ep_addr_t a{};
         EXPECT_EQ(ibex_qp_local_addr(qp, &a), IBEX_OK);
@@ -60,6 +65,70 @@ struct Endpoint {
         ctx = nullptr;
     }
     ~Endpoint() { close(); }
+
+    ibex_counters_t counters() {
+        ibex_counters_t c{};
+        c.size = sizeof c;
+        EXPECT_EQ(ibex_query_counters(ctx, &c), IBEX_OK) << ibex_last_error();
+        return c;
+    }
+    ibex_qp_state_t qp_state() {
+        ibex_qp_attr_t a = IBEX_QP_ATTR_INIT;
+        EXPECT_EQ(ibex_query_qp(qp, &a), IBEX_OK) << ibex_last_error();
+        return a.qp_state;
+    }
+    // RTS -> RTS change of the requester's timers (IB encodings; see ibex_qp_attr_t).
+    ibex_status_t set_timers(uint8_t timeout, uint8_t retry_cnt, uint8_t rnr_retry) {
+        ibex_qp_attr_t a = IBEX_QP_ATTR_INIT;
+        a.qp_state = IBEX_QPS_RTS;
+        a.timeout = timeout;
+        a.retry_cnt = retry_cnt;
+        a.rnr_retry = rnr_retry;
+        return ibex_modify_qp(qp, &a, IBEX_QP_STATE | IBEX_QP_TIMEOUT | IBEX_QP_RETRY_CNT | IBEX_QP_RNR_RETRY);
+    }
+    ibex_status_t set_min_rnr_timer(uint8_t code) {
+        ibex_qp_attr_t a = IBEX_QP_ATTR_INIT;
+        a.min_rnr_timer = code;
+        return ibex_modify_qp(qp, &a, IBEX_QP_MIN_RNR_TIMER);
+    }
+    // One-WR helpers over this endpoint's buffer; they return the post status.
+    ibex_status_t post_rdma(ibex_wr_opcode_t op, uint64_t wr_id, size_t off, uint32_t len, uint64_t remote_addr,
+                            uint32_t rkey, bool signaled = true, uint32_t imm = 0) {
+        ibex_sge_t s{va(off), len, ibex_mr_lkey(mr)};
+        ibex_send_wr_t wr{};
+        wr.wr_id = wr_id;
+        wr.sg_list = &s;
+        wr.num_sge = len ? 1 : 0;
+        wr.opcode = op;
+        wr.send_flags = signaled ? IBEX_SEND_SIGNALED : 0;
+        wr.imm_data = imm;
+        wr.wr.rdma.remote_addr = remote_addr;
+        wr.wr.rdma.rkey = rkey;
+        return ibex_post_send(qp, &wr, nullptr);
+    }
+    ibex_status_t post_atomic(ibex_wr_opcode_t op, uint64_t wr_id, size_t off, uint64_t remote_addr, uint32_t rkey,
+                              uint64_t compare_add, uint64_t swap = 0) {
+        ibex_sge_t s{va(off), 8, ibex_mr_lkey(mr)};
+        ibex_send_wr_t wr{};
+        wr.wr_id = wr_id;
+        wr.sg_list = &s;
+        wr.num_sge = 1;
+        wr.opcode = op;
+        wr.send_flags = IBEX_SEND_SIGNALED;
+        wr.wr.atomic.remote_addr = remote_addr;
+        wr.wr.atomic.rkey = rkey;
+        wr.wr.atomic.compare_add = compare_add;
+        wr.wr.atomic.swap = swap;
+        return ibex_post_send(qp, &wr, nullptr);
+    }
+    ibex_status_t post_recv(uint64_t wr_id, size_t off, uint32_t len) {
+        ibex_sge_t s{va(off), len, ibex_mr_lkey(mr)};
+        ibex_recv_wr_t wr{};
+        wr.wr_id = wr_id;
+        wr.sg_list = &s;
+        wr.num_sge = len ? 1 : 0;
+        return ibex_post_recv(qp, &wr, nullptr);
+    }
 
     // Polls until n completions arrive or the deadline passes; returns what arrived.
     std::vector<ibex_wc_t> wait(size_t n, int timeout_ms = 10000) {

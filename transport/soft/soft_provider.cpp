@@ -382,8 +382,9 @@ ibex_status_t modify_qp(ibex_qp *q, const ibex_qp_attr_t *a, unsigned mask) {
     if (mask & IBEX_QP_RQ_PSN) qp->epsn = a->rq_psn & roce::kPsnMask;
     if (mask & IBEX_QP_SQ_PSN) qp->sq_psn = a->sq_psn & roce::kPsnMask;
     if (mask & IBEX_QP_TIMEOUT) qp->timeout = a->timeout;
-    if (mask & IBEX_QP_RETRY_CNT) qp->retry_cnt = a->retry_cnt;
-    if (mask & IBEX_QP_RNR_RETRY) qp->rnr_retry = a->rnr_retry;
+    // The live budgets follow a new limit at once (an RTS -> RTS change included).
+    if (mask & IBEX_QP_RETRY_CNT) qp->retry_cnt = qp->retry_left = a->retry_cnt;
+    if (mask & IBEX_QP_RNR_RETRY) qp->rnr_retry = qp->rnr_left = a->rnr_retry;
     if (mask & IBEX_QP_MIN_RNR_TIMER) qp->min_rnr_timer = a->min_rnr_timer;
     if (mask & IBEX_QP_MAX_RD_ATOMIC) qp->max_rd_atomic = a->max_rd_atomic;
     if (mask & IBEX_QP_TRAFFIC_CLASS) qp->traffic_class = a->traffic_class;
@@ -527,6 +528,7 @@ ibex_status_t post_one_send(SoftContext &ctx, SoftQp &qp, const ibex_send_wr_t &
     w.opcode = static_cast<uint8_t>(wr.opcode);
     w.signaled = (wr.send_flags & IBEX_SEND_SIGNALED) != 0;
     w.solicited = (wr.send_flags & IBEX_SEND_SOLICITED) != 0;
+    w.fence = (wr.send_flags & IBEX_SEND_FENCE) != 0;
     w.imm = wr.imm_data;
     w.first_psn = qp.sq_psn;
     qp.sq_psn = roce::psn_add(qp.sq_psn, w.npkts);

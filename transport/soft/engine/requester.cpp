@@ -325,17 +325,35 @@ void complete_send(SoftQp &qp, const SendWqe &w, ibex_wc_status_t status) {
     qp.scq->push(wc);
 }
 
+// READ and atomic WQEs sent and not yet completed. The responder keeps the results of
+// only the last kAtomicReplays atomics (to answer a retried one without executing it
+// twice), so no more than that may be outstanding, as max_rd_atomic does on an RNIC.
+uint32_t outstanding_rd_atomic(SoftQp &qp) {
+    uint32_t n = 0;
+    for (uint64_t pos = qp.sq.head(); pos < qp.tx_pos; ++pos) n += needs_response(qp.sq.at(pos));
+    return n;
+}
+
 void requester_transmit(SoftContext &ctx, SoftQp &qp, uint64_t now, uint32_t &budget) {
     if (qp.state != IBEX_QPS_RTS || now < qp.rnr_until) return;
     const uint32_t window = ctx.config().max_inflight;
+    const uint32_t rd_atomic_limit = std::clamp<uint32_t>(qp.max_rd_atomic, 1, uint32_t(kAtomicReplays));
     while (budget && qp.tx_pos < qp.sq.tail()) {
         SendWqe &w = qp.sq.at(qp.tx_pos);
         const uint32_t psn = psn_add(w.first_psn, qp.tx_pkt);
         const uint32_t inflight = static_cast<uint32_t>(std::max(0, psn_diff(psn, qp.una)));
+        if (qp.tx_pkt == 0 && needs_response(w) && outstanding_rd_atomic(qp) >= rd_atomic_limit) break;
+        // IBEX_SEND_FENCE: wait until every earlier READ and atomic has completed.
+        if (qp.tx_pkt == 0 && w.fence && outstanding_rd_atomic(qp) > 0) break;
+        if (psn_diff(psn, qp.sent_high) < 0) ++ctx.counters().retransmitted_packets;
         if (is_read(w)) {
             // Large READs go out as several requests of at most half a window each, so
-            // the responses in flight stay bounded like any other traffic.
-            const uint32_t seg = std::min(w.npkts - qp.tx_pkt, std::max<uint32_t>(1, window / 2));
+            // the responses in flight stay bounded like any other traffic. A retry that
+            // starts inside a segment ends where that segment ended: the responder's
+            // expected PSN is the end of the request it executed, and a retried request
+            // reaching past it would be a duplicate whose tail is never accepted.
+            const uint32_t half = std::max<uint32_t>(1, window / 2);
+            const uint32_t seg = std::min(w.npkts - qp.tx_pkt, half - qp.tx_pkt % half);
             if (inflight > 0 && inflight + seg > window) break;
             emit_read_request(ctx, qp, w, qp.tx_pkt, seg);
             qp.tx_pkt += seg;

@@ -49,8 +49,10 @@ void accepted(SoftQp &qp, uint32_t psn, bool ack_req) {
     }
 }
 
+// Called when the expected PSN itself arrives and finds no receive: every such arrival
+// (the first try and each RNR retry) is answered, or the requester would hear nothing
+// after its first retry and fail with RETRY_EXC_ERR instead of retrying on the RNR timer.
 void rnr_nak(SoftContext &ctx, SoftQp &qp, uint32_t psn) {
-    if (qp.nak_sent) return;
     queue_nak(ctx, qp, uint8_t(kAethRnrNak | (qp.min_rnr_timer & 0x1f)), psn);
     qp.nak_sent = true; // until this PSN arrives again, later packets are dropped silently
 }

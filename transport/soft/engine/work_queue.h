@@ -64,6 +64,7 @@ struct SendWqe {
     uint8_t opcode = 0; // ibex_wr_opcode_t
     bool signaled = false;
     bool solicited = false;
+    bool fence = false;
     uint32_t imm = 0;
     SgeList local;
     uint64_t remote_addr = 0;

@@ -121,3 +121,40 @@ TEST_F(RcInProcess, SendWithImmAndReadAndAtomics) {
 }
 
 } // namespace
+
+namespace {
+
+// A fenced WRITE waits for the earlier READ of the same bytes, so the READ returns the
+// old contents even though its responses are produced from memory as they are sent.
+TEST_F(RcInProcess, FenceOrdersWriteAfterRead) {
+    constexpr uint32_t kLen = 512 * 1024;
+    std::fill(b.buf.begin(), b.buf.begin() + kLen, 0x11);
+    std::fill(a.buf.begin() + kLen, a.buf.begin() + 2 * kLen, 0x22);
+    ibex_sge_t rd = sge(a, 0, kLen);
+    ibex_sge_t wrs = sge(a, kLen, kLen);
+    ibex_send_wr_t w[2]{};
+    w[0].wr_id = 1;
+    w[0].sg_list = &rd;
+    w[0].num_sge = 1;
+    w[0].opcode = IBEX_WR_RDMA_READ;
+    w[0].send_flags = IBEX_SEND_SIGNALED;
+    w[0].wr.rdma.remote_addr = b.va(0);
+    w[0].wr.rdma.rkey = ibex_mr_rkey(b.mr);
+    w[0].next = &w[1];
+    w[1].wr_id = 2;
+    w[1].sg_list = &wrs;
+    w[1].num_sge = 1;
+    w[1].opcode = IBEX_WR_RDMA_WRITE;
+    w[1].send_flags = IBEX_SEND_SIGNALED | IBEX_SEND_FENCE;
+    w[1].wr.rdma.remote_addr = b.va(0);
+    w[1].wr.rdma.rkey = ibex_mr_rkey(b.mr);
+    IBEX_ASSERT_OK(ibex_post_send(a.qp, w, nullptr));
+    auto wc = a.wait(2);
+    ASSERT_EQ(wc.size(), 2u);
+    EXPECT_EQ(wc[0].wr_id, 1u);
+    EXPECT_EQ(wc[1].wr_id, 2u);
+    for (uint32_t i = 0; i < kLen; ++i) ASSERT_EQ(a.buf[i], 0x11) << "READ saw the fenced WRITE at byte " << i;
+    for (uint32_t i = 0; i < kLen; ++i) ASSERT_EQ(b.buf[i], 0x22) << "WRITE missing at byte " << i;
+}
+
+} // namespace

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Side-by-side on loopback, in one go (a few minutes at most):
+#   bandwidth, 64 KiB messages: ibex_write_bw (soft/udp)  vs  iperf3 (TCP)  and  ucx_perftest ucp_put_bw (UCX_TLS=tcp)
+#   latency, 2 bytes:           ibex_write_lat (soft/udp) vs  ucx_perftest tag_lat (UCX_TLS=tcp)
+# and the ratios ibex bw / iperf3 bw and ibex lat / ucx lat (issue 2 targets: >= 1.0 and <= 0.7).
+#
+# usage: bench/side_by_side.sh [BUILD_DIR]      (default: $IBEX_BUILD_DIR, else build)
+# env:   SIDE_SECONDS (bandwidth run length, default 5), SIDE_PORT (first TCP port, default 18600),
+#        SIDE_LAT_ITERS (latency iterations, default 20000)
+# Latency figures are medians of half round trips (ibex t_typical, UCX 50th percentile);
+# bandwidth in Gb/s (10^9 bits).
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+BUILD=${1:-${IBEX_BUILD_DIR:-build}}
+SECONDS_BW=${SIDE_SECONDS:-5}
+PORT=${SIDE_PORT:-18600}
+LAT_ITERS=${SIDE_LAT_ITERS:-20000}
+BW=$BUILD/tools/ibex_write_bw/ibex_write_bw
+LAT=$BUILD/tools/ibex_write_lat/ibex_write_lat
+for t in "$BW" "$LAT"; do
+    [[ -x $t ]] || { echo "side_by_side: $t not built (run scripts/setup.sh first)" >&2; exit 1; }
+done
+
+TMP=$(mktemp -d /tmp/ibex_side.XXXXXX)
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]:-}"; do
+        if [[ -n $p ]]; then kill "$p" 2>/dev/null || true; fi
+    done
+    wait 2>/dev/null || true
+    rm -rf "$TMP"
+}
+trap cleanup EXIT INT TERM
+
+# server_then_client NAME SERVER_CMD... -- CLIENT_CMD...: runs both (each under a time
+# limit), client output in $TMP/NAME.out. Fails if either side fails.
+server_then_client() {
+    local name=$1; shift
+    local server=() client=()
+    while [[ $1 != -- ]]; do server+=("$1"); shift; done
+    shift
+    client=("$@")
+    timeout 120 "${server[@]}" >"$TMP/$name.server" 2>&1 &
+    local spid=$!
+    PIDS+=("$spid")
+    sleep 0.5
+    if ! timeout 120 "${client[@]}" >"$TMP/$name.out" 2>&1; then
+        echo "side_by_side: $name client failed:" >&2
+        cat "$TMP/$name.out" "$TMP/$name.server" >&2
+        return 1
+    fi
+    wait "$spid" || { echo "side_by_side: $name server failed:" >&2; cat "$TMP/$name.server" >&2; return 1; }
+}
+
+have() { command -v "$1" >/dev/null 2>&1; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "n/a"; else printf "%.2f", a / b }'; }
+
+echo "== loopback side by side ($(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)); ${SECONDS_BW} s bandwidth runs"
+
+# ---- ibex bandwidth: 64 KiB RDMA WRITEs for SECONDS_BW seconds, Gb/s average
+server_then_client ibex_bw "$BW" -s 65536 -D "$SECONDS_BW" --report_gbits -p "$PORT" -- \
+    "$BW" -s 65536 -D "$SECONDS_BW" --report_gbits -p "$PORT" 127.0.0.1
+IBEX_BW=$(awk '/BW average\[Gb\/sec\]/ { t = 1; next } t && NF == 5 { print $4; exit }' "$TMP/ibex_bw.out")
+echo "ibex_write_bw   64 KiB  soft/udp        : ${IBEX_BW} Gb/s"
+
+# ---- ibex latency: 2-byte ping-pong, median half round trip
+server_then_client ibex_lat "$LAT" -s 2 -n "$LAT_ITERS" -p $((PORT + 1)) -- \
+    "$LAT" -s 2 -n "$LAT_ITERS" -p $((PORT + 1)) 127.0.0.1
+IBEX_LAT=$(awk '/t_typical/ { t = 1; next } t && NF == 9 { print $5; exit }' "$TMP/ibex_lat.out")
+IBEX_LAT_AVG=$(awk '/t_typical/ { t = 1; next } t && NF == 9 { print $6; exit }' "$TMP/ibex_lat.out")
+echo "ibex_write_lat  2 B     soft/udp        : ${IBEX_LAT} us typical (avg ${IBEX_LAT_AVG} us)"
+
+# ---- iperf3: TCP loopback, one stream
+IPERF_BW=
+if have iperf3; then
+    server_then_client iperf3 iperf3 -s -1 -B 127.0.0.1 -p $((PORT + 2)) -- \
+        iperf3 -c 127.0.0.1 -p $((PORT + 2)) -t "$SECONDS_BW" -J
+    IPERF_BW=$(awk '/"sum_received"/ { t = 1 } t && /"bits_per_second"/ { gsub(/[^0-9.e+]/, "", $2); printf "%.2f", $2 / 1e9; exit }' "$TMP/iperf3.out")
+    echo "iperf3          TCP     loopback        : ${IPERF_BW} Gb/s"
+else
+    echo "iperf3          not installed: skipped"
+fi
+
+# ---- ucx_perftest over TCP: put bandwidth (64 KiB) and tag latency (2 B)
+UCX_BW="" UCX_LAT=""
+if have ucx_perftest; then
+    export UCX_TLS=tcp
+    # MB/s in ucx_perftest is 2^20 bytes/s; "Final:" = iterations, latency typical/avg/overall, bw avg/overall, rate avg/overall.
+    server_then_client ucx_bw ucx_perftest -p $((PORT + 3)) -- \
+        ucx_perftest 127.0.0.1 -p $((PORT + 3)) -t ucp_put_bw -s 65536 -n 20000
+    UCX_BW=$(awk '/^Final:/ { printf "%.2f", $7 * 1048576 * 8 / 1e9 }' "$TMP/ucx_bw.out")
+    echo "ucx_perftest    64 KiB  ucp_put_bw tcp  : ${UCX_BW} Gb/s"
+    server_then_client ucx_lat ucx_perftest -p $((PORT + 4)) -- \
+        ucx_perftest 127.0.0.1 -p $((PORT + 4)) -t tag_lat -s 2 -n "$LAT_ITERS"
+    UCX_LAT=$(awk '/^Final:/ { print $3 }' "$TMP/ucx_lat.out")
+    UCX_LAT_AVG=$(awk '/^Final:/ { print $4 }' "$TMP/ucx_lat.out")
+    echo "ucx_perftest    2 B     tag_lat tcp     : ${UCX_LAT} us typical (avg ${UCX_LAT_AVG} us)"
+    unset UCX_TLS
+else
+    echo "ucx_perftest    not installed: skipped"
+fi
+
+echo "== ratios"
+echo "ibex bw / iperf3 bw      : $(ratio "$IBEX_BW" "$IPERF_BW")   (target >= 1.0)"
+echo "ibex bw / ucx put bw     : $(ratio "$IBEX_BW" "$UCX_BW")"
+echo "ibex lat / ucx tag lat   : $(ratio "$IBEX_LAT" "$UCX_LAT")   (target <= 0.7)"

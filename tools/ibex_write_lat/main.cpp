@@ -1,0 +1,5 @@
+// ibex_write_lat: RDMA WRITE ping-pong latency between two hosts, flags and tables as
+// perftest's ib_write_lat. Server: `ibex_write_lat [opts]`; client: `ibex_write_lat [opts] <server>`.
+#include "ibex_perftest/perftest.h"
+
+int main(int argc, char **argv) { return ibex::perftest::write_lat_main(argc, argv); }
