@@ -140,9 +140,17 @@ void fail_head(SoftQp &qp, ibex_wc_status_t status) {
     qp_to_error(qp);
 }
 
+// A response for a PSN never sent is forged or corrupt: it must not complete anything.
+bool beyond_sent(SoftContext &ctx, const SoftQp &qp, uint32_t psn) {
+    if (psn_diff(psn, qp.sent_high) < 0) return false;
+    ++ctx.counters().rx_dropped_malformed;
+    return true;
+}
+
 void on_read_response(SoftContext &ctx, SoftQp &qp, const PacketView &pv, uint64_t now) {
     const uint32_t q = pv.bth.psn;
     if (qp.sq.empty() || psn_diff(q, qp.una) < 0) return; // duplicate
+    if (beyond_sent(ctx, qp, q)) return;
     complete_before(qp, q, now);
     if (qp.sq.empty()) return;
     SendWqe &w = qp.sq.front();
@@ -168,9 +176,10 @@ void on_read_response(SoftContext &ctx, SoftQp &qp, const PacketView &pv, uint64
     progressed(qp, now);
 }
 
-void on_atomic_ack(SoftQp &qp, const PacketView &pv, uint64_t now) {
+void on_atomic_ack(SoftContext &ctx, SoftQp &qp, const PacketView &pv, uint64_t now) {
     const uint32_t q = pv.bth.psn;
     if (qp.sq.empty() || psn_diff(q, qp.una) < 0) return;
+    if (beyond_sent(ctx, qp, q)) return;
     complete_before(qp, q, now);
     if (qp.sq.empty()) return;
     SendWqe &w = qp.sq.front();
@@ -199,10 +208,7 @@ ibex_wc_status_t nak_status(uint8_t code) {
 
 void on_acknowledge(SoftContext &ctx, SoftQp &qp, const PacketView &pv, uint64_t now) {
     const uint32_t psn = pv.bth.psn;
-    if (psn_diff(psn, qp.sent_high) >= 0) { // acknowledges what was never sent
-        ++ctx.counters().rx_dropped_malformed;
-        return;
-    }
+    if (beyond_sent(ctx, qp, psn)) return;
     switch (pv.aeth.kind()) {
     case kAethAck:
         if (!ack_through(qp, psn, now)) rewind(qp, false);
@@ -385,7 +391,7 @@ void requester_receive(SoftContext &ctx, SoftQp &qp, const PacketView &pv, uint6
             on_acknowledge(ctx, qp, pv, now);
             return;
         }
-        on_atomic_ack(qp, pv, now);
+        on_atomic_ack(ctx, qp, pv, now);
         return;
     case kReadResponseFirst:
     case kReadResponseLast:
