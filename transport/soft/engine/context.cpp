@@ -200,11 +200,14 @@ void SoftContext::receive(const RxPacket &pkt) {
 void SoftContext::service_qp(SoftQp &qp, uint64_t now) {
     requester_timers(*this, qp, now);
     uint32_t budget = cfg_.tx_budget;
-    responder_transmit(*this, qp, budget);
+    // New requests first: on loopback the kernel delivers a batch in order, so the peer
+    // sees a request (what its application waits for) before the ACKs behind it.
     requester_transmit(*this, qp, now, budget);
+    responder_transmit(*this, qp, budget);
 }
 
 bool SoftContext::progress_once() {
+    ++pass_;
     bool did = false;
     for (int round = 0; round < 4; ++round) {
         const int n = port_->recv(std::span<RxPacket>(rx_pkts_.data(), rx_pkts_.size()));
@@ -216,6 +219,7 @@ bool SoftContext::progress_once() {
     const uint64_t now = now_ns();
     const uint64_t before = counters_.tx_packets;
     // Service every active QP; drop from the list those with nothing left to do.
+    deferring_acks_ = true;
     for (size_t i = 0; i < active_.size();) {
         SoftQp *qp = active_[i];
         service_qp(*qp, now);
@@ -229,6 +233,7 @@ bool SoftContext::progress_once() {
             ++i;
         }
     }
+    deferring_acks_ = false;
     flush_tx();
     return did || counters_.tx_packets != before;
 }

@@ -61,6 +61,8 @@ public:
     void service_qp(SoftQp &qp, uint64_t now);
     void flush_tx();
     void note_app_progress();
+    uint64_t pass() const { return pass_; }
+    bool deferring_acks() const { return deferring_acks_; }
     void app_went_idle();
 
     // ---- receive path (lock held); public for the fuzz target and tests
@@ -104,6 +106,8 @@ private:
     static constexpr size_t kRxBatch = 32;
     std::array<RxPacket, kRxBatch> rx_pkts_;
 
+    uint64_t pass_ = 0;
+    bool deferring_acks_ = false;
     std::atomic<uint64_t> last_app_progress_{0};
     std::atomic<bool> stopping_{false};
     std::thread thread_;

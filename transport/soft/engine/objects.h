@@ -97,6 +97,8 @@ struct SoftQp : ibex_qp {
     uint8_t *in_write = nullptr;
     uint32_t in_write_len = 0;
     bool ack_pending = false;
+    uint64_t ack_pass = 0;      // progress pass whose receive made the ACK pending
+    uint32_t unacked_rx = 0;    // requests accepted since the last ACK went out
     uint32_t ack_psn = 0;
     ResponseJob jobs[kResponseJobs];
     int job_head = 0;

@@ -13,6 +13,8 @@ using namespace ibex::roce;
 
 namespace {
 
+constexpr uint32_t kAckDeferLimit = 32;
+
 ResponseJob *push_job(SoftQp &qp) {
     if (qp.job_count == kResponseJobs) return nullptr;
     ResponseJob &j = qp.jobs[(qp.job_head + qp.job_count) % kResponseJobs];
@@ -40,12 +42,14 @@ void fatal_nak(SoftContext &ctx, SoftQp &qp, uint8_t code, uint32_t psn) {
     qp_to_error(qp);
 }
 
-void accepted(SoftQp &qp, uint32_t psn, bool ack_req) {
+void accepted(SoftContext &ctx, SoftQp &qp, uint32_t psn, bool ack_req) {
     qp.epsn = psn_add(psn, 1);
     qp.nak_sent = false;
+    ++qp.unacked_rx;
     if (ack_req) {
         qp.ack_pending = true;
         qp.ack_psn = psn;
+        qp.ack_pass = ctx.pass();
     }
 }
 
@@ -102,7 +106,7 @@ void on_send(SoftContext &ctx, SoftQp &qp, const PacketView &pv) {
         qp.in_msg = SoftQp::InMsg::kNone;
         ++qp.msn;
     }
-    accepted(qp, psn, pv.bth.ack_req);
+    accepted(ctx, qp, psn, pv.bth.ack_req);
 }
 
 void on_write(SoftContext &ctx, SoftQp &qp, const PacketView &pv) {
@@ -137,7 +141,7 @@ void on_write(SoftContext &ctx, SoftQp &qp, const PacketView &pv) {
         qp.in_msg = SoftQp::InMsg::kNone;
         ++qp.msn;
     }
-    accepted(qp, psn, pv.bth.ack_req);
+    accepted(ctx, qp, psn, pv.bth.ack_req);
 }
 
 // Checks a READ request and queues its responses. Returns false if it was refused.
@@ -306,9 +310,15 @@ void responder_transmit(SoftContext &ctx, SoftQp &qp, uint32_t &budget) {
             --qp.job_count;
         }
     }
-    if (qp.ack_pending && qp.job_count == 0 && budget) {
+    // A plain ACK made pending by this very pass waits for the next one (a post_send or
+    // the next progress call), unless many requests are unacknowledged: the application
+    // then sees its data before ibex spends a send on the ACK, and the ACK usually leaves
+    // in the same batch as the application's reply.
+    const bool deferred = ctx.deferring_acks() && qp.ack_pass == ctx.pass() && qp.unacked_rx < kAckDeferLimit;
+    if (qp.ack_pending && qp.job_count == 0 && budget && !deferred) {
         emit_ack(ctx, qp, kAcknowledge, qp.ack_psn, kAethAck | kAethCreditsUnlimited, nullptr);
         qp.ack_pending = false;
+        qp.unacked_rx = 0;
         --budget;
     }
 }
