@@ -6,17 +6,6 @@
 namespace ibex::tuning {
 namespace {
 
-bool parse_uint(std::string_view s, unsigned &out) {
-    if (s.empty() || s.size() > 9) return false;
-    unsigned v = 0;
-    for (char c : s) {
-        if (c < '0' || c > '9') return false;
-        v = v * 10 + static_cast<unsigned>(c - '0');
-    }
-    out = v;
-    return true;
-}
-
 int hex_digit(char c) {
     if (c >= '0' && c <= '9') return c - '0';
     if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -158,6 +147,17 @@ std::string CpuSet::to_mask() const {
         s += buf;
     }
     return s;
+}
+
+bool parse_uint(std::string_view s, unsigned &out) {
+    if (s.empty() || s.size() > 9) return false;
+    unsigned v = 0;
+    for (char c : s) {
+        if (c < '0' || c > '9') return false;
+        v = v * 10 + static_cast<unsigned>(c - '0');
+    }
+    out = v;
+    return true;
 }
 
 } // namespace ibex::tuning

@@ -43,5 +43,7 @@ private:
 };
 
 std::string_view trim(std::string_view s);
+// A plain decimal number of at most 9 digits (CPU, IRQ and queue indexes).
+bool parse_uint(std::string_view s, unsigned &out);
 
 } // namespace ibex::tuning

@@ -1,5 +1,6 @@
 #include "runtime/tuning/planner.h"
 
+#include "runtime/tuning/cpuset.h"
 #include "runtime/tuning/rootfs.h"
 
 #include <algorithm>
@@ -8,17 +9,6 @@
 
 namespace ibex::tuning {
 namespace {
-
-bool parse_index(std::string_view s, unsigned &out) {
-    if (s.empty() || s.size() > 9) return false;
-    unsigned v = 0;
-    for (char c : s) {
-        if (c < '0' || c > '9') return false;
-        v = v * 10 + static_cast<unsigned>(c - '0');
-    }
-    out = v;
-    return true;
-}
 
 // Interrupts that are not a queue's: mlx5's async/command/page EQs, other drivers'
 // misc/control vectors. Moving them is harmless but they carry no traffic.
@@ -35,7 +25,7 @@ std::vector<unsigned> queue_indices(const RootFs &fs, const std::string &dir, st
     if (fs.list_dir(dir, names) != 0) return out;
     for (const std::string &n : names) {
         unsigned i;
-        if (std::string_view(n).starts_with(prefix) && parse_index(std::string_view(n).substr(prefix.size()), i))
+        if (std::string_view(n).starts_with(prefix) && parse_uint(std::string_view(n).substr(prefix.size()), i))
             out.push_back(i);
     }
     std::sort(out.begin(), out.end());
@@ -143,7 +133,7 @@ struct Planner {
         std::set<unsigned> msi;
         for (const std::string &n : names) {
             unsigned irq;
-            if (parse_index(n, irq)) msi.insert(irq);
+            if (parse_uint(n, irq)) msi.insert(irq);
         }
         std::vector<std::pair<unsigned, std::string>> queue_irqs;
         for (const auto &[irq, action] : proc_interrupts())
@@ -255,7 +245,7 @@ std::vector<std::pair<unsigned, std::string>> parse_proc_interrupts(std::string_
         text = nl == std::string_view::npos ? std::string_view{} : text.substr(nl + 1);
         size_t colon = line.find(':');
         unsigned irq;
-        if (colon == std::string_view::npos || !parse_index(line.substr(0, colon), irq)) continue;
+        if (colon == std::string_view::npos || !parse_uint(line.substr(0, colon), irq)) continue;
         std::string_view rest = trim(line.substr(colon + 1));
         size_t sp = rest.find_last_of(" \t");
         std::string_view name = sp == std::string_view::npos ? rest : rest.substr(sp + 1);

@@ -189,7 +189,12 @@ TEST(PerftestTools, WriteBwAllSizes) {
         const auto &r = rows[i];
         EXPECT_EQ(r[0], sizes[i]);
         EXPECT_EQ(r[1], 20);
-        EXPECT_GT(r[3], 0) << "size " << r[0];
+        // 20 tiny messages on a loaded 2-core host can average below 0.005 MiB/s, which
+        // the table prints as 0.00: only larger sizes must show a positive figure.
+        EXPECT_GE(r[3], 0) << "size " << r[0];
+        if (r[0] >= 65536) {
+            EXPECT_GT(r[3], 0) << "size " << r[0];
+        }
         EXPECT_LT(r[3], 1e6) << "size " << r[0]; // below 1 TiB/s: a sane loopback figure
         EXPECT_GE(r[2] * 1.001 + 0.01, r[3]) << "peak below average at size " << r[0];
         EXPECT_GT(r[4], 0) << "size " << r[0];

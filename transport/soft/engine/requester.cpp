@@ -116,21 +116,8 @@ bool ack_through(SoftQp &qp, uint32_t acked, uint64_t now) {
     return !lost_response;
 }
 
-// Completes the SEND/WRITE WQEs entirely before `psn` (a response at `psn` implies the
-// responder executed everything before it).
-void complete_before(SoftQp &qp, uint32_t psn, uint64_t now) {
-    bool moved = false;
-    while (!qp.sq.empty()) {
-        SendWqe &w = qp.sq.front();
-        if (needs_response(w) || psn_diff(last_psn(w), psn) >= 0) break;
-        qp.una = psn_add(last_psn(w), 1);
-        complete_send(qp, w, IBEX_WC_SUCCESS);
-        qp.sq.pop();
-        moved = true;
-    }
-    fix_cursor(qp);
-    if (moved) progressed(qp, now);
-}
+// A response at `psn` implies the responder executed everything before it.
+void complete_before(SoftQp &qp, uint32_t psn, uint64_t now) { ack_through(qp, psn_add(psn, kPsnMask), now); }
 
 void fail_head(SoftQp &qp, ibex_wc_status_t status) {
     if (!qp.sq.empty()) {
