@@ -2,6 +2,7 @@
 // opcode once, data verified. (Two-process, fault-injection and protection suites live in
 // their own files.)
 #include <numeric>
+#include <sys/resource.h>
 
 #include "support/endpoint.h"
 
@@ -155,6 +156,41 @@ TEST_F(RcInProcess, FenceOrdersWriteAfterRead) {
     EXPECT_EQ(wc[1].wr_id, 2u);
     for (uint32_t i = 0; i < kLen; ++i) ASSERT_EQ(a.buf[i], 0x11) << "READ saw the fenced WRITE at byte " << i;
     for (uint32_t i = 0; i < kLen; ++i) ASSERT_EQ(b.buf[i], 0x22) << "WRITE missing at byte " << i;
+}
+
+} // namespace
+
+namespace {
+
+double cpu_seconds() {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+// Progress threads busy-poll only briefly: idle contexts, and an application asleep in
+// ibex_cq_wait, leave the CPU to others (four ranks must share two cores).
+TEST_F(RcInProcess, IdleContextsBlockInsteadOfSpinning) {
+    // Some traffic first, so both progress threads have been busy and must go back to sleep.
+    ibex_sge_t s = sge(a, 0, 65536);
+    ibex_send_wr_t wr{};
+    wr.sg_list = &s;
+    wr.num_sge = 1;
+    wr.opcode = IBEX_WR_RDMA_WRITE;
+    wr.send_flags = IBEX_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = b.va(0);
+    wr.wr.rdma.rkey = ibex_mr_rkey(b.mr);
+    IBEX_ASSERT_OK(ibex_post_send(a.qp, &wr, nullptr));
+    ASSERT_EQ(a.wait(1).size(), 1u);
+
+    const double before = cpu_seconds();
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ(ibex_cq_wait(a.cq, 600), IBEX_ERR_TIMEOUT); // nothing will come
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double used = cpu_seconds() - before;
+    EXPECT_GE(waited, 0.55);
+    // Two progress threads and this thread over 0.6 s: spinning would cost ~1.2 CPU-s.
+    EXPECT_LT(used, 0.1) << "idle contexts used " << used << " CPU-seconds in " << waited << " s";
 }
 
 } // namespace
