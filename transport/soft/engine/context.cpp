@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <chrono>
 #include <ctime>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -266,10 +267,15 @@ void SoftContext::progress_thread_main() {
         uint64_t now = now_ns();
         const uint64_t app = last_app_progress_.load(std::memory_order_relaxed);
         if (app && now - app < app_window) {
-            // The application is polling: stay off the CPU it needs.
-            const uint64_t wait = std::min<uint64_t>(app + app_window - now, 100000);
-            timespec ts{0, static_cast<long>(wait)};
-            nanosleep(&ts, nullptr);
+            // The application is polling: stay off the CPU it needs until it stops, or
+            // until app_went_idle() signals the wake descriptor.
+            const uint64_t wait = app + app_window - now;
+            pollfd p{wake_fd_, POLLIN, 0};
+            timespec ts{static_cast<time_t>(wait / 1000000000), static_cast<long>(wait % 1000000000)};
+            if (ppoll(&p, 1, &ts, nullptr) > 0) {
+                uint64_t v;
+                [[maybe_unused]] ssize_t r = read(wake_fd_, &v, sizeof v);
+            }
             continue;
         }
         bool did = false;

@@ -25,7 +25,9 @@ struct EngineConfig {
     uint32_t max_inflight = 512;
     uint32_t ack_req_every = 16;     // AckReq at least every N packets of a message
     uint32_t spin_us = 50;           // progress thread busy-poll before blocking (IBEX_POLL_SPIN_US)
-    uint32_t app_idle_us = 200;      // app counts as driving progress this long after a poll
+    // The application counts as driving progress this long after its last ibex call; the
+    // progress thread sleeps meanwhile. Long enough that its wake-ups cost little CPU.
+    uint32_t app_idle_us = 1000;
     uint32_t tx_budget = 64;         // packets per QP per progress pass
     bool progress_thread = true;
 
