@@ -12,5 +12,6 @@ write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/ibexConfigVersion.c
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/ibexConfig.cmake
   ${CMAKE_CURRENT_BINARY_DIR}/ibexConfigVersion.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ibex)
+file(RELATIVE_PATH IBEX_PC_PREFIX_REL "${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "${CMAKE_INSTALL_PREFIX}")
 configure_file(cmake/ibex.pc.in ${CMAKE_CURRENT_BINARY_DIR}/ibex.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/ibex.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
