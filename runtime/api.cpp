@@ -155,7 +155,7 @@ ibex_status_t ibex_poll_cq(ibex_cq_t *cq, int max, ibex_wc_t *wc, int *count) {
     IBEX_CHECK_NULL(count, "count");
     *count = 0;
     if (max < 0 || (max > 0 && !wc)) return fail(IBEX_ERR_INVALID_ARGUMENT, "ibex_poll_cq: max %d with wc %p", max, (void *)wc);
-    return cq->context->ops->poll_cq(cq, max, wc, count);
+    return IBEX_DISPATCH(cq->context->ops, poll_cq, cq, max, wc, count);
 }
 
 ibex_status_t ibex_cq_fd(ibex_cq_t *cq, int *fd) {
@@ -257,14 +257,14 @@ ibex_status_t ibex_post_send(ibex_qp_t *qp, ibex_send_wr_t *wr, ibex_send_wr_t *
     IBEX_CHECK_NULL(qp, "qp");
     if (bad_wr) *bad_wr = wr;
     IBEX_CHECK_NULL(wr, "wr");
-    return qp->pd->context->ops->post_send(qp, wr, bad_wr);
+    return IBEX_DISPATCH(qp->pd->context->ops, post_send, qp, wr, bad_wr);
 }
 
 ibex_status_t ibex_post_recv(ibex_qp_t *qp, ibex_recv_wr_t *wr, ibex_recv_wr_t **bad_wr) {
     IBEX_CHECK_NULL(qp, "qp");
     if (bad_wr) *bad_wr = wr;
     IBEX_CHECK_NULL(wr, "wr");
-    return qp->pd->context->ops->post_recv(qp, wr, bad_wr);
+    return IBEX_DISPATCH(qp->pd->context->ops, post_recv, qp, wr, bad_wr);
 }
 
 } // extern "C"

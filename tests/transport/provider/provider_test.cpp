@@ -1,0 +1,50 @@
+// The provider ops table: a provider that leaves an entry empty answers "not supported"
+// through the C API instead of crashing, and device names route to their provider.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "transport/provider.h"
+
+namespace {
+
+const ibex::ProviderOps kEmptyOps = {.name = "empty"};
+
+TEST(ProviderOps, MissingEntriesAnswerNotSupported) {
+    ibex_context ctx{&kEmptyOps, "empty:0"};
+    ibex_pd_t *pd = nullptr;
+    EXPECT_EQ(ibex_alloc_pd(&ctx, &pd), IBEX_ERR_NOT_SUPPORTED);
+    EXPECT_NE(std::string(ibex_last_error()).find("\"empty\""), std::string::npos) << ibex_last_error();
+    EXPECT_EQ(pd, nullptr);
+    ibex_cq_t *cq = nullptr;
+    EXPECT_EQ(ibex_create_cq(&ctx, 16, &cq), IBEX_ERR_NOT_SUPPORTED);
+    EXPECT_EQ(ibex_progress(&ctx), IBEX_ERR_NOT_SUPPORTED);
+    ibex_counters_t c{};
+    c.size = sizeof c;
+    EXPECT_EQ(ibex_query_counters(&ctx, &c), IBEX_ERR_NOT_SUPPORTED);
+
+    ibex_cq cqh{&ctx, 16};
+    int n = -1;
+    ibex_wc_t wc;
+    EXPECT_EQ(ibex_poll_cq(&cqh, 1, &wc, &n), IBEX_ERR_NOT_SUPPORTED);
+    EXPECT_EQ(n, 0);
+    ibex_pd pdh{&ctx};
+    ibex_qp qph{&pdh, &cqh, &cqh, 1};
+    ibex_send_wr_t wr{};
+    ibex_send_wr_t *bad = nullptr;
+    EXPECT_EQ(ibex_post_send(&qph, &wr, &bad), IBEX_ERR_NOT_SUPPORTED);
+    EXPECT_EQ(bad, &wr) << "the first WR not posted is reported";
+    ibex_recv_wr_t rwr{};
+    EXPECT_EQ(ibex_post_recv(&qph, &rwr, nullptr), IBEX_ERR_NOT_SUPPORTED);
+    EXPECT_EQ(ibex_close_device(&ctx), IBEX_ERR_NOT_SUPPORTED);
+}
+
+TEST(ProviderOps, DeviceNamesRouteToTheirProvider) {
+    const ibex::ProviderOps *p = ibex::provider_for("udp:lo");
+    ASSERT_NE(p, nullptr);
+    EXPECT_STREQ(p->name, "soft");
+    EXPECT_EQ(ibex::provider_for("mlx5_0"), nullptr) << "no verbs provider in this build yet";
+    EXPECT_EQ(ibex::provider_for(""), nullptr);
+}
+
+} // namespace
