@@ -121,13 +121,13 @@ void print_text(const ibex_topology_t *topo, const std::vector<Binding> &binding
             rows.push_back(r);
         }
         print_table(rows, "");
-        std::printf("\nLegend:\n\n"
-                    "  X    = Self\n"
-                    "  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)\n"
-                    "  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node\n"
-                    "  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)\n"
-                    "  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)\n"
-                    "  PIX  = Connection traversing at most a single PCIe bridge\n"
+        std::printf("\nLegend (path between two devices, best first):\n\n"
+                    "  X    = the device itself\n"
+                    "  PIX  = both behind the same PCIe switch, one bridge apart at most\n"
+                    "  PXB  = through two or more PCIe bridges, never up to the CPU's root complex\n"
+                    "  PHB  = up through a PCIe host bridge (the CPU's root complex)\n"
+                    "  NODE = across host bridges of the same NUMA node\n"
+                    "  SYS  = across NUMA nodes, over the inter-socket link\n"
                     "  N/A  = NUMA node unknown (sysfs numa_node is -1): paths beyond its host bridge count as SYS\n\n");
     }
 
