@@ -1,7 +1,9 @@
 // The C API: argument checks that need no provider, then dispatch through the
 // provider's ops table. A null entry answers IBEX_ERR_NOT_SUPPORTED. Nothing here throws.
 #include <cstring>
+#include <string>
 
+#include "runtime/binding_defaults.h"
 #include "runtime/status.h"
 #include "transport/provider.h"
 
@@ -65,6 +67,11 @@ ibex_status_t ibex_open_device(const char *device, const ibex_context_attr_t *at
             if (p->list_devices) p->list_devices(devs);
         for (auto &d : devs) known += (known.empty() ? "" : ", ") + d.name;
         return fail(IBEX_ERR_NO_DEVICE, "no provider serves device \"%s\" (available: %s)", device, known.c_str());
+    }
+    std::string cpus;
+    if (!a.progress_cpus) {
+        cpus = ibex::progress_cpus_for(device);
+        if (!cpus.empty()) a.progress_cpus = cpus.c_str();
     }
     return IBEX_DISPATCH(ops, open_device, device, &a, context);
 }

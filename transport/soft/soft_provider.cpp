@@ -6,12 +6,14 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <random>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <poll.h>
 #include <unistd.h>
 
 #include "runtime/log.h"
 #include "runtime/status.h"
+#include "runtime/tuning/cpuset.h"
 #include "transport/provider.h"
 #include "transport/soft/codec/roce.h"
 #include "transport/soft/engine/context.h"
@@ -61,6 +63,14 @@ ibex_status_t open_device(const char *device, const ibex_context_attr_t *attr, i
     if (!port) return st;
     EngineConfig cfg = EngineConfig::from_env();
     if (attr && !attr->progress_thread) cfg.progress_thread = false;
+    if (attr && attr->progress_cpus && *attr->progress_cpus) {
+        tuning::CpuSet cpus;
+        std::string err;
+        if (!tuning::CpuSet::parse_list(attr->progress_cpus, cpus, err, CPU_SETSIZE) || cpus.empty())
+            return fail(IBEX_ERR_INVALID_ARGUMENT, "progress CPUs \"%s\": %s", attr->progress_cpus,
+                        err.empty() ? "empty list" : err.c_str());
+        cfg.progress_cpus = cpus.cpus();
+    }
     auto *ctx = new (std::nothrow) SoftContext(std::move(port), cfg);
     if (!ctx) return fail(IBEX_ERR_NO_MEMORY, "cannot allocate a context");
     ctx->ops = &kSoftProviderOps;

@@ -111,10 +111,13 @@ typedef struct ibex_context_attr {
     uint16_t reserved0;
     /* Run a progress thread (1, default) or progress only inside ibex calls (0). */
     int32_t progress_thread;
+    /* CPUs for the progress thread as a cpulist ("2,3"). NULL: IBEX_PROGRESS_CPUS, else
+     * the CPUs local to the device's NIC when the topology knows it, else unpinned. */
+    const char *progress_cpus;
 } ibex_context_attr_t;
 
 #define IBEX_CONTEXT_ATTR_INIT                                                                  \
-    {sizeof(ibex_context_attr_t), IBEX_MAGIC_CONTEXT_ATTR, IBEX_ATTR_VERSION, NULL, 0, 0, 1}
+    {sizeof(ibex_context_attr_t), IBEX_MAGIC_CONTEXT_ATTR, IBEX_ATTR_VERSION, NULL, 0, 0, 1, NULL}
 
 /* attr may be NULL (defaults). device: a name from the list, e.g. "udp:lo". */
 IBEX_API ibex_status_t ibex_open_device(const char *device, const ibex_context_attr_t *attr,

@@ -2,7 +2,10 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <ctime>
+#include <pthread.h>
+#include <sched.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -69,6 +72,14 @@ void SoftContext::start() {
     ev.data.fd = wake_fd_;
     epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
     thread_ = std::thread([this] { progress_thread_main(); });
+    if (!cfg_.progress_cpus.empty()) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        for (unsigned c : cfg_.progress_cpus)
+            if (c < CPU_SETSIZE) CPU_SET(c, &set);
+        if (int e = pthread_setaffinity_np(thread_.native_handle(), sizeof set, &set))
+            IBEX_LOG(warn, "progress thread: cannot pin to the chosen CPUs: %s", strerror(e));
+    }
 }
 
 void SoftContext::stop() {

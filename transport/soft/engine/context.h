@@ -30,6 +30,7 @@ struct EngineConfig {
     uint32_t app_idle_us = 1000;
     uint32_t tx_budget = 64;         // packets per QP per progress pass
     bool progress_thread = true;
+    std::vector<unsigned> progress_cpus; // affinity of the progress thread; empty: any
 
     static EngineConfig from_env();
 };

@@ -6,6 +6,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "support/endpoint.h"
@@ -159,6 +162,44 @@ TEST(UdpPort, UnknownInterfaceOrAddressIsNoDevice) {
     EXPECT_EQ(ibex_open_device("udp:192.0.2.77", nullptr, &c), IBEX_ERR_NO_DEVICE);
     EXPECT_EQ(ibex_open_device("rocket:0", nullptr, &c), IBEX_ERR_NO_DEVICE);
     EXPECT_NE(std::string(ibex_last_error()).find("udp:lo"), std::string::npos) << "should list what exists";
+}
+
+} // namespace
+
+namespace {
+
+// The CPUs each thread of this process may run on, from /proc/self/task/*/status.
+std::vector<std::string> thread_cpu_lists() {
+    std::vector<std::string> out;
+    for (const auto &e : std::filesystem::directory_iterator("/proc/self/task")) {
+        std::ifstream f(e.path() / "status");
+        std::string line;
+        while (std::getline(f, line))
+            if (line.rfind("Cpus_allowed_list:", 0) == 0) out.push_back(line.substr(line.find_first_not_of(" \t", 18)));
+    }
+    return out;
+}
+
+TEST(UdpPort, ProgressThreadRunsOnTheChosenCpus) {
+    if (sysconf(_SC_NPROCESSORS_ONLN) < 2) GTEST_SKIP() << "needs two CPUs to tell a pinned thread apart";
+    const auto before = thread_cpu_lists();
+    ibex_context_attr_t attr = IBEX_CONTEXT_ATTR_INIT;
+    attr.progress_cpus = "1";
+    ibex_context_t *ctx = nullptr;
+    IBEX_ASSERT_OK(ibex_open_device("udp:lo", &attr, &ctx));
+    const auto after = thread_cpu_lists();
+    ibex_close_device(ctx);
+    EXPECT_EQ(std::count(before.begin(), before.end(), "1"), 0);
+    EXPECT_EQ(std::count(after.begin(), after.end(), "1"), 1) << "exactly the new progress thread is pinned";
+}
+
+TEST(UdpPort, MalformedProgressCpusAreRefused) {
+    ibex_context_attr_t attr = IBEX_CONTEXT_ATTR_INIT;
+    attr.progress_cpus = "1-x";
+    ibex_context_t *ctx = nullptr;
+    EXPECT_EQ(ibex_open_device("udp:lo", &attr, &ctx), IBEX_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(ibex_last_error()).find("1-x"), std::string::npos) << ibex_last_error();
+    EXPECT_EQ(ctx, nullptr);
 }
 
 } // namespace
