@@ -22,16 +22,7 @@ protected:
 
 TEST_F(RcInProcess, RdmaWriteLandsInPeerMemory) {
     for (size_t i = 0; i < 100000; ++i) a.buf[i] = static_cast<uint8_t>(i * 7 + 1);
-    ibex_sge_t s = sge(a, 0, 100000);
-    ibex_send_wr_t wr{};
-    wr.wr_id = 42;
-    wr.sg_list = &s;
-    wr.num_sge = 1;
-    wr.opcode = IBEX_WR_RDMA_WRITE;
-    wr.send_flags = IBEX_SEND_SIGNALED;
-    wr.wr.rdma.remote_addr = b.va(1000);
-    wr.wr.rdma.rkey = ibex_mr_rkey(b.mr);
-    IBEX_ASSERT_OK(ibex_post_send(a.qp, &wr, nullptr));
+    IBEX_ASSERT_OK(a.post_rdma(IBEX_WR_RDMA_WRITE, 42, 0, 100000, b.va(1000), ibex_mr_rkey(b.mr)));
     auto wc = a.wait(1);
     ASSERT_EQ(wc.size(), 1u);
     EXPECT_EQ(wc[0].status, IBEX_WC_SUCCESS) << ibex_wc_status_str(wc[0].status);
@@ -43,22 +34,9 @@ TEST_F(RcInProcess, RdmaWriteLandsInPeerMemory) {
 }
 
 TEST_F(RcInProcess, SendWithImmAndReadAndAtomics) {
-    ibex_sge_t rs = sge(b, 0, 5000);
-    ibex_recv_wr_t rwr{};
-    rwr.wr_id = 7;
-    rwr.sg_list = &rs;
-    rwr.num_sge = 1;
-    IBEX_ASSERT_OK(ibex_post_recv(b.qp, &rwr, nullptr));
+    IBEX_ASSERT_OK(b.post_recv(7, 0, 5000));
     std::iota(a.buf.begin(), a.buf.begin() + 4999, 3);
-    ibex_sge_t s = sge(a, 0, 4999);
-    ibex_send_wr_t wr{};
-    wr.wr_id = 1;
-    wr.sg_list = &s;
-    wr.num_sge = 1;
-    wr.opcode = IBEX_WR_SEND_WITH_IMM;
-    wr.imm_data = 0xabcdef01;
-    wr.send_flags = IBEX_SEND_SIGNALED;
-    IBEX_ASSERT_OK(ibex_post_send(a.qp, &wr, nullptr));
+    IBEX_ASSERT_OK(a.post_rdma(IBEX_WR_SEND_WITH_IMM, 1, 0, 4999, 0, 0, true, 0xabcdef01));
     auto rc = b.wait(1);
     ASSERT_EQ(rc.size(), 1u);
     EXPECT_EQ(rc[0].status, IBEX_WC_SUCCESS);
@@ -71,16 +49,7 @@ TEST_F(RcInProcess, SendWithImmAndReadAndAtomics) {
 
     // READ back 300 KB from b.
     for (size_t i = 0; i < 300000; ++i) b.buf[200000 + i] = static_cast<uint8_t>(i ^ 0x5a);
-    ibex_sge_t ls = sge(a, 400000, 300000);
-    wr = {};
-    wr.wr_id = 2;
-    wr.sg_list = &ls;
-    wr.num_sge = 1;
-    wr.opcode = IBEX_WR_RDMA_READ;
-    wr.send_flags = IBEX_SEND_SIGNALED;
-    wr.wr.rdma.remote_addr = b.va(200000);
-    wr.wr.rdma.rkey = ibex_mr_rkey(b.mr);
-    IBEX_ASSERT_OK(ibex_post_send(a.qp, &wr, nullptr));
+    IBEX_ASSERT_OK(a.post_rdma(IBEX_WR_RDMA_READ, 2, 400000, 300000, b.va(200000), ibex_mr_rkey(b.mr)));
     auto wc = a.wait(1);
     ASSERT_EQ(wc.size(), 1u);
     EXPECT_EQ(wc[0].status, IBEX_WC_SUCCESS) << ibex_wc_status_str(wc[0].status);
@@ -90,17 +59,7 @@ TEST_F(RcInProcess, SendWithImmAndReadAndAtomics) {
     // Fetch-and-add then compare-and-swap on b's word at offset 8.
     uint64_t init = 100;
     std::memcpy(b.buf.data() + 8, &init, 8);
-    ibex_sge_t as = sge(a, 16, 8);
-    wr = {};
-    wr.wr_id = 3;
-    wr.sg_list = &as;
-    wr.num_sge = 1;
-    wr.opcode = IBEX_WR_ATOMIC_FETCH_AND_ADD;
-    wr.send_flags = IBEX_SEND_SIGNALED;
-    wr.wr.atomic.remote_addr = b.va(8);
-    wr.wr.atomic.rkey = ibex_mr_rkey(b.mr);
-    wr.wr.atomic.compare_add = 5;
-    IBEX_ASSERT_OK(ibex_post_send(a.qp, &wr, nullptr));
+    IBEX_ASSERT_OK(a.post_atomic(IBEX_WR_ATOMIC_FETCH_AND_ADD, 3, 16, b.va(8), ibex_mr_rkey(b.mr), 5));
     wc = a.wait(1);
     ASSERT_EQ(wc.size(), 1u);
     EXPECT_EQ(wc[0].status, IBEX_WC_SUCCESS);
@@ -109,10 +68,7 @@ TEST_F(RcInProcess, SendWithImmAndReadAndAtomics) {
     EXPECT_EQ(got, 100u);
     std::memcpy(&got, b.buf.data() + 8, 8);
     EXPECT_EQ(got, 105u);
-    wr.opcode = IBEX_WR_ATOMIC_CMP_AND_SWP;
-    wr.wr.atomic.compare_add = 105;
-    wr.wr.atomic.swap = 7;
-    IBEX_ASSERT_OK(ibex_post_send(a.qp, &wr, nullptr));
+    IBEX_ASSERT_OK(a.post_atomic(IBEX_WR_ATOMIC_CMP_AND_SWP, 4, 16, b.va(8), ibex_mr_rkey(b.mr), 105, 7));
     wc = a.wait(1);
     ASSERT_EQ(wc.size(), 1u);
     std::memcpy(&got, b.buf.data() + 8, 8);
@@ -172,15 +128,7 @@ double cpu_seconds() {
 // ibex_cq_wait, leave the CPU to others (four ranks must share two cores).
 TEST_F(RcInProcess, IdleContextsBlockInsteadOfSpinning) {
     // Some traffic first, so both progress threads have been busy and must go back to sleep.
-    ibex_sge_t s = sge(a, 0, 65536);
-    ibex_send_wr_t wr{};
-    wr.sg_list = &s;
-    wr.num_sge = 1;
-    wr.opcode = IBEX_WR_RDMA_WRITE;
-    wr.send_flags = IBEX_SEND_SIGNALED;
-    wr.wr.rdma.remote_addr = b.va(0);
-    wr.wr.rdma.rkey = ibex_mr_rkey(b.mr);
-    IBEX_ASSERT_OK(ibex_post_send(a.qp, &wr, nullptr));
+    IBEX_ASSERT_OK(a.post_rdma(IBEX_WR_RDMA_WRITE, 1, 0, 65536, b.va(0), ibex_mr_rkey(b.mr)));
     ASSERT_EQ(a.wait(1).size(), 1u);
 
     const double before = cpu_seconds();
