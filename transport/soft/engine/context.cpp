@@ -214,8 +214,13 @@ void SoftContext::service_qp(SoftQp &qp, uint64_t now) {
     uint32_t budget = cfg_.tx_budget;
     // New requests first: on loopback the kernel delivers a batch in order, so the peer
     // sees a request (what its application waits for) before the ACKs behind it.
+    const uint64_t before = counters_.tx_packets;
     requester_transmit(*this, qp, now, budget);
-    responder_transmit(*this, qp, budget);
+    // Outside a progress pass (post_send) a request just left towards the peer, which is
+    // busy answering it: the ACK waits for the next pass instead of delaying the request's
+    // sender by one more packet's trip through the kernel.
+    const bool hold_ack = !deferring_acks_ && counters_.tx_packets != before;
+    responder_transmit(*this, qp, budget, hold_ack);
 }
 
 bool SoftContext::progress_once() {

@@ -22,7 +22,7 @@ void complete_send(SoftQp &qp, const SendWqe &w, ibex_wc_status_t status);
 
 // ---- responder
 void responder_receive(SoftContext &ctx, SoftQp &qp, const roce::PacketView &pv);
-void responder_transmit(SoftContext &ctx, SoftQp &qp, uint32_t &budget);
+void responder_transmit(SoftContext &ctx, SoftQp &qp, uint32_t &budget, bool hold_ack = false);
 
 // Moves the QP to the error state and flushes every outstanding work request.
 void qp_to_error(SoftQp &qp);

@@ -294,7 +294,7 @@ void responder_receive(SoftContext &ctx, SoftQp &qp, const PacketView &pv) {
     if (pv.flags & kIsAtomic) return on_atomic(ctx, qp, pv);
 }
 
-void responder_transmit(SoftContext &ctx, SoftQp &qp, uint32_t &budget) {
+void responder_transmit(SoftContext &ctx, SoftQp &qp, uint32_t &budget, bool hold_ack) {
     while (budget && qp.job_count) {
         ResponseJob &j = qp.jobs[qp.job_head];
         switch (j.kind) {
@@ -314,7 +314,8 @@ void responder_transmit(SoftContext &ctx, SoftQp &qp, uint32_t &budget) {
     // the next progress call), unless many requests are unacknowledged: the application
     // then sees its data before ibex spends a send on the ACK, and the ACK usually leaves
     // in the same batch as the application's reply.
-    const bool deferred = ctx.deferring_acks() && qp.ack_pass == ctx.pass() && qp.unacked_rx < kAckDeferLimit;
+    const bool deferred =
+        ((ctx.deferring_acks() && qp.ack_pass == ctx.pass()) || hold_ack) && qp.unacked_rx < kAckDeferLimit;
     if (qp.ack_pending && qp.job_count == 0 && budget && !deferred) {
         emit_ack(ctx, qp, kAcknowledge, qp.ack_psn, kAethAck | kAethCreditsUnlimited, nullptr);
         qp.ack_pending = false;
