@@ -29,6 +29,8 @@ constexpr size_t kMaxQps = 1 << 16;
 EngineConfig EngineConfig::from_env() {
     EngineConfig c;
     c.max_inflight = static_cast<uint32_t>(config::get_int("IBEX_MAX_INFLIGHT", c.max_inflight, 4, 1 << 20));
+    c.max_inflight_context =
+        static_cast<uint32_t>(config::get_int("IBEX_MAX_INFLIGHT_CONTEXT", c.max_inflight_context, 16, 1 << 24));
     c.ack_req_every = static_cast<uint32_t>(config::get_int("IBEX_ACK_REQ_EVERY", c.ack_req_every, 1, 1 << 20));
     c.spin_us = static_cast<uint32_t>(config::get_int("IBEX_POLL_SPIN_US", c.spin_us, 0, 1000000));
     c.app_idle_us = static_cast<uint32_t>(config::get_int("IBEX_APP_IDLE_US", c.app_idle_us, 0, 1000000));
@@ -209,9 +211,10 @@ void SoftContext::receive(const RxPacket &pkt) {
     activate(qp);
 }
 
-void SoftContext::service_qp(SoftQp &qp, uint64_t now) {
+uint32_t SoftContext::service_qp(SoftQp &qp, uint64_t now, uint32_t max_packets) {
     requester_timers(*this, qp, now);
-    uint32_t budget = cfg_.tx_budget;
+    uint32_t budget = std::min(cfg_.tx_budget, max_packets);
+    const uint32_t granted = budget;
     // New requests first: on loopback the kernel delivers a batch in order, so the peer
     // sees a request (what its application waits for) before the ACKs behind it.
     const uint64_t before = counters_.tx_packets;
@@ -221,6 +224,7 @@ void SoftContext::service_qp(SoftQp &qp, uint64_t now) {
     // sender by one more packet's trip through the kernel.
     const bool hold_ack = !deferring_acks_ && counters_.tx_packets != before;
     responder_transmit(*this, qp, budget, hold_ack);
+    return granted - budget;
 }
 
 bool SoftContext::progress_once() {
@@ -235,21 +239,19 @@ bool SoftContext::progress_once() {
     }
     const uint64_t now = now_ns();
     const uint64_t before = counters_.tx_packets;
-    // Service every active QP; drop from the list those with nothing left to do.
+    // Service every active QP, starting from a different one each pass, within a budget
+    // per pass: a pass may send a few times what it can receive, not one burst per QP, so
+    // that many busy QPs do not flood the peer faster than it drains its socket.
     deferring_acks_ = true;
-    for (size_t i = 0; i < active_.size();) {
-        SoftQp *qp = active_[i];
-        service_qp(*qp, now);
-        const bool idle = qp->job_count == 0 && !qp->ack_pending && qp->tx_pos == qp->sq.tail() &&
-                          qp->rto_deadline == 0;
-        if (idle) {
-            qp->active = false;
-            active_[i] = active_.back();
-            active_.pop_back();
-        } else {
-            ++i;
-        }
-    }
+    const size_t n = active_.size();
+    const size_t start = n ? static_cast<size_t>(pass_ % n) : 0;
+    uint32_t pass_budget = kPassBudget;
+    for (size_t k = 0; k < n; ++k) pass_budget -= service_qp(*active_[(start + k) % n], now, pass_budget);
+    std::erase_if(active_, [](SoftQp *qp) {
+        const bool idle = qp->job_count == 0 && !qp->ack_pending && qp->tx_pos == qp->sq.tail() && qp->rto_deadline == 0;
+        if (idle) qp->active = false;
+        return idle;
+    });
     deferring_acks_ = false;
     flush_tx();
     return did || counters_.tx_packets != before;

@@ -29,6 +29,9 @@ struct EngineConfig {
     // progress thread sleeps meanwhile. Long enough that its wake-ups cost little CPU.
     uint32_t app_idle_us = 1000;
     uint32_t tx_budget = 64;         // packets per QP per progress pass
+    // Unacknowledged PSNs of all QPs of a context together (IBEX_MAX_INFLIGHT_CONTEXT),
+    // shared evenly by the QPs with work: about half the 8 MiB socket buffer at 4 KiB MTU.
+    uint32_t max_inflight_context = 1024;
     bool progress_thread = true;
     std::vector<unsigned> progress_cpus; // affinity of the progress thread; empty: any
 
@@ -61,10 +64,15 @@ public:
 
     // ---- progress (lock held)
     bool progress_once();
-    void service_qp(SoftQp &qp, uint64_t now);
+    // Runs the QP's timers and sends at most max_packets; returns how many it sent.
+    uint32_t service_qp(SoftQp &qp, uint64_t now, uint32_t max_packets = UINT32_MAX);
     void flush_tx();
     void note_app_progress();
     uint64_t pass() const { return pass_; }
+    // This QP's share of the context-wide in-flight budget (lock held).
+    uint32_t inflight_share() const {
+        return cfg_.max_inflight_context / static_cast<uint32_t>(active_.empty() ? 1 : active_.size());
+    }
     bool deferring_acks() const { return deferring_acks_; }
     void app_went_idle();
 
@@ -100,6 +108,7 @@ private:
     std::vector<SoftQp *> active_;    // QPs with work or timers
     uint32_t qpn_base_;
 
+    static constexpr uint32_t kPassBudget = 256; // packets sent per progress pass, all QPs
     static constexpr size_t kTxBatch = 32;
     std::array<TxSlot, kTxBatch> tx_slots_;
     std::array<TxPacket, kTxBatch> tx_pkts_;

@@ -79,6 +79,8 @@ struct SoftQp : ibex_qp {
     uint32_t sq_psn = 0;  // next PSN to assign to a posted WQE
     uint32_t una = 0;     // oldest PSN not yet acknowledged
     uint32_t sent_high = 0; // one past the highest PSN ever sent
+    uint32_t cwnd = 128;      // current send window in PSNs (adaptive, see requester.cpp)
+    uint32_t cwnd_max = 512;  // the context's max_inflight
     uint64_t tx_pos = 0;  // WQE being transmitted
     uint32_t tx_pkt = 0;  // its next packet index
     int retry_left = 7;

@@ -12,6 +12,13 @@ using namespace ibex::roce;
 
 namespace {
 
+// The send window of a QP adapts between kCwndMin and the configured maximum: halved on a
+// sequence NAK, back to the minimum on a timeout, grown on every acknowledgement. Without
+// it, many QPs that lose packets together retransmit full windows together and overflow
+// the peer's socket buffer again (a retransmission storm).
+constexpr uint32_t kCwndMin = 16;
+constexpr uint32_t kCwndGrowth = 16;
+
 bool is_read(const SendWqe &w) { return w.opcode == IBEX_WR_RDMA_READ; }
 bool is_atomic(const SendWqe &w) {
     return w.opcode == IBEX_WR_ATOMIC_CMP_AND_SWP || w.opcode == IBEX_WR_ATOMIC_FETCH_AND_ADD;
@@ -69,6 +76,8 @@ void progressed(SoftQp &qp, uint64_t now) {
     qp.retry_left = qp.retry_cnt;
     qp.rnr_left = qp.rnr_retry;
     qp.rewound = false;
+    // Each acknowledgement grows the send window back (about doubling it per round trip).
+    qp.cwnd = std::min(qp.cwnd_max, qp.cwnd + kCwndGrowth);
     rearm(qp, now);
 }
 
@@ -225,6 +234,8 @@ void on_acknowledge(SoftContext &ctx, SoftQp &qp, const PacketView &pv, uint64_t
                 fail_head(qp, IBEX_WC_RETRY_EXC_ERR);
                 return;
             }
+            // A gap means the path dropped packets: send less until ACKs come back.
+            qp.cwnd = std::max(kCwndMin, qp.cwnd / 2);
             rewind(qp, false);
             return;
         }
@@ -329,7 +340,9 @@ uint32_t outstanding_rd_atomic(SoftQp &qp) {
 
 void requester_transmit(SoftContext &ctx, SoftQp &qp, uint64_t now, uint32_t &budget) {
     if (qp.state != IBEX_QPS_RTS || now < qp.rnr_until) return;
-    const uint32_t window = ctx.config().max_inflight;
+    // The QP's own window, and its share of the context's: many busy QPs together must not
+    // put more in flight than the peer's socket can hold.
+    const uint32_t window = std::min(qp.cwnd, std::max(kCwndMin, ctx.inflight_share()));
     const uint32_t rd_atomic_limit = std::clamp<uint32_t>(qp.max_rd_atomic, 1, uint32_t(kAtomicReplays));
     while (budget && qp.tx_pos < qp.sq.tail()) {
         SendWqe &w = qp.sq.at(qp.tx_pos);
@@ -338,20 +351,23 @@ void requester_transmit(SoftContext &ctx, SoftQp &qp, uint64_t now, uint32_t &bu
         if (qp.tx_pkt == 0 && needs_response(w) && outstanding_rd_atomic(qp) >= rd_atomic_limit) break;
         // IBEX_SEND_FENCE: wait until every earlier READ and atomic has completed.
         if (qp.tx_pkt == 0 && w.fence && outstanding_rd_atomic(qp) > 0) break;
-        if (psn_diff(psn, qp.sent_high) < 0) ++ctx.counters().retransmitted_packets;
         if (is_read(w)) {
             // Large READs go out as several requests of at most half a window each, so
             // the responses in flight stay bounded like any other traffic. A retry that
             // starts inside a segment ends where that segment ended: the responder's
             // expected PSN is the end of the request it executed, and a retried request
             // reaching past it would be a duplicate whose tail is never accepted.
-            const uint32_t half = std::max<uint32_t>(1, window / 2);
+            // Segments are cut from the configured window, not the current one, so that
+            // a retry's segment boundaries never move.
+            const uint32_t half = std::max<uint32_t>(1, ctx.config().max_inflight / 2);
             const uint32_t seg = std::min(w.npkts - qp.tx_pkt, half - qp.tx_pkt % half);
             if (inflight > 0 && inflight + seg > window) break;
+            if (psn_diff(psn, qp.sent_high) < 0) ++ctx.counters().retransmitted_packets;
             emit_read_request(ctx, qp, w, qp.tx_pkt, seg);
             qp.tx_pkt += seg;
         } else {
             if (inflight >= window) break;
+            if (psn_diff(psn, qp.sent_high) < 0) ++ctx.counters().retransmitted_packets;
             if (is_atomic(w))
                 emit_atomic(ctx, qp, w);
             else
@@ -405,6 +421,9 @@ void requester_timers(SoftContext &ctx, SoftQp &qp, uint64_t now) {
         fail_head(qp, IBEX_WC_RETRY_EXC_ERR);
         return;
     }
+    // A timeout means the path lost a whole window (or the peer is gone): resend the
+    // oldest packets only, not the whole window of every QP at once.
+    qp.cwnd = kCwndMin;
     rewind(qp, true);
     qp.rto_deadline = now + transport_timeout_ns(qp.timeout);
 }
