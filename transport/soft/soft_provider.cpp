@@ -341,6 +341,16 @@ void reset_qp(SoftQp &qp) {
     qp.tx_pos = 0;
     qp.tx_pkt = 0;
     qp.rto_deadline = qp.rnr_until = 0;
+    // Go-back-N and ACK bookkeeping of the old connection: a stale `rewound` makes the
+    // new connection ignore its first sequence NAK and wait for the transport timeout.
+    qp.rewound = false;
+    qp.retry_left = qp.retry_cnt;
+    qp.rnr_left = qp.rnr_retry;
+    qp.unacked_rx = 0;
+    qp.ack_psn = 0;
+    qp.in_offset = 0;
+    qp.in_write = nullptr;
+    qp.in_write_len = 0;
     qp.job_count = qp.job_head = 0;
     qp.ack_pending = qp.nak_sent = false;
     qp.in_msg = SoftQp::InMsg::kNone;
@@ -406,6 +416,7 @@ ibex_status_t modify_qp(ibex_qp *q, const ibex_qp_attr_t *a, unsigned mask) {
     if (to == IBEX_QPS_RESET) reset_qp(*qp);
     if (to == IBEX_QPS_RTS && from == IBEX_QPS_RTR) {
         qp->una = qp->sent_high = qp->sq_psn;
+        qp->cwnd = qp->cwnd_max = ctx->config().max_inflight;
         qp->retry_left = qp->retry_cnt;
         qp->rnr_left = qp->rnr_retry;
     }

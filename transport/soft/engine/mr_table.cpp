@@ -24,6 +24,7 @@ void MrTable::remove(uint32_t key) {
     if (index == 0 || index >= slots_.size() || !slots_[index].mr) return;
     slots_[index].mr = nullptr;
     free_.push_back(index);
+    ++epoch_;
 }
 
 } // namespace ibex::soft

@@ -22,6 +22,9 @@ public:
         const Slot &s = slots_[index];
         return (s.mr && s.generation == (key & 0xff)) ? s.mr : nullptr;
     }
+    // Counts deregistrations: a pointer resolved earlier (a WRITE being placed, READ
+    // responses being sent) is still good while this has not changed.
+    uint64_t epoch() const { return epoch_; }
     // Resolves [addr, addr+len) inside the region of `key` with all of `access`.
     // Returns the host pointer, or nullptr on a bad key, range or missing right.
     uint8_t *resolve(uint32_t key, uint64_t addr, uint64_t len, unsigned access) const {
@@ -39,6 +42,7 @@ private:
     };
     std::vector<Slot> slots_ = std::vector<Slot>(1); // index 0 unused: key 0 is never valid
     std::vector<uint32_t> free_;
+    uint64_t epoch_ = 0;
 };
 
 } // namespace ibex::soft

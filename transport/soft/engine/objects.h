@@ -40,6 +40,9 @@ struct ResponseJob {
     uint32_t psn = 0;       // PSN of the first packet
     const uint8_t *src = nullptr;
     uint32_t len = 0;
+    uint32_t rkey = 0;      // READ: what `src` was resolved from, at MR epoch `epoch`
+    uint64_t va = 0;
+    uint64_t epoch = 0;
     uint32_t npkts = 0;
     uint32_t next = 0;      // next packet index to send
     uint64_t orig = 0;      // atomic: original value
@@ -98,6 +101,9 @@ struct SoftQp : ibex_qp {
     uint32_t in_offset = 0;   // bytes of the current message already placed
     uint8_t *in_write = nullptr;
     uint32_t in_write_len = 0;
+    uint32_t in_write_rkey = 0; // what in_write was resolved from, at MR epoch in_write_epoch
+    uint64_t in_write_va = 0;
+    uint64_t in_write_epoch = 0;
     bool ack_pending = false;
     uint64_t ack_pass = 0;      // progress pass whose receive made the ACK pending
     uint32_t unacked_rx = 0;    // requests accepted since the last ACK went out

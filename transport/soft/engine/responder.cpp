@@ -122,9 +122,18 @@ void on_write(SoftContext &ctx, SoftQp &qp, const PacketView &pv) {
         qp.in_msg = SoftQp::InMsg::kWrite;
         qp.in_write = dst;
         qp.in_write_len = pv.reth.dma_len;
+        qp.in_write_rkey = pv.reth.rkey;
+        qp.in_write_va = pv.reth.va;
+        qp.in_write_epoch = ctx.mrs().epoch();
         qp.in_offset = 0;
     } else if (qp.in_msg != SoftQp::InMsg::kWrite) {
         return fatal_nak(ctx, qp, kNakInvalidRequest, psn);
+    } else if (qp.in_write_len && qp.in_write_epoch != ctx.mrs().epoch()) {
+        // A region was deregistered since the FIRST packet: the target may be gone (and
+        // its memory freed), so the key is checked again before another byte lands.
+        qp.in_write = ctx.mrs().resolve(qp.in_write_rkey, qp.in_write_va, qp.in_write_len, IBEX_ACCESS_REMOTE_WRITE);
+        if (!qp.in_write) return fatal_nak(ctx, qp, kNakRemoteAccess, psn);
+        qp.in_write_epoch = ctx.mrs().epoch();
     }
     const bool last = pv.flags & kLast;
     const uint64_t end = uint64_t(qp.in_offset) + pv.payload_len;
@@ -166,6 +175,9 @@ bool queue_read(SoftContext &ctx, SoftQp &qp, const PacketView &pv, bool duplica
     j->psn = psn;
     j->src = src;
     j->len = len;
+    j->rkey = pv.reth.rkey;
+    j->va = pv.reth.va;
+    j->epoch = ctx.mrs().epoch();
     j->npkts = std::max<uint32_t>(1, (len + qp.mtu - 1) / qp.mtu);
     return true;
 }
@@ -297,6 +309,23 @@ void responder_receive(SoftContext &ctx, SoftQp &qp, const PacketView &pv) {
 void responder_transmit(SoftContext &ctx, SoftQp &qp, uint32_t &budget, bool hold_ack) {
     while (budget && qp.job_count) {
         ResponseJob &j = qp.jobs[qp.job_head];
+        if (j.kind == ResponseJob::Kind::kRead && j.len && j.epoch != ctx.mrs().epoch()) {
+            // A region was deregistered since the READ was accepted: its source may be
+            // freed memory. Check the key again; if it is gone, the rest of the READ
+            // becomes a remote access NAK for the next response PSN (the requester fails
+            // the READ with REM_ACCESS_ERR), as an RNIC does for an invalidated key.
+            j.src = ctx.mrs().resolve(j.rkey, j.va, j.len, IBEX_ACCESS_REMOTE_READ);
+            j.epoch = ctx.mrs().epoch();
+            if (!j.src) {
+                ++ctx.counters().remote_access_errors;
+                j.kind = ResponseJob::Kind::kNak;
+                j.psn = psn_add(j.psn, j.next);
+                j.syndrome = uint8_t(kAethNak) | uint8_t(kNakRemoteAccess);
+                j.npkts = j.next + 1;
+                qp.in_msg = SoftQp::InMsg::kNone;
+                qp_to_error(qp);
+            }
+        }
         switch (j.kind) {
         case ResponseJob::Kind::kRead: emit_read_response(ctx, qp, j); break;
         case ResponseJob::Kind::kAtomicAck:
