@@ -359,17 +359,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         rx.ip_id = 0;
         rx.ip_frag = 0x4000;
         rx.tos = (ctl & kCtlCeMark) ? 3 : 2;
-        if (!(ctl & kCtlRaw) && len >= kIcrcLen) {
-            IcrcIpv4Fields f;
-            f.src_ip = rx.src.ip;
-            f.src_port = rx.src.port;
-            f.dst_ip = rx.dst.ip;
-            f.dst_port = rx.dst.port;
-            f.ip_id = rx.ip_id;
-            f.frag = rx.ip_frag;
-            const iovec whole{pkt.get(), len - kIcrcLen};
-            store_icrc(pkt.get() + len - kIcrcLen, icrc_ipv4(f, std::span<const iovec>(&whole, 1), len - kIcrcLen));
-        }
+        if (!(ctl & kCtlRaw) && len >= kIcrcLen)
+            store_icrc(pkt.get() + len - kIcrcLen, ibex::soft::rx_icrc(rx, len - kIcrcLen));
         {
             std::lock_guard<std::mutex> lock(rig.ctx->mutex());
             rig.ctx->receive(rx);

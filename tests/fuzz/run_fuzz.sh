@@ -56,7 +56,10 @@ engine_srcs=()
 for f in "$src"/transport/soft/codec/*.cpp "$src"/transport/soft/engine/*.cpp; do engine_srcs+=("$f"); done
 engine_srcs+=("$src/transport/soft/soft_provider.cpp" "$src/transport/soft/udp/udp_port.cpp"
               "$src/transport/provider.cpp")
-for f in status log config api endpoint device; do engine_srcs+=("$src/runtime/$f.cpp"); done
+for f in status log config api endpoint device binding_defaults; do engine_srcs+=("$src/runtime/$f.cpp"); done
+# The runtime's progress-CPU choice reads the topology (hwloc) and parses cpulists.
+for f in "$src"/runtime/topology/*.cpp; do engine_srcs+=("$f"); done
+engine_srcs+=("$src/runtime/tuning/cpuset.cpp")
 fuzz_srcs=("$src/tests/fuzz/fuzz_receive_path.cpp")
 gen_srcs=("$src/tests/fuzz/gen_seeds.cpp" "$src/transport/soft/codec/roce.cpp" "$src/transport/soft/codec/icrc.cpp")
 
@@ -75,7 +78,7 @@ if command -v ninja >/dev/null 2>&1; then
         echo "  deps = gcc"
         echo "  description = CXX \$in"
         echo "rule link"
-        echo "  command = \$cxx \$flags \$in -o \$out -lisal -lpthread"
+        echo "  command = \$cxx \$flags \$in -o \$out -lisal -lhwloc -lnuma -lpthread"
         echo "  description = LINK \$out"
         fuzz_objs=""
         for f in "${engine_srcs[@]}" "${fuzz_srcs[@]}"; do
@@ -117,7 +120,7 @@ else
             fi
         done
         for p in "${pids[@]}"; do wait "$p" || return 1; done
-        $cxx $fl "${objs[@]}" -o "$out/$bin" -lisal -lpthread
+        $cxx $fl "${objs[@]}" -o "$out/$bin" -lisal -lhwloc -lnuma -lpthread
     }
     compile_link "$san" fuzz_receive_path "" "${engine_srcs[@]}" "${fuzz_srcs[@]}" ||
         { echo "FAILED: building the fuzz target"; exit 1; }

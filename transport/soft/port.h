@@ -9,6 +9,8 @@
 #include <span>
 #include <sys/uio.h>
 
+#include "transport/soft/codec/icrc.h"
+
 namespace ibex::soft {
 
 // IPv4 address and UDP port, host order.
@@ -37,6 +39,20 @@ struct RxPacket {
     uint16_t ip_frag = 0x4000;
     uint8_t tos = 0;
 };
+
+// The ICRC of a received packet's first transport_len bytes (BTH .. pad), with the
+// IP/UDP fields it arrived with.
+inline uint32_t rx_icrc(const RxPacket &pkt, size_t transport_len) {
+    roce::IcrcIpv4Fields f;
+    f.src_ip = pkt.src.ip;
+    f.src_port = pkt.src.port;
+    f.dst_ip = pkt.dst.ip;
+    f.dst_port = pkt.dst.port;
+    f.ip_id = pkt.ip_id;
+    f.frag = pkt.ip_frag;
+    const iovec whole{const_cast<uint8_t *>(pkt.data), transport_len};
+    return roce::icrc_ipv4(f, std::span<const iovec>(&whole, 1), transport_len);
+}
 
 class Port {
 public:

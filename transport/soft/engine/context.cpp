@@ -180,15 +180,7 @@ void SoftContext::receive(const RxPacket &pkt) {
         ++counters_.rx_dropped_malformed;
         return;
     }
-    IcrcIpv4Fields f;
-    f.src_ip = pkt.src.ip;
-    f.src_port = pkt.src.port;
-    f.dst_ip = pkt.dst.ip;
-    f.dst_port = pkt.dst.port;
-    f.ip_id = pkt.ip_id;
-    f.frag = pkt.ip_frag;
-    const iovec whole{const_cast<uint8_t *>(pkt.data), pv.transport_len};
-    if (icrc_ipv4(f, std::span<const iovec>(&whole, 1), pv.transport_len) != pv.icrc) {
+    if (rx_icrc(pkt, pv.transport_len) != pv.icrc) {
         ++counters_.rx_icrc_errors;
         return;
     }
