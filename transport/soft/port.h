@@ -68,6 +68,8 @@ public:
     // A descriptor that becomes readable when packets arrive (-1 if the port has none).
     virtual int wait_fd() const = 0;
     virtual uint64_t tx_dropped() const { return 0; }
+    // Bytes the path can hold for this port before it drops (0: no known limit).
+    virtual size_t rx_buffer_bytes() const { return 0; }
 };
 
 } // namespace ibex::soft

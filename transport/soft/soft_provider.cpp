@@ -71,6 +71,22 @@ ibex_status_t open_device(const char *device, const ibex_context_attr_t *attr, i
                         err.empty() ? "empty list" : err.c_str());
         cfg.progress_cpus = cpus.cpus();
     }
+    // What is in flight must fit the socket buffer that receives it: ibex sizes the peer's
+    // like its own, so its own is the estimate. Without root (SO_RCVBUFFORCE) the buffer
+    // is capped by net.core.rmem_max, often 208 KiB.
+    if (const size_t rx = port->rx_buffer_bytes()) {
+        const size_t per_packet = size_t(roce::mtu_bytes(port->max_mtu())) + 64;
+        const uint32_t fits = static_cast<uint32_t>(std::max<size_t>(16, rx * 3 / 4 / per_packet));
+        if (fits < cfg.max_inflight_context) {
+            if (fits < 256)
+                IBEX_LOG(warn, "%s: socket receive buffer is %zu KiB: at most %u packets in flight (raise net.core.rmem_max, or run as root)",
+                         device, rx / 1024, fits);
+            else
+                IBEX_LOG(info, "%s: socket receive buffer %zu KiB: at most %u packets in flight", device, rx / 1024, fits);
+            cfg.max_inflight_context = fits;
+            cfg.max_inflight = std::min(cfg.max_inflight, fits);
+        }
+    }
     auto *ctx = new (std::nothrow) SoftContext(std::move(port), cfg);
     if (!ctx) return fail(IBEX_ERR_NO_MEMORY, "cannot allocate a context");
     ctx->ops = &kSoftProviderOps;

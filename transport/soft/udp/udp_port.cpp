@@ -84,6 +84,12 @@ public:
     uint8_t max_mtu() const override { return mtu_; }
     int wait_fd() const override { return fd_; }
     uint64_t tx_dropped() const override { return tx_dropped_; }
+    size_t rx_buffer_bytes() const override {
+        int v = 0;
+        socklen_t len = sizeof v;
+        // The kernel reports twice the usable size (it counts its own bookkeeping).
+        return getsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &v, &len) == 0 && v > 0 ? size_t(v) / 2 : 0;
+    }
 
     void send(std::span<const TxPacket> pkts) override {
         size_t i = 0;
