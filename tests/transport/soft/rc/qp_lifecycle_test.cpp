@@ -20,6 +20,37 @@ protected:
         b.open(kBuf);
         ASSERT_TRUE(a.ok() && b.ok());
     }
+    // Reconnects `a` with a 16-packet window, so a 1 MiB transfer takes many round trips,
+    // and registers a fresh 1 MiB mapping on `b` filled with `fill` for it to target.
+    void slow_pair_with_region(uint32_t psn, uint8_t fill) {
+        a.close();
+        setenv("IBEX_MAX_INFLIGHT", "16", 1);
+        a.open(kBuf);
+        unsetenv("IBEX_MAX_INFLIGHT");
+        connect_at(a, b, psn);
+        mem = mmap(nullptr, kRegionLen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        ASSERT_NE(mem, MAP_FAILED);
+        std::memset(mem, fill, kRegionLen);
+        IBEX_ASSERT_OK(ibex_reg_mr(b.pd, mem, kRegionLen, kAllAccess, &region));
+    }
+    // Waits until `byte` shows `want` (the transfer is under way), then deregisters the
+    // region, makes its pages inaccessible and expects the WR to fail with REM_ACCESS_ERR.
+    void pull_region_mid_transfer(const uint8_t *byte, uint8_t want, const char *what) {
+        const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (*reinterpret_cast<const volatile uint8_t *>(byte) != want && std::chrono::steady_clock::now() < end) {
+        }
+        ASSERT_EQ(*reinterpret_cast<const volatile uint8_t *>(byte), want) << what << " never started";
+        IBEX_ASSERT_OK(ibex_dereg_mr(region));
+        ASSERT_EQ(mprotect(mem, kRegionLen, PROT_NONE), 0);
+        auto wc = a.wait(1);
+        ASSERT_EQ(wc.size(), 1u);
+        EXPECT_EQ(wc[0].status, IBEX_WC_REM_ACCESS_ERR) << ibex_wc_status_str(wc[0].status);
+        munmap(mem, kRegionLen);
+    }
+    static constexpr size_t kRegionLen = 1 << 20;
+    void *mem = nullptr;
+    ibex_mr_t *region = nullptr;
+
     void writes_ok(uint32_t n, uint32_t len, uint32_t seed, uint64_t first_id = 0) {
         fill_bytes(a.buf, 0, size_t(n) * len, seed);
         for (uint32_t i = 0; i < n; ++i)
@@ -309,54 +340,17 @@ TEST_F(QpLifecycle, SendLargerThanReceiveFailsBothSides) {
 TEST_F(QpLifecycle, DeregisteredTargetIsNotTouchedByTheRestOfAWrite) {
     // MTU 1024 and a window of 16 packets: the 1,024 packets take 64 round trips, so the
     // region goes away while most of the message is still to come.
-    a.close();
-    setenv("IBEX_MAX_INFLIGHT", "16", 1);
-    a.open(kBuf);
-    unsetenv("IBEX_MAX_INFLIGHT");
-    connect_at(a, b, 0x500);
-    constexpr size_t kLen = 1 << 20;
-    void *mem = mmap(nullptr, kLen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    ASSERT_NE(mem, MAP_FAILED);
-    ibex_mr_t *mr = nullptr;
-    IBEX_ASSERT_OK(ibex_reg_mr(b.pd, mem, kLen, kAllAccess, &mr));
+    slow_pair_with_region(0x500, 0);
     std::fill(a.buf.begin(), a.buf.end(), 0x77);
-    IBEX_ASSERT_OK(a.post_rdma(IBEX_WR_RDMA_WRITE, 1, 0, kLen, reinterpret_cast<uintptr_t>(mem), ibex_mr_rkey(mr)));
-    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (reinterpret_cast<volatile uint8_t *>(mem)[0] != 0x77 && std::chrono::steady_clock::now() < end) {
-    }
-    ASSERT_EQ(reinterpret_cast<volatile uint8_t *>(mem)[0], 0x77) << "the WRITE never started";
-    IBEX_ASSERT_OK(ibex_dereg_mr(mr));
-    ASSERT_EQ(mprotect(mem, kLen, PROT_NONE), 0);
-    auto wc = a.wait(1);
-    ASSERT_EQ(wc.size(), 1u);
-    EXPECT_EQ(wc[0].status, IBEX_WC_REM_ACCESS_ERR) << ibex_wc_status_str(wc[0].status);
-    munmap(mem, kLen);
+    IBEX_ASSERT_OK(a.post_rdma(IBEX_WR_RDMA_WRITE, 1, 0, kRegionLen, reinterpret_cast<uintptr_t>(mem), ibex_mr_rkey(region)));
+    pull_region_mid_transfer(static_cast<const uint8_t *>(mem), 0x77, "the WRITE");
 }
 
 // The same for READ responses still queued when the source region goes away.
 TEST_F(QpLifecycle, DeregisteredSourceIsNotReadByQueuedResponses) {
-    a.close();
-    setenv("IBEX_MAX_INFLIGHT", "16", 1);
-    a.open(kBuf);
-    unsetenv("IBEX_MAX_INFLIGHT");
-    connect_at(a, b, 0x600);
-    constexpr size_t kLen = 1 << 20;
-    void *mem = mmap(nullptr, kLen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    ASSERT_NE(mem, MAP_FAILED);
-    std::memset(mem, 0x66, kLen);
-    ibex_mr_t *mr = nullptr;
-    IBEX_ASSERT_OK(ibex_reg_mr(b.pd, mem, kLen, kAllAccess, &mr));
-    IBEX_ASSERT_OK(a.post_rdma(IBEX_WR_RDMA_READ, 1, 0, kLen, reinterpret_cast<uintptr_t>(mem), ibex_mr_rkey(mr)));
-    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (reinterpret_cast<volatile uint8_t *>(a.buf.data())[0] != 0x66 && std::chrono::steady_clock::now() < end) {
-    }
-    ASSERT_EQ(a.buf[0], 0x66) << "the READ never started";
-    IBEX_ASSERT_OK(ibex_dereg_mr(mr));
-    ASSERT_EQ(mprotect(mem, kLen, PROT_NONE), 0);
-    auto wc = a.wait(1);
-    ASSERT_EQ(wc.size(), 1u);
-    EXPECT_EQ(wc[0].status, IBEX_WC_REM_ACCESS_ERR) << ibex_wc_status_str(wc[0].status);
-    munmap(mem, kLen);
+    slow_pair_with_region(0x600, 0x66);
+    IBEX_ASSERT_OK(a.post_rdma(IBEX_WR_RDMA_READ, 1, 0, kRegionLen, reinterpret_cast<uintptr_t>(mem), ibex_mr_rkey(region)));
+    pull_region_mid_transfer(a.buf.data(), 0x66, "the READ");
 }
 
 // 64 QPs on each of two contexts, pairwise connected, all WRITE, READ and SEND at once;
