@@ -1,0 +1,157 @@
+/*
+ * ibex — communicators and collectives: the public C API.
+ *
+ * NCCL-shaped: rank 0 creates a unique id (a rendezvous address), hands it to every rank
+ * by any means (or the ranks read IBEX_ROOT_ADDR / their launcher's environment), and
+ * every rank calls ibex_comm_init_rank() with it. Collectives are queued on the
+ * communicator's stream and progress asynchronously, in the order they were issued; each
+ * returns a request to test or wait, or completes before returning when req is NULL.
+ * Every rank of a communicator must issue the same collectives in the same order.
+ *
+ * In-place follows NCCL: allreduce/broadcast/reduce with sendbuf == recvbuf; allgather
+ * with sendbuf == recvbuf + rank * sendcount elements; reduce_scatter with
+ * recvbuf == sendbuf + rank * recvcount elements.
+ *
+ * Errors: a failed or timed-out collective (IBEX_TIMEOUT_MS, default 30000) fails on
+ * every rank with IBEX_ERR_REMOTE or IBEX_ERR_TIMEOUT and leaves the communicator in an
+ * error state; ibex_comm_abort() then frees it without waiting for peers.
+ */
+#ifndef IBEX_COLL_H
+#define IBEX_COLL_H
+
+#include "ibex/ibex.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ibex_comm ibex_comm_t;
+typedef struct ibex_request ibex_request_t;
+
+typedef enum ibex_datatype {
+    IBEX_U8 = 0,
+    IBEX_I32 = 1,
+    IBEX_I64 = 2,
+    IBEX_F16 = 3,  /* IEEE binary16 */
+    IBEX_BF16 = 4, /* bfloat16 */
+    IBEX_F32 = 5,
+    IBEX_F64 = 6,
+    IBEX_DATATYPE_COUNT
+} ibex_datatype_t;
+
+typedef enum ibex_redop {
+    IBEX_SUM = 0,
+    IBEX_PROD = 1,
+    IBEX_MIN = 2,
+    IBEX_MAX = 3,
+    IBEX_AVG = 4, /* sum divided by the number of ranks (integers: truncated) */
+    IBEX_REDOP_COUNT
+} ibex_redop_t;
+
+/* Bytes of one element (0 for an unknown type). Names as nccl-tests prints them
+ * ("float", "half", "bfloat16", "double", "int32", "int64", "uint8"; "sum", "prod", ...). */
+IBEX_API size_t ibex_datatype_size(ibex_datatype_t type);
+IBEX_API const char *ibex_datatype_name(ibex_datatype_t type);
+IBEX_API const char *ibex_redop_name(ibex_redop_t op);
+
+/* ------------------------------------------------------------------ bootstrap */
+
+#define IBEX_UNIQUE_ID_BYTES 128
+
+/* A NUL-terminated string "host:port/token": where rank 0 listens, and a random token
+ * that keeps unrelated jobs apart. Printable, so launch scripts can pass it around. */
+typedef struct ibex_unique_id {
+    char text[IBEX_UNIQUE_ID_BYTES];
+} ibex_unique_id_t;
+
+/* Called once, by the rank that will be rank 0: opens the rendezvous listener (address
+ * from IBEX_ROOT_ADDR "host:port" if set, else an ephemeral port on loopback or on
+ * IBEX_BOOTSTRAP_ADDR) and returns its id. */
+IBEX_API ibex_status_t ibex_get_unique_id(ibex_unique_id_t *id);
+
+#define IBEX_MAGIC_COMM_CONFIG 0x4942584du /* IBXM */
+
+typedef struct ibex_comm_config {
+    uint32_t size;
+    uint32_t magic; /* IBEX_MAGIC_COMM_CONFIG */
+    uint32_t version;
+    uint32_t reserved0;
+    /* Device every rank opens, e.g. "udp:lo" (NULL: IBEX_DEVICE, else the first listed). */
+    const char *device;
+    /* Milliseconds a collective may wait on a peer before failing (0: IBEX_TIMEOUT_MS,
+     * else 30000). */
+    int32_t timeout_ms;
+    int32_t reserved1;
+    /* Algorithm for allreduce: "ring", "rhd", "tree" or NULL (IBEX_ALGO, else the cost
+     * model decides per message size). */
+    const char *algo;
+} ibex_comm_config_t;
+
+#define IBEX_COMM_CONFIG_INIT                                                                   \
+    {sizeof(ibex_comm_config_t), IBEX_MAGIC_COMM_CONFIG, IBEX_ATTR_VERSION, 0, NULL, 0, 0, NULL}
+
+/* Collective over all nranks ranks: blocks until every rank has joined (or the timeout).
+ * config may be NULL. */
+IBEX_API ibex_status_t ibex_comm_init_rank(ibex_comm_t **comm, int nranks,
+                                           const ibex_unique_id_t *id, int rank,
+                                           const ibex_comm_config_t *config);
+
+/* Rank, size and rendezvous from the launcher's environment: Open MPI
+ * (OMPI_COMM_WORLD_RANK/SIZE), Slurm (SLURM_PROCID/SLURM_NTASKS), torchrun (RANK,
+ * WORLD_SIZE, MASTER_ADDR, MASTER_PORT), or IBEX_RANK/IBEX_NRANKS; the rendezvous is
+ * IBEX_ROOT_ADDR, else MASTER_ADDR:MASTER_PORT. Rank 0 listens there. */
+IBEX_API ibex_status_t ibex_comm_init_from_env(ibex_comm_t **comm,
+                                               const ibex_comm_config_t *config);
+
+/* Collective over comm: ranks with the same color form a new communicator, ordered by
+ * key then old rank; color < 0 gives *newcomm = NULL. */
+IBEX_API ibex_status_t ibex_comm_split(ibex_comm_t *comm, int color, int key,
+                                       ibex_comm_t **newcomm);
+/* Waits for queued operations, then frees. */
+IBEX_API ibex_status_t ibex_comm_destroy(ibex_comm_t *comm);
+/* Fails every queued operation and frees, without waiting for any peer. */
+IBEX_API ibex_status_t ibex_comm_abort(ibex_comm_t *comm);
+IBEX_API ibex_status_t ibex_comm_rank(const ibex_comm_t *comm, int *rank);
+IBEX_API ibex_status_t ibex_comm_size(const ibex_comm_t *comm, int *nranks);
+/* IBEX_OK, or the error that put the communicator in its error state. */
+IBEX_API ibex_status_t ibex_comm_get_async_error(ibex_comm_t *comm, ibex_status_t *error);
+/* Name of the algorithm allreduce uses for a message of `bytes` ("ring", "rhd", "tree"). */
+IBEX_API const char *ibex_comm_allreduce_algo(const ibex_comm_t *comm, size_t bytes);
+
+/* Optional: register a buffer ahead of time (it is otherwise registered on first use and
+ * kept in the communicator's registration cache until deregistered or the comm ends). */
+IBEX_API ibex_status_t ibex_comm_register(ibex_comm_t *comm, void *buf, size_t bytes);
+IBEX_API ibex_status_t ibex_comm_deregister(ibex_comm_t *comm, void *buf);
+
+/* ------------------------------------------------------------------ collectives */
+
+/* req: NULL to complete before returning, else receives a request handle. */
+IBEX_API ibex_status_t ibex_allreduce(const void *sendbuf, void *recvbuf, size_t count,
+                                      ibex_datatype_t type, ibex_redop_t op, ibex_comm_t *comm,
+                                      ibex_request_t **req);
+IBEX_API ibex_status_t ibex_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                           ibex_datatype_t type, ibex_redop_t op,
+                                           ibex_comm_t *comm, ibex_request_t **req);
+IBEX_API ibex_status_t ibex_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                      ibex_datatype_t type, ibex_comm_t *comm,
+                                      ibex_request_t **req);
+IBEX_API ibex_status_t ibex_broadcast(const void *sendbuf, void *recvbuf, size_t count,
+                                      ibex_datatype_t type, int root, ibex_comm_t *comm,
+                                      ibex_request_t **req);
+/* recvbuf is used on root only (may be NULL elsewhere). */
+IBEX_API ibex_status_t ibex_reduce(const void *sendbuf, void *recvbuf, size_t count,
+                                   ibex_datatype_t type, ibex_redop_t op, int root,
+                                   ibex_comm_t *comm, ibex_request_t **req);
+IBEX_API ibex_status_t ibex_barrier(ibex_comm_t *comm, ibex_request_t **req);
+
+/* *done = 1 once the operation has finished; the request is then freed and its status
+ * returned. */
+IBEX_API ibex_status_t ibex_test(ibex_request_t *req, int *done);
+/* Waits (bounded by the communicator's timeout), frees the request, returns its status. */
+IBEX_API ibex_status_t ibex_wait(ibex_request_t *req);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* IBEX_COLL_H */
