@@ -3,10 +3,15 @@
 #   bandwidth, 64 KiB messages: ibex_write_bw (soft/udp)  vs  iperf3 (TCP)  and  ucx_perftest ucp_put_bw (UCX_TLS=tcp)
 #   latency, 2 bytes:           ibex_write_lat (soft/udp) vs  ucx_perftest tag_lat (UCX_TLS=tcp)
 # and the ratios ibex bw / iperf3 bw and ibex lat / ucx lat (issue 2 targets: >= 1.0 and <= 0.7).
+# With DPDK built (bench/dpdk_raw/ibex_dpdk_raw present), the dpdk port over memif too:
+#   bandwidth, 64 KiB, 4 KiB MTU, 1 and 4 QPs: ibex_write_bw (soft/dpdk memif) vs the raw memif
+#   frame rate of ibex_dpdk_raw (same frame size, same run) and vs soft/udp above
+#   latency, 2 bytes: ibex_write_lat (soft/dpdk memif)
+# (issue 3 targets: >= 0.8 of raw memif, <= 3 us, >= 3x soft/udp).
 #
 # usage: bench/side_by_side.sh [BUILD_DIR]      (default: $IBEX_BUILD_DIR, else build)
 # env:   SIDE_SECONDS (bandwidth run length, default 5), SIDE_PORT (first TCP port, default 18600),
-#        SIDE_LAT_ITERS (latency iterations, default 20000)
+#        SIDE_LAT_ITERS (latency iterations, default 20000), SIDE_DPDK=0 (skip the dpdk runs)
 # Latency figures are medians of half round trips (ibex t_typical, UCX 50th percentile);
 # bandwidth in Gb/s (10^9 bits).
 set -euo pipefail
@@ -101,7 +106,43 @@ else
     echo "ucx_perftest    not installed: skipped"
 fi
 
+# ---- dpdk port over memif: the two tools meet on a memif socket of this run (the first
+# to open it serves). The raw rate uses frames as long as a 4 KiB-MTU RDMA WRITE MIDDLE
+# (14 Ethernet + 20 IP + 8 UDP + 12 BTH + 4096 + 4 ICRC); its payload-equivalent rate is
+# what ibex could reach at most.
+RAW=$BUILD/bench/dpdk_raw/ibex_dpdk_raw
+DPDK_BW1="" DPDK_BW4="" DPDK_LAT="" RAW_GBITS="" RAW_MPPS="" RAW_PAYLOAD=""
+if [[ ${SIDE_DPDK:-1} != 0 && -x $RAW ]]; then
+    DEV="dpdk:memif:$TMP/memif.sock"
+    for q in 1 4; do
+        server_then_client "dpdk_bw$q" "$BW" -d "$DEV" -s 65536 -m 4096 -q "$q" -D "$SECONDS_BW" --report_gbits -p $((PORT + 5 + q)) -- \
+            "$BW" -d "$DEV" -s 65536 -m 4096 -q "$q" -D "$SECONDS_BW" --report_gbits -p $((PORT + 5 + q)) 127.0.0.1
+        v=$(awk '/BW average\[Gb\/sec\]/ { t = 1; next } t && NF == 5 { print $4; exit }' "$TMP/dpdk_bw$q.out")
+        if [[ $q == 1 ]]; then DPDK_BW1=$v; else DPDK_BW4=$v; fi
+        echo "ibex_write_bw   64 KiB  soft/dpdk memif : ${v} Gb/s ($q QP, 4 KiB MTU)"
+    done
+    server_then_client dpdk_lat "$LAT" -d "$DEV" -s 2 -n "$LAT_ITERS" -p $((PORT + 10)) -- \
+        "$LAT" -d "$DEV" -s 2 -n "$LAT_ITERS" -p $((PORT + 10)) 127.0.0.1
+    DPDK_LAT=$(awk '/t_typical/ { t = 1; next } t && NF == 9 { print $5; exit }' "$TMP/dpdk_lat.out")
+    DPDK_LAT_AVG=$(awk '/t_typical/ { t = 1; next } t && NF == 9 { print $6; exit }' "$TMP/dpdk_lat.out")
+    echo "ibex_write_lat  2 B     soft/dpdk memif : ${DPDK_LAT} us typical (avg ${DPDK_LAT_AVG} us)"
+    server_then_client dpdk_raw "$RAW" sink "$TMP/raw.sock" "$SECONDS_BW" -- \
+        "$RAW" source "$TMP/raw.sock" "$SECONDS_BW" 4154
+    RAW_MPPS=$(awk '/^sink/ { for (i = 1; i <= NF; ++i) if ($i ~ /^mpps=/) { sub("mpps=", "", $i); print $i } }' "$TMP/dpdk_raw.server")
+    RAW_GBITS=$(awk '/^sink/ { for (i = 1; i <= NF; ++i) if ($i ~ /^gbits=/) { sub("gbits=", "", $i); print $i } }' "$TMP/dpdk_raw.server")
+    RAW_PAYLOAD=$(awk -v m="$RAW_MPPS" 'BEGIN { if (m != "") printf "%.2f", m * 4096 * 8 / 1000 }')
+    echo "ibex_dpdk_raw   4154 B  memif raw       : ${RAW_MPPS} Mpps = ${RAW_GBITS} Gb/s of frames, ${RAW_PAYLOAD} Gb/s of 4 KiB payload"
+elif [[ ${SIDE_DPDK:-1} != 0 ]]; then
+    echo "soft/dpdk       not built (no DPDK): skipped"
+fi
+
 echo "== ratios"
 echo "ibex bw / iperf3 bw      : $(ratio "$IBEX_BW" "$IPERF_BW")   (target >= 1.0)"
 echo "ibex bw / ucx put bw     : $(ratio "$IBEX_BW" "$UCX_BW")"
 echo "ibex lat / ucx tag lat   : $(ratio "$IBEX_LAT" "$UCX_LAT")   (target <= 0.7)"
+if [[ -n $DPDK_BW1 ]]; then
+    best=$(awk -v a="$DPDK_BW1" -v b="$DPDK_BW4" 'BEGIN { print (b + 0 > a + 0) ? b : a }')
+    echo "dpdk bw / raw memif      : 1 QP $(ratio "$DPDK_BW1" "$RAW_PAYLOAD"), 4 QPs $(ratio "$DPDK_BW4" "$RAW_PAYLOAD")   (target >= 0.8)"
+    echo "dpdk lat (half RTT)      : ${DPDK_LAT} us   (target <= 3)"
+    echo "dpdk bw / udp bw         : $(ratio "$best" "$IBEX_BW")   (target >= 3)"
+fi

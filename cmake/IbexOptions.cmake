@@ -31,17 +31,34 @@ else()
 endif()
 ibex_resolve_option(IBEX_WITH_VERBS _verbs_found)
 
+# nvcc lives outside PATH in the toolkit's default prefix. Pointing CUDACXX at it (rather
+# than setting CMAKE_CUDA_COMPILER) keeps check_language honest: it still compiles a test
+# program, so a broken toolkit reads as "not found" instead of failing the build later.
 include(CheckLanguage)
-if(NOT DEFINED CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
-  set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+if(NOT IBEX_WITH_CUDA STREQUAL "OFF")
+  if(NOT DEFINED CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(ENV{CUDACXX} /usr/local/cuda/bin/nvcc)
+  endif()
+  check_language(CUDA)
 endif()
-check_language(CUDA)
 if(CMAKE_CUDA_COMPILER)
   set(_cuda_found TRUE)
 else()
   set(_cuda_found FALSE)
 endif()
 ibex_resolve_option(IBEX_WITH_CUDA _cuda_found)
+if(IBEX_HAVE_CUDA)
+  # Two architectures keep nvcc's time small: sm_80 (A100) SASS runs on later parts too,
+  # sm_90 (H100/H200) gets its own. Override with -DCMAKE_CUDA_ARCHITECTURES=...
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES "80;90" CACHE STRING "CUDA architectures")
+  endif()
+  # C++17 for the kernels: CMake 3.25 has no -std flag table for C++20 under nvcc 13.
+  set(CMAKE_CUDA_STANDARD 17)
+  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+  enable_language(CUDA)
+  find_package(CUDAToolkit REQUIRED)
+endif()
 
 # ICRC uses ISA-L's carry-less-multiply CRC-32.
 find_path(ISAL_INCLUDE_DIR isa-l/crc.h REQUIRED)

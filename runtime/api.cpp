@@ -274,4 +274,14 @@ ibex_status_t ibex_post_recv(ibex_qp_t *qp, ibex_recv_wr_t *wr, ibex_recv_wr_t *
     return IBEX_DISPATCH(qp->pd->context->ops, post_recv, qp, wr, bad_wr);
 }
 
+// ---- congestion control (DCQCN)
+
+ibex_status_t ibex_query_qp_cc(ibex_qp_t *qp, ibex_qp_cc_t *cc) {
+    IBEX_CHECK_NULL(qp, "qp");
+    IBEX_CHECK_NULL(cc, "cc");
+    if (cc->size < 2 * sizeof(uint32_t) || cc->size > sizeof(ibex_qp_cc_t))
+        return fail(IBEX_ERR_INVALID_ARGUMENT, "ibex_qp_cc_t: set size to sizeof(ibex_qp_cc_t)");
+    return IBEX_DISPATCH(qp->pd->context->ops, query_qp_cc, qp, cc);
+}
+
 } // extern "C"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The main job: loopback RDMA WRITE bandwidth, then latency, each between two processes
 # (server and client) over the soft provider (RoCEv2 over UDP on udp:lo), all sizes
-# 2 B .. 8 MiB, tables as perftest prints them. Extra arguments go to both tools.
+# 2 B .. 8 MiB, tables as perftest prints them. Extra arguments go to both tools. Then
+# an allreduce between two forked ranks (ibex_allreduce_perf -np 2, f32 sum, 8 B .. 8 MiB)
+# over the same provider, table as nccl-tests prints it.
 # env: IBEX_BUILD_DIR (default build), MAIN_ITERS (iterations per size, default 200),
 #      MAIN_PORT (TCP port of the key exchange, default 18515)
 set -euo pipefail
@@ -38,3 +40,8 @@ pair() {
 
 pair "$BW" -a -n "$ITERS" "$@"
 pair "$LAT" -a -n "$ITERS" "$@"
+
+ALLREDUCE=$BUILD/tools/ibex_allreduce_perf/ibex_allreduce_perf
+echo
+echo "=== ibex_allreduce_perf -np 2 -b 8 -e 8M -f 4 : two ranks forked on loopback (soft provider, udp:lo)"
+timeout 300 "$ALLREDUCE" -np 2 -b 8 -e 8M -f 4 -n 20 -w 2 --device udp:lo

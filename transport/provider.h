@@ -80,6 +80,9 @@ struct ProviderOps {
     ibex_status_t (*qp_local_addr)(ibex_qp *qp, ibex_ep_addr_t *addr);
     ibex_status_t (*post_send)(ibex_qp *qp, ibex_send_wr_t *wr, ibex_send_wr_t **bad_wr);
     ibex_status_t (*post_recv)(ibex_qp *qp, ibex_recv_wr_t *wr, ibex_recv_wr_t **bad_wr);
+
+    // Congestion control (DCQCN) state of one QP; `out->size` already checked.
+    ibex_status_t (*query_qp_cc)(ibex_qp *qp, ibex_qp_cc_t *out);
 };
 
 // Every provider built into this library, in the order devices are listed.
@@ -89,5 +92,7 @@ const ProviderOps *provider_for(const char *device);
 
 // Defined by each provider.
 extern const ProviderOps kSoftProviderOps;
+// rdma-core verbs (transport/verbs), when built (IBEX_HAVE_VERBS).
+extern const ProviderOps kVerbsProviderOps;
 
 } // namespace ibex

@@ -6,10 +6,28 @@
 #include <ibex/ibex.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <string>
+#include <unistd.h>
 #include <vector>
 
 namespace ibex::test {
+
+// The device tests open: IBEX_TEST_DEVICE, else "udp:lo". "{pid}" in it becomes the test
+// process's id, so parallel tests get their own memif socket (dpdk:memif:/tmp/x-{pid}.sock).
+// Resolved at static initialisation, before any test forks, so children agree with it.
+inline std::string resolve_test_device() {
+    const char *env = std::getenv("IBEX_TEST_DEVICE");
+    std::string d = env && *env ? env : "udp:lo";
+    for (size_t at; (at = d.find("{pid}")) != std::string::npos;) d.replace(at, 5, std::to_string(getpid()));
+    return d;
+}
+inline const std::string kTestDevice = resolve_test_device();
+inline const char *test_device() { return kTestDevice.c_str(); }
+// False where one of two contexts of one process cannot be closed and opened again while
+// the other stays (dpdk memif: both ends of one socket in one process).
+inline bool test_device_reopens() { return kTestDevice.compare(0, 10, "dpdk:memif") != 0; }
 
 #define IBEX_ASSERT_OK(expr)                                                                          \
     do {                                                                                              \
@@ -32,7 +50,8 @@ struct Endpoint {
     uint32_t max_recv_wr = 2048;
     unsigned mr_access = kAllAccess;
 
-    void open(size_t bytes, const char *device = "udp:lo", int cqe = 4096) {
+    void open(size_t bytes, const char *device = nullptr, int cqe = 4096) {
+        if (!device) device = test_device();
         IBEX_ASSERT_OK(ibex_open_device(device, nullptr, &ctx));
         IBEX_ASSERT_OK(ibex_alloc_pd(ctx, &pd));
         IBEX_ASSERT_OK(ibex_create_cq(ctx, cqe, &cq));

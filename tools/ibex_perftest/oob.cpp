@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <netdb.h>
@@ -20,6 +21,9 @@ namespace ibex::perftest {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+constexpr int kReportTimeoutMs = 30000; // reports and the closing barrier follow a run at once
+constexpr int kDrainMs = 2000;          // how long to wait for the peer's "done"
 
 std::string errno_text(const char *what, int e) { return std::string(what) + ": " + std::strerror(e); }
 
@@ -297,15 +301,122 @@ int Oob::poll_msg(std::string *msg, std::string *err) {
     return 1;
 }
 
-bool Oob::exchange_keys(bool client, const KeyRecord &mine, KeyRecord *theirs, std::string *err) {
+std::string version_field() {
+    std::string f(kVersionFieldSize, '\0');
+    const std::string v = kPerftestVersion;
+    const std::string tag = kIbexTag;
+    f.replace(0, v.size(), v);
+    f.replace(v.size() + 1, tag.size(), tag);
+    return f;
+}
+
+PeerVersion parse_version_field(const char *buf, size_t len) {
+    PeerVersion p;
+    const size_t n = strnlen(buf, len);
+    p.text.assign(buf, n);
+    p.number = std::strtod(p.text.c_str(), nullptr);
+    const std::string tag = kIbexTag;
+    p.ibex = n + 1 + tag.size() <= len && std::memcmp(buf + n + 1, tag.data(), tag.size()) == 0;
+    return p;
+}
+
+void put_be64(uint64_t v, unsigned char out[8]) {
+    for (int i = 7; i >= 0; --i, v >>= 8) out[i] = static_cast<unsigned char>(v & 0xff);
+}
+
+uint64_t get_be64(const unsigned char in[8]) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; ++i) v = v << 8 | in[i];
+    return v;
+}
+
+uint64_t double_bits(double d) {
+    uint64_t b;
+    std::memcpy(&b, &d, sizeof b);
+    return b;
+}
+
+double bits_double(uint64_t b) {
+    double d;
+    std::memcpy(&d, &b, sizeof d);
+    return d;
+}
+
+namespace {
+
+// A peer that fails sends "error: ..." where we expect its next message; say so rather
+// than "malformed".
+bool peer_error(const char *buf, size_t len, std::string *err) {
+    static constexpr char kPrefix[] = "error: ";
+    if (len < sizeof kPrefix - 1 || std::memcmp(buf, kPrefix, sizeof kPrefix - 1) != 0) return false;
+    *err = "the peer failed: " + std::string(buf + sizeof kPrefix - 1, strnlen(buf, len) - (sizeof kPrefix - 1));
+    return true;
+}
+
+} // namespace
+
+bool Oob::xchg(bool client, const void *mine, void *theirs, size_t n, int timeout_ms, std::string *err) {
+    if (client && !send_all(mine, n, err)) return false;
+    if (!recv_all(theirs, n, timeout_ms, err)) return false;
+    if (!client && !send_all(mine, n, err)) return false;
+    return true;
+}
+
+bool Oob::key_barrier(bool client, const KeyRecord &mine, int timeout_ms, std::string *err) {
     const std::string out = format_key(mine, true);
     char in[kKeyMsgSizeGid];
-    if (client && !send_all(out.data(), out.size(), err)) return false;
-    if (!recv_all(in, sizeof in, 30000, err)) return false;
-    if (!client && !send_all(out.data(), out.size(), err)) return false;
-    if (!parse_key(in, sizeof in, true, theirs)) {
-        *err = "the peer's key record is malformed: \"" + std::string(in, strnlen(in, sizeof in)) + "\"";
+    if (!xchg(client, out.data(), in, sizeof in, timeout_ms, err)) return false;
+    KeyRecord k;
+    if (peer_error(in, sizeof in, err)) return false;
+    if (!parse_key(in, sizeof in, true, &k)) {
+        *err = "out of step with the peer: expected a key record, got \"" + std::string(in, strnlen(in, sizeof in)) + "\"";
         return false;
+    }
+    return true;
+}
+
+bool Oob::exchange_reports(bool client, const WireReport &mine, WireReport *theirs, std::string *err) {
+    const uint64_t out[5] = {mine.size, mine.iters, double_bits(mine.bw_peak), double_bits(mine.bw_avg),
+                             double_bits(mine.msg_rate)};
+    uint64_t in[5];
+    for (int i = 0; i < 5; ++i) {
+        unsigned char o[8], r[8];
+        put_be64(out[i], o);
+        if (!xchg(client, o, r, sizeof o, kReportTimeoutMs, err)) return false;
+        in[i] = get_be64(r);
+    }
+    theirs->size = in[0];
+    theirs->iters = in[1];
+    theirs->bw_peak = bits_double(in[2]);
+    theirs->bw_avg = bits_double(in[3]);
+    theirs->msg_rate = bits_double(in[4]);
+    return true;
+}
+
+bool Oob::close_exchange(bool client, const KeyRecord &mine, int timeout_ms, std::string *err) {
+    if (!key_barrier(client, mine, timeout_ms, err)) return false;
+    static constexpr char kDone[] = "done";
+    if (!send_all(kDone, sizeof kDone, err)) return false;
+    char in[sizeof kDone];
+    std::string ignored;
+    recv_all(in, sizeof in, kDrainMs, &ignored);
+    return true;
+}
+
+bool Oob::exchange_keys(bool client, const std::vector<KeyRecord> &mine, std::vector<KeyRecord> *theirs,
+                        std::string *err) {
+    theirs->assign(mine.size(), KeyRecord{});
+    for (size_t i = 0; i < mine.size(); ++i) {
+        const std::string out = format_key(mine[i], true);
+        char in[kKeyMsgSizeGid];
+        if (client && !send_all(out.data(), out.size(), err)) return false;
+        if (!recv_all(in, sizeof in, 30000, err)) return false;
+        if (!client && !send_all(out.data(), out.size(), err)) return false;
+        if (peer_error(in, sizeof in, err)) return false;
+        if (!parse_key(in, sizeof in, true, &(*theirs)[i])) {
+            *err = "the peer's key record is malformed: \"" + std::string(in, strnlen(in, sizeof in)) + "\"";
+            return false;
+        }
     }
     return true;
 }

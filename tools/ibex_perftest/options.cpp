@@ -9,19 +9,46 @@ namespace ibex::perftest {
 
 namespace {
 
+// Which tools take a flag, as perftest offers it (a flag of another tool is refused, not
+// silently ignored: a script that passes -q to a latency test expects something).
+enum Scope : unsigned {
+    kAll = 0xff,
+    kBw = 1,      // bandwidth tests
+    kSend = 2,    // send tests
+    kRdAtom = 4,  // read and atomic tests
+    kAtomic = 8,  // atomic tests
+};
+
 struct Flag {
-    char short_name;        // 0: long only
-    const char *long_name;  // without "--"
+    char short_name;       // 0: long only
+    const char *long_name; // without "--"
     bool takes_value;
+    unsigned scope;
 };
 
 constexpr Flag kFlags[] = {
-    {'d', "ib-dev", true},    {'p', "port", true},        {'s', "size", true},
-    {'a', "all", false},      {'n', "iters", true},       {'t', "tx-depth", true},
-    {'m', "mtu", true},       {'D', "duration", true},    {'F', "CPU-freq", false},
-    {'c', "connection", true}, {'i', "ib-port", true},    {'x', "gid-index", true},
-    {'h', "help", false},     {0, "report_gbits", false}, {0, "json", false},
+    {'d', "ib-dev", true, kAll},         {'p', "port", true, kAll},
+    {'s', "size", true, kAll},           {'a', "all", false, kAll},
+    {'n', "iters", true, kAll},          {'t', "tx-depth", true, kBw},
+    {'r', "rx-depth", true, kSend},      {'q', "qp", true, kBw},
+    {'b', "bidirectional", false, kBw},  {'o', "outs", true, kRdAtom},
+    {'A', "atomic_type", true, kAtomic}, {'m', "mtu", true, kAll},
+    {'D', "duration", true, kAll},       {'F', "CPU-freq", false, kAll},
+    {'c', "connection", true, kAll},     {'i', "ib-port", true, kAll},
+    {'x', "gid-index", true, kAll},      {'h', "help", false, kAll},
+    {0, "report_gbits", false, kBw},     {0, "report-both", false, kBw},
+    {0, "run_infinitely", false, kBw},   {0, "json", false, kAll},
+    {0, "use_cuda", true, kAll},         {0, "disable_numa", false, kAll},
 };
+
+unsigned scope_of(Test t) {
+    unsigned s = 0;
+    if (t.kind == Kind::bw) s |= kBw;
+    if (t.verb == Verb::send) s |= kSend;
+    if (t.verb == Verb::read || t.verb == Verb::atomic) s |= kRdAtom;
+    if (t.verb == Verb::atomic) s |= kAtomic;
+    return s;
+}
 
 const Flag *find_short(char c) {
     for (const Flag &f : kFlags)
@@ -32,7 +59,13 @@ const Flag *find_short(char c) {
 const Flag *find_long(std::string_view name) {
     for (const Flag &f : kFlags)
         if (name == f.long_name) return &f;
+    // Spellings perftest users type interchangeably.
     if (name == "report-gbits") return find_long("report_gbits");
+    if (name == "report_both") return find_long("report-both");
+    if (name == "run-infinitely") return find_long("run_infinitely");
+    if (name == "use-cuda") return find_long("use_cuda");
+    if (name == "disable-numa") return find_long("disable_numa");
+    if (name == "atomic-type") return find_long("atomic_type");
     return nullptr;
 }
 
@@ -46,17 +79,23 @@ bool parse_u64(const char *s, uint64_t *out) {
     return true;
 }
 
+std::string flag_text(const Flag &f) {
+    if (f.short_name) return std::string("-") + f.short_name;
+    return std::string("--") + f.long_name;
+}
+
 class Parser {
 public:
     Parser(Test t, Options *o) : t_(t), o_(o) {}
 
     // Unknown options and missing values get the usage; bad values a pointer to -h.
     bool error(const std::string &msg, bool usage = false) {
+        const std::string tool = tool_name(t_);
         if (usage) {
-            std::fprintf(stderr, "%s: %s\n\n", tool_name(t_), msg.c_str());
+            std::fprintf(stderr, "%s: %s\n\n", tool.c_str(), msg.c_str());
             print_usage(t_, stderr);
         } else {
-            std::fprintf(stderr, "%s: %s (see %s -h)\n", tool_name(t_), msg.c_str(), tool_name(t_));
+            std::fprintf(stderr, "%s: %s (see %s -h)\n", tool.c_str(), msg.c_str(), tool.c_str());
         }
         return false;
     }
@@ -64,20 +103,15 @@ public:
     bool number(const Flag &f, const char *v, uint64_t min, uint64_t max, uint64_t *out) {
         uint64_t x = 0;
         if (!parse_u64(v, &x))
-            return error(std::string("option ") + flag_text(f) + " expects a number, got \"" + (v ? v : "") + "\"");
+            return error("option " + flag_text(f) + " expects a number, got \"" + (v ? v : "") + "\"");
         if (x < min || x > max)
-            return error(std::string("option ") + flag_text(f) + " value " + v + " is out of range [" +
-                         std::to_string(min) + ", " + std::to_string(max) + "]");
+            return error("option " + flag_text(f) + " value " + v + " is out of range [" + std::to_string(min) + ", " +
+                         std::to_string(max) + "]");
         *out = x;
         return true;
     }
 
-    static std::string flag_text(const Flag &f) {
-        if (f.short_name) return std::string("-") + f.short_name;
-        return std::string("--") + f.long_name;
-    }
-
-    bool apply(const Flag &f, const char *v) {
+    bool apply_short(const Flag &f, const char *v) {
         uint64_t x = 0;
         switch (f.short_name) {
         case 'd': o_->device = v; return true;
@@ -90,6 +124,8 @@ public:
             if (x < 1 || x > kMaxSize)
                 return error(std::string("message size ") + v + " is out of range: it must be between 1 and " +
                              std::to_string(kMaxSize) + " bytes (1 GiB)");
+            if (t_.verb == Verb::atomic && x != kAtomicSize)
+                return error(std::string("message size ") + v + " is not possible for atomics: they move 8 bytes");
             o_->size = x;
             size_set_ = true;
             return true;
@@ -102,6 +138,24 @@ public:
             if (!number(f, v, 1, kMaxTxDepth, &x)) return false;
             o_->tx_depth = static_cast<uint32_t>(x);
             return true;
+        case 'r':
+            if (!number(f, v, 1, kMaxRxDepth, &x)) return false;
+            o_->rx_depth = static_cast<uint32_t>(x);
+            return true;
+        case 'q':
+            if (!number(f, v, 1, kMaxQps, &x)) return false;
+            o_->num_qps = static_cast<uint32_t>(x);
+            return true;
+        case 'b': o_->bidirectional = true; return true;
+        case 'o':
+            if (!number(f, v, 1, 16, &x)) return false;
+            o_->out_reads = static_cast<uint32_t>(x);
+            return true;
+        case 'A':
+            if (!std::strcmp(v, "FETCH_AND_ADD")) o_->atomic_type = AtomicType::fetch_and_add;
+            else if (!std::strcmp(v, "CMP_AND_SWAP")) o_->atomic_type = AtomicType::cmp_and_swap;
+            else return error(std::string("atomic type \"") + v + "\" is not one of FETCH_AND_ADD, CMP_AND_SWAP");
+            return true;
         case 'm':
             if (!parse_u64(v, &x) || (x != 256 && x != 512 && x != 1024 && x != 2048 && x != 4096))
                 return error(std::string("invalid MTU \"") + v + "\": use 256, 512, 1024, 2048 or 4096");
@@ -111,9 +165,10 @@ public:
             if (!number(f, v, 1, 86400, &x)) return false;
             o_->duration = static_cast<int>(x);
             return true;
-        case 'F': return true; // perftest: do not fail on CPU frequency mismatch; ibex uses a monotonic clock
+        case 'F': return true; // perftest: no CPU frequency warning; ibex uses a monotonic clock
         case 'c':
-            if (std::strcmp(v, "RC") != 0) return error(std::string("connection type \"") + v + "\" is not supported (only RC)");
+            if (std::strcmp(v, "RC") != 0)
+                return error(std::string("connection type \"") + v + "\" is not supported (ibex QPs are RC)");
             return true;
         case 'i':
             if (!number(f, v, 1, 1, &x)) return false;
@@ -124,25 +179,36 @@ public:
             o_->gid_index = static_cast<int>(x);
             return true;
         case 'h': help_ = true; return true;
-        default: break;
+        default: return error("internal: unhandled option " + flag_text(f));
         }
-        if (!std::strcmp(f.long_name, "report_gbits")) {
-            o_->report_gbits = true;
-            return true;
-        }
-        if (!std::strcmp(f.long_name, "json")) {
+    }
+
+    bool apply(const Flag &f, const char *v) {
+        if (f.scope != kAll && !(f.scope & scope_of(t_)))
+            return error("option " + flag_text(f) + " does not apply to " + tool_name(t_), true);
+        if (f.short_name) return apply_short(f, v);
+        const std::string_view n(f.long_name);
+        if (n == "report_gbits") o_->report_gbits = true;
+        else if (n == "report-both") o_->report_both = true;
+        else if (n == "run_infinitely") o_->run_infinitely = true;
+        else if (n == "disable_numa") o_->numa = false;
+        else if (n == "json") {
             o_->json = true;
             if (v) o_->json_path = v;
-            return true;
+        } else if (n == "use_cuda") {
+            uint64_t x = 0;
+            if (!number(f, v, 0, 1023, &x)) return false;
+            o_->use_cuda = static_cast<int>(x);
+        } else {
+            return error("internal: unhandled option " + flag_text(f));
         }
-        return error(std::string("internal: unhandled option ") + flag_text(f));
+        return true;
     }
 
     // "--json FILE" takes FILE only when it looks like a path, so "--json HOST" still works.
     static bool looks_like_json_path(const char *a) {
         const std::string_view s(a);
-        return s == "-" || s.find('/') != std::string_view::npos ||
-               (s.size() > 5 && s.substr(s.size() - 5) == ".json");
+        return s == "-" || s.find('/') != std::string_view::npos || (s.size() > 5 && s.substr(s.size() - 5) == ".json");
     }
 
     bool run(int argc, char **argv) {
@@ -162,11 +228,11 @@ public:
                     if (i + 1 >= argc) return error(std::string("option '") + a + "' needs a value", true);
                     v = argv[++i];
                 } else if (!f->takes_value && v) {
-                    return error(std::string("option '--") + name + "' takes no value");
+                    return error("option '--" + name + "' takes no value");
                 }
                 if (!apply(*f, v)) return false;
             } else if (a[0] == '-' && a[1]) {
-                // Short options; "-abc" groups and "-s4096" attached values as getopt allows.
+                // Short options; "-ab" groups and "-s4096" attached values as getopt allows.
                 for (const char *p = a + 1; *p; ++p) {
                     const Flag *f = find_short(*p);
                     if (!f) return error(std::string("unknown option '-") + *p + "'", true);
@@ -183,7 +249,8 @@ public:
                     if (v) break;
                 }
             } else {
-                if (++positional > 1) return error(std::string("unexpected argument '") + a + "' (one server name at most)");
+                if (++positional > 1)
+                    return error(std::string("unexpected argument '") + a + "' (one server name at most)");
                 o_->server = a;
             }
         }
@@ -198,42 +265,82 @@ private:
     Options *o_;
 };
 
+const char *verb_word(Verb v) {
+    switch (v) {
+    case Verb::send: return "send";
+    case Verb::write: return "write";
+    case Verb::read: return "read";
+    case Verb::atomic: return "atomic";
+    }
+    return "?";
+}
+
+uint64_t default_iters(Test t) { return t.verb == Verb::write && t.kind == Kind::bw ? 5000 : 1000; }
+
 } // namespace
 
-const char *tool_name(Test t) { return t == Test::write_bw ? "ibex_write_bw" : "ibex_write_lat"; }
+std::string test_tag(Test t) { return std::string(verb_word(t.verb)) + (t.kind == Kind::bw ? "_bw" : "_lat"); }
+
+std::string tool_name(Test t) { return "ibex_" + test_tag(t); }
 
 void print_usage(Test t, FILE *out) {
-    const bool bw = t == Test::write_bw;
+    const std::string tool = tool_name(t);
+    const bool bw = t.kind == Kind::bw;
+    const char *what = t.verb == Verb::send     ? "SEND/RECEIVE"
+                       : t.verb == Verb::write  ? "RDMA WRITE"
+                       : t.verb == Verb::read   ? "RDMA READ"
+                                                : "atomic (fetch-and-add or compare-and-swap)";
     std::fprintf(out,
                  "Usage:\n"
                  "  %1$s            start a server and wait for a connection\n"
                  "  %1$s <server>   connect to the server at <server>\n"
                  "\n"
-                 "RDMA WRITE %2$s test in the style of perftest's ib_write_%3$s, over any ibex device.\n"
-                 "Options (the same on both sides):\n"
-                 "  -d, --ib-dev=<dev>      ibex device (default udp:lo; see ibex_get_device_list)\n"
-                 "  -p, --port=<port>       TCP port of the out-of-band exchange (default %4$u)\n"
-                 "  -s, --size=<bytes>      message size (default %5$s, at most %6$llu)\n"
-                 "  -a, --all               run sizes 2 B .. 8 MiB (powers of two)\n"
-                 "  -n, --iters=<n>         iterations per size (default %7$s, at least %8$llu)\n"
-                 "  -t, --tx-depth=<n>      work requests in flight (default %9$s)\n"
+                 "%2$s %3$s test with the flags and tables of perftest's ib_%4$s, over any ibex\n"
+                 "device. Give both sides the same options.\n"
+                 "\n"
+                 "Options:\n"
+                 "  -d, --ib-dev=<dev>      ibex device (default udp:lo): udp:<if>, dpdk:<port>, an RDMA device\n"
+                 "  -p, --port=<port>       TCP port of the out-of-band exchange (default %5$u)\n",
+                 tool.c_str(), what, bw ? "bandwidth" : "latency", test_tag(t).c_str(), unsigned(kDefaultPort));
+    if (t.verb == Verb::atomic) {
+        std::fprintf(out, "  -A, --atomic_type=<t>   FETCH_AND_ADD (default) or CMP_AND_SWAP\n"
+                          "  -a, --all               accepted; atomics always move 8 bytes\n");
+    } else {
+        std::fprintf(out,
+                     "  -s, --size=<bytes>      message size (default %s, at most %llu)\n"
+                     "  -a, --all               every power of two from 2 B to 8 MiB\n",
+                     bw ? "65536" : "2", static_cast<unsigned long long>(kMaxSize));
+    }
+    std::fprintf(out,
+                 "  -n, --iters=<n>         iterations per size (default %llu, at least %llu)\n"
+                 "  -D, --duration=<s>      measure for <s> seconds instead of -n iterations\n",
+                 static_cast<unsigned long long>(default_iters(t)), static_cast<unsigned long long>(kMinIters));
+    if (bw) {
+        std::fprintf(out, "  -t, --tx-depth=<n>      work requests in flight per QP (default 128)\n"
+                          "  -q, --qp=<n>            number of QPs (default 1)\n"
+                          "  -b, --bidirectional     both sides send; the reported figure is the sum\n"
+                          "      --report-both       with -b, also print each direction on its own\n"
+                          "      --run_infinitely    print a line every -D seconds (default 5) until Ctrl-C\n"
+                          "      --report_gbits      bandwidth in Gb/sec (10^9 bits) instead of MiB/sec (2^20 bytes)\n");
+    }
+    if (t.verb == Verb::send) std::fprintf(out, "  -r, --rx-depth=<n>      receives posted per QP (default 512)\n");
+    if (t.verb == Verb::read || t.verb == Verb::atomic)
+        std::fprintf(out, "  -o, --outs=<n>          outstanding reads/atomics per QP, 1..16 (default 16)\n");
+    std::fprintf(out,
                  "  -m, --mtu=<bytes>       path MTU: 256, 512, 1024, 2048 or 4096 (default: the device's)\n"
-                 "  -D, --duration=<s>      run for <s> seconds instead of -n iterations\n"
-                 "  -F, --CPU-freq          accepted for compatibility (ibex uses a monotonic clock)\n"
                  "  -c, --connection=RC     connection type (RC only)\n"
-                 "  -i, --ib-port=1         accepted for compatibility\n"
-                 "  -x, --gid-index=<n>     accepted for compatibility (the GID is the device's address)\n"
-                 "      --report_gbits      report bandwidth in Gb/sec (10^9 bits) instead of MiB/sec\n"
+                 "  -i, --ib-port=1         accepted for compatibility (one port per ibex device)\n"
+                 "  -x, --gid-index=<n>     accepted; ibex picks the device's GID (soft: its IPv4 address)\n"
+                 "  -F, --CPU-freq          accepted; ibex times with a monotonic clock, not CPU cycles\n"
+                 "      --use_cuda=<id>     buffers in the memory of GPU <id> (needs ibex built with CUDA)\n"
+                 "      --disable_numa      do not bind memory and this thread to the NIC's NUMA node\n"
                  "      --json[=FILE]       also write the results as JSON to FILE, or alone on stdout\n"
                  "                          (the tables then go to stderr); \"--json FILE\" works when\n"
                  "                          FILE contains '/' or ends in .json\n"
                  "  -h, --help              this text\n"
                  "\n"
-                 "Environment: IBEX_LOG_LEVEL (error, warn, info, debug) and the IBEX_* engine\n"
-                 "variables listed in README.md.\n",
-                 tool_name(t), bw ? "bandwidth" : "latency", bw ? "bw" : "lat", unsigned(kDefaultPort),
-                 bw ? "65536" : "2", static_cast<unsigned long long>(kMaxSize), bw ? "5000" : "1000",
-                 static_cast<unsigned long long>(kMinIters), bw ? "128" : "1");
+                 "Environment: IBEX_LOG_LEVEL (error, warn, info, debug), IBEX_PERFTEST_COUNTERS=1 (engine\n"
+                 "counters after the table) and the IBEX_* engine variables listed in README.md.\n");
 }
 
 ParseResult parse_options(Test t, int argc, char **argv, Options *o) {
@@ -245,24 +352,26 @@ ParseResult parse_options(Test t, int argc, char **argv, Options *o) {
         print_usage(t, stdout);
         return ParseResult::help;
     }
-    const bool bw = t == Test::write_bw;
-    if (!p.size_set_) o->size = bw ? 65536 : 2;
+    const bool bw = t.kind == Kind::bw;
+    if (t.verb == Verb::atomic) o->size = kAtomicSize;
+    else if (!p.size_set_) o->size = bw ? 65536 : 2;
     const bool iters_set = o->iters != 0;
-    if (!iters_set) o->iters = bw ? 5000 : 1000;
-    if (!bw) o->tx_depth = 1; // a ping-pong keeps one write in flight
+    if (!iters_set) o->iters = default_iters(t);
+    if (!bw) o->tx_depth = 1; // a latency test keeps one operation in flight
     else if (!o->tx_depth) o->tx_depth = 128;
-    if (o->duration && o->all) {
-        p.error("duration mode (-D) does not support running all sizes (-a)");
+    if (!o->out_reads) o->out_reads = 16;
+    auto bad = [&](const char *msg) {
+        p.error(msg);
         return ParseResult::error;
+    };
+    if (o->run_infinitely) {
+        if (o->all) return bad("--run_infinitely runs one size: it excludes -a");
+        if (iters_set) return bad("--run_infinitely excludes -n (it reports every -D seconds)");
+        if (!o->duration) o->duration = kDefaultDuration;
     }
-    if (o->duration && iters_set) {
-        p.error("-D and -n exclude each other");
-        return ParseResult::error;
-    }
-    if (o->device.empty()) {
-        p.error("empty device name");
-        return ParseResult::error;
-    }
+    if (o->duration && o->all && !o->run_infinitely) return bad("duration mode (-D) does not support all sizes (-a)");
+    if (o->duration && iters_set) return bad("-D and -n exclude each other");
+    if (o->device.empty()) return bad("empty device name");
     return ParseResult::ok;
 }
 

@@ -1,7 +1,13 @@
 #include "ibex_perftest/rdma.h"
 
-#include <cstdlib>
+#include <ibex/topology.h>
+
+#include <algorithm>
 #include <cstring>
+
+#ifdef IBEX_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
 
 namespace ibex::perftest {
 
@@ -23,9 +29,30 @@ ibex_mtu_t mtu_enum(int bytes) {
     }
 }
 
+bool cuda_usable(int device, std::string *err) {
+#ifdef IBEX_HAVE_CUDA
+    int count = 0;
+    const cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) {
+        *err = std::string("--use_cuda: no usable GPU: ") + cudaGetErrorString(e);
+        return false;
+    }
+    if (device >= count) {
+        *err = "--use_cuda=" + std::to_string(device) + ": this host has " + std::to_string(count) + " GPU(s)";
+        return false;
+    }
+    return true;
+#else
+    (void)device;
+    *err = "--use_cuda: this ibex was built without CUDA (IBEX_WITH_CUDA found no toolkit); "
+           "rebuild with the CUDA toolkit installed to measure GPU buffers";
+    return false;
+#endif
+}
+
 Resources::~Resources() { close(); }
 
-bool Resources::open(const std::string &device, size_t len, uint32_t max_send_wr, std::string *err) {
+bool Resources::open(const std::string &device, const ResourceSpec &spec, std::string *err) {
     ibex_status_t st = ibex_open_device(device.c_str(), nullptr, &ctx);
     if (st != IBEX_OK) {
         *err = ibex_error(("cannot open device \"" + device + "\"").c_str(), st);
@@ -35,37 +62,66 @@ bool Resources::open(const std::string &device, size_t len, uint32_t max_send_wr
         *err = ibex_error("ibex_alloc_pd", st);
         return false;
     }
-    const int cqe = static_cast<int>(max_send_wr) + 64;
+    const int cqe = static_cast<int>(spec.num_qps * (spec.max_send_wr + spec.max_recv_wr)) + 64;
     if ((st = ibex_create_cq(ctx, cqe, &cq)) != IBEX_OK) {
         *err = ibex_error("ibex_create_cq", st);
         return false;
     }
-    ibex_qp_init_attr_t qa = IBEX_QP_INIT_ATTR_INIT;
-    qa.send_cq = cq;
-    qa.recv_cq = cq;
-    qa.max_send_wr = max_send_wr;
-    qa.max_recv_wr = 16;
-    qa.max_send_sge = 1;
-    qa.max_recv_sge = 1;
-    if ((st = ibex_create_qp(pd, &qa, &qp)) != IBEX_OK) {
-        *err = ibex_error("ibex_create_qp", st);
-        return false;
+    for (uint32_t i = 0; i < spec.num_qps; ++i) {
+        ibex_qp_init_attr_t qa = IBEX_QP_INIT_ATTR_INIT;
+        qa.send_cq = cq;
+        qa.recv_cq = cq;
+        qa.max_send_wr = spec.max_send_wr;
+        qa.max_recv_wr = spec.max_recv_wr;
+        qa.max_send_sge = 1;
+        qa.max_recv_sge = 1;
+        ibex_qp_t *qp = nullptr;
+        if ((st = ibex_create_qp(pd, &qa, &qp)) != IBEX_OK) {
+            *err = ibex_error("ibex_create_qp", st);
+            return false;
+        }
+        qps.push_back(qp);
+        ibex_ep_addr_t a{};
+        if ((st = ibex_qp_local_addr(qp, &a)) != IBEX_OK) {
+            *err = ibex_error("ibex_qp_local_addr", st);
+            return false;
+        }
+        local.push_back(a);
     }
-    buf_len = (len + 4095) & ~size_t(4095);
-    buf = static_cast<uint8_t *>(std::aligned_alloc(4096, buf_len));
-    if (!buf) {
-        *err = "cannot allocate a buffer of " + std::to_string(buf_len) + " bytes";
-        return false;
+    region_len = (spec.region + 4095) & ~size_t(4095);
+    buf_len = region_len * spec.num_qps;
+    if (spec.cuda_device >= 0) {
+#ifdef IBEX_HAVE_CUDA
+        void *p = nullptr;
+        cudaError_t e = cudaSetDevice(spec.cuda_device);
+        if (e == cudaSuccess) e = cudaMalloc(&p, buf_len);
+        if (e == cudaSuccess) e = cudaMemset(p, 0, buf_len);
+        if (e != cudaSuccess) {
+            *err = std::string("cannot allocate ") + std::to_string(buf_len) + " bytes on GPU " +
+                   std::to_string(spec.cuda_device) + ": " + cudaGetErrorString(e);
+            if (p) cudaFree(p);
+            return false;
+        }
+        buf = static_cast<uint8_t *>(p);
+        cuda_ = spec.cuda_device;
+#else
+        return cuda_usable(spec.cuda_device, err);
+#endif
+    } else {
+        void *p = nullptr;
+        if ((st = ibex_numa_alloc(buf_len, spec.numa_node, &p)) != IBEX_OK) {
+            *err = ibex_error(("cannot allocate a buffer of " + std::to_string(buf_len) + " bytes").c_str(), st);
+            return false;
+        }
+        buf = static_cast<uint8_t *>(p);
+        std::memset(buf, 0, buf_len);
     }
-    std::memset(buf, 0, buf_len);
-    st = ibex_reg_mr(pd, buf, buf_len, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE | IBEX_ACCESS_REMOTE_READ,
+    st = ibex_reg_mr(pd, buf, buf_len,
+                     IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE | IBEX_ACCESS_REMOTE_READ |
+                         IBEX_ACCESS_REMOTE_ATOMIC,
                      &mr);
     if (st != IBEX_OK) {
         *err = ibex_error("ibex_reg_mr", st);
-        return false;
-    }
-    if ((st = ibex_qp_local_addr(qp, &local)) != IBEX_OK) {
-        *err = ibex_error("ibex_qp_local_addr", st);
         return false;
     }
     return true;
@@ -73,46 +129,59 @@ bool Resources::open(const std::string &device, size_t len, uint32_t max_send_wr
 
 void Resources::close() {
     if (mr) ibex_dereg_mr(mr);
-    if (qp) ibex_destroy_qp(qp);
+    for (ibex_qp_t *qp : qps) ibex_destroy_qp(qp);
     if (cq) ibex_destroy_cq(cq);
     if (pd) ibex_dealloc_pd(pd);
     if (ctx) ibex_close_device(ctx);
-    std::free(buf);
+    if (buf) {
+#ifdef IBEX_HAVE_CUDA
+        if (cuda_ >= 0) cudaFree(buf);
+        else
+#endif
+            ibex_numa_free(buf, buf_len);
+    }
     mr = nullptr;
-    qp = nullptr;
+    qps.clear();
+    local.clear();
     cq = nullptr;
     pd = nullptr;
     ctx = nullptr;
     buf = nullptr;
 }
 
-KeyRecord Resources::local_key(size_t remote_offset) const {
+KeyRecord Resources::local_key(uint32_t i, size_t remote_offset) const {
     KeyRecord k;
     k.lid = 0; // RoCE has no LID
     k.out_reads = 16;
-    k.qpn = local.qpn & 0xffffff;
-    k.psn = local.psn & 0xffffff;
+    k.qpn = local[i].qpn & 0xffffff;
+    k.psn = local[i].psn & 0xffffff;
     k.rkey = ibex_mr_rkey(mr);
-    k.vaddr = reinterpret_cast<uintptr_t>(buf) + remote_offset;
+    k.vaddr = reinterpret_cast<uintptr_t>(region(i)) + remote_offset;
     k.srqn = 0;
-    std::memcpy(k.gid, local.gid, sizeof k.gid);
+    std::memcpy(k.gid, local[i].gid, sizeof k.gid);
     return k;
 }
 
-bool Resources::connect(const KeyRecord &remote, int mtu_bytes, std::string *err) {
+bool Resources::connect(uint32_t i, const KeyRecord &remote, int mtu_bytes, uint32_t out_reads, std::string *err) {
     ibex_ep_addr_t r{};
     std::memcpy(r.gid, remote.gid, sizeof r.gid);
     r.udp_port = kRoceUdpPort;
-    r.mtu = mtu_bytes ? static_cast<uint8_t>(mtu_enum(mtu_bytes)) : local.mtu;
+    r.mtu = mtu_bytes ? static_cast<uint8_t>(mtu_enum(mtu_bytes)) : local[i].mtu;
     r.qpn = remote.qpn;
     r.psn = remote.psn;
-    ibex_status_t st = ibex_qp_connect(qp, &r);
+    ibex_status_t st = ibex_qp_connect(qps[i], &r);
     if (st != IBEX_OK) {
         *err = ibex_error("cannot connect the QP to the peer", st);
         return false;
     }
     ibex_qp_attr_t qa = IBEX_QP_ATTR_INIT;
-    if ((st = ibex_query_qp(qp, &qa)) != IBEX_OK) {
+    // Outstanding READs/atomics: ours (-o), never more than the peer said it serves.
+    qa.max_rd_atomic = static_cast<uint8_t>(std::min<uint32_t>(out_reads, remote.out_reads ? remote.out_reads : 16));
+    if ((st = ibex_modify_qp(qps[i], &qa, IBEX_QP_MAX_RD_ATOMIC)) != IBEX_OK) {
+        *err = ibex_error("setting the outstanding reads (-o)", st);
+        return false;
+    }
+    if ((st = ibex_query_qp(qps[i], &qa)) != IBEX_OK) {
         *err = ibex_error("ibex_query_qp", st);
         return false;
     }

@@ -1,6 +1,8 @@
 // Numbers and their presentation: perftest's bandwidth and latency definitions, its
-// header block and table lines, and a JSON rendering of the same results.
+// header block and table lines, the congestion-control lines, and a JSON rendering.
 #pragma once
+
+#include <ibex/ibex.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -18,7 +20,7 @@ inline constexpr const char *kResultLine =
 struct BwResult {
     uint64_t bytes = 0;
     uint64_t iters = 0;
-    double peak = 0;   // in the report unit (MiB/s or Gb/s); 0 when not measured (-D)
+    double peak = 0; // in the report unit (MiB/s or Gb/s); 0 when not measured (-D)
     double avg = 0;
     double msg_rate_mpps = 0;
 };
@@ -29,29 +31,47 @@ struct LatResult {
     double t_min = 0, t_max = 0, t_typical = 0, t_avg = 0, t_stdev = 0, p99 = 0, p999 = 0; // usec
 };
 
-// Bandwidth at the client. tposted[i] / tcompleted[i] in ns; tcompleted is only set for
-// signaled WRs (every cq_mod-th and the last). Average = bytes x iterations / (last
-// completion - first post); peak = size / the shortest mean time per message over any
-// window from a post to a later signaled completion (perftest's definition).
-BwResult bw_result(uint64_t bytes, uint64_t iters, const std::vector<uint64_t> &tposted,
-                   const std::vector<uint64_t> &tcompleted, uint32_t cq_mod, bool gbits, bool peak);
-// Average only (duration mode): iters messages between first_post_ns and last_completion_ns.
-BwResult bw_result_avg(uint64_t bytes, uint64_t iters, uint64_t first_post_ns, uint64_t last_completion_ns, bool gbits);
+// Bandwidth from post and completion times (ns). tposted[i]: when message i was posted;
+// signaled: the indexes whose completion time is in tcompleted[index] (a signaled message
+// completes every message of its QP before it), in increasing order, the last message
+// included. Average = bytes x messages / (last completion - first post); peak = bytes /
+// the shortest mean time per message over any window from a post to a later signaled
+// completion (perftest's definition).
+BwResult bw_result(uint64_t bytes, const std::vector<uint64_t> &tposted, const std::vector<uint64_t> &tcompleted,
+                   const std::vector<uint64_t> &signaled, bool gbits);
+// Average only (duration mode, intervals): messages between first_ns and last_ns.
+BwResult bw_result_avg(uint64_t bytes, uint64_t messages, uint64_t first_ns, uint64_t last_ns, bool gbits);
+// Both directions of a bidirectional run: the figures add up.
+BwResult bw_sum(const BwResult &a, const BwResult &b);
 
-// Latency from consecutive post times (ns): the samples are the differences, sorted, the
-// 2 largest dropped; divided by rtt_factor (2: half round trip for write/send). typical =
-// median; percentiles by nearest rank over the kept samples.
+// Latency from consecutive post times (ns): the samples are the differences, sorted,
+// divided by rtt_factor (2: half round trip for write/send, 1: the full round trip for
+// read/atomic). As perftest: typical = median, average and deviation over all but the 2
+// largest samples; maximum and percentiles at perftest's indexes (see report.cpp).
 LatResult lat_result(uint64_t bytes, const std::vector<uint64_t> &tposted, int rtt_factor);
+
+// Rows cross the out-of-band connection as text control messages.
+std::string to_msg(const BwResult &r);
+std::string to_msg(const LatResult &r);
+bool from_msg(const std::string &m, BwResult *r);
+bool from_msg(const std::string &m, LatResult *r);
 
 // The perftest header block: test title, device, connection, MTU, local/remote lines.
 struct HeaderInfo {
-    std::string title;       // "RDMA_Write BW Test"
+    std::string title; // "RDMA_Write BW Test"
     std::string device;
-    uint32_t tx_depth = 0;
-    uint32_t cq_mod = 0;
+    uint32_t num_qps = 1;
+    uint32_t tx_depth = 0; // 0: not printed (a passive server)
+    uint32_t rx_depth = 0; // 0: not printed
+    uint32_t cq_mod = 0;   // 0: not printed (latency)
+    uint32_t out_reads = 0; // read/atomic: "Outstand reads" instead of "Max inline data"
     int mtu = 0;
-    KeyRecord local, remote;
+    std::string numa;   // NUMA placement summary
+    std::string memory; // "host" or "GPU <n>"
+    std::vector<KeyRecord> local, remote;
 };
+// "RDMA_Write BW Test", "Atomic FETCH_AND_ADD Bidirectional BW Test", "Send Latency Test"
+std::string test_title(const Options &o);
 void print_header(FILE *out, const HeaderInfo &h);
 
 void print_bw_table_header(FILE *out, bool gbits);
@@ -59,9 +79,24 @@ void print_bw_line(FILE *out, const BwResult &r);
 void print_lat_table_header(FILE *out);
 void print_lat_line(FILE *out, const LatResult &r);
 
-// JSON document of a run.
-std::string bw_json(const Options &o, const HeaderInfo &h, const std::vector<BwResult> &rows);
-std::string lat_json(const Options &o, const HeaderInfo &h, const std::vector<LatResult> &rows);
+// Congestion control after the table: CNPs sent (as notification point) and handled (as
+// reaction point) from the context's counters, and each QP's final DCQCN rate. Printed
+// when DCQCN runs on a QP or any CNP or ECN mark was seen, and always with
+// IBEX_PERFTEST_COUNTERS=1 (then with the engine counters too).
+struct CcReport {
+    bool show = false;
+    ibex_counters_t counters{};
+    std::vector<uint32_t> qpns;      // QPs that run DCQCN
+    std::vector<ibex_qp_cc_t> qps;   // their state at the end of the run
+};
+CcReport query_cc(ibex_context_t *ctx, const std::vector<ibex_qp_t *> &qps);
+void print_cc(FILE *out, const CcReport &cc);
+
+// JSON document of a run: parameters, both key records, the rows as printed, and for
+// --report-both the two directions.
+std::string bw_json(const Options &o, const HeaderInfo &h, const std::vector<BwResult> &rows,
+                    const std::vector<BwResult> &local, const std::vector<BwResult> &remote, const CcReport &cc);
+std::string lat_json(const Options &o, const HeaderInfo &h, const std::vector<LatResult> &rows, const CcReport &cc);
 
 // Writes the JSON to o.json_path or stdout; false (with *err) if the file cannot be written.
 bool write_json(const Options &o, const std::string &doc, std::string *err);

@@ -2,4 +2,6 @@
 // ib_write_bw. Server: `ibex_write_bw [opts]`; client: `ibex_write_bw [opts] <server>`.
 #include "ibex_perftest/perftest.h"
 
-int main(int argc, char **argv) { return ibex::perftest::write_bw_main(argc, argv); }
+int main(int argc, char **argv) {
+    return ibex::perftest::run_tool({ibex::perftest::Verb::write, ibex::perftest::Kind::bw}, argc, argv);
+}

@@ -70,6 +70,21 @@ public:
     virtual uint64_t tx_dropped() const { return 0; }
     // Bytes the path can hold for this port before it drops (0: no known limit).
     virtual size_t rx_buffer_bytes() const { return 0; }
+
+    // Hooks with do-nothing defaults (the udp port needs none of them); called with the
+    // context lock held unless noted.
+    // Registered memory, which send() may then get as payload pieces: a port that
+    // transmits without copying (dpdk) attaches it to its buffers.
+    virtual void memory_registered(const void * /*addr*/, size_t /*len*/) {}
+    virtual void memory_deregistered(const void * /*addr*/, size_t /*len*/) {}
+    // A QP was connected to `peer`: a port that resolves link addresses itself can ask
+    // before the first packet.
+    virtual void peer_added(NetAddr /*peer*/) {}
+    // The progress thread is about to block on wait_fd(): arm what makes it readable (rx
+    // interrupts, a timer). False: packets are already waiting, do not block.
+    virtual bool arm_wait() { return true; }
+    // The wait on wait_fd() ended (lock not held).
+    virtual void wait_done() {}
 };
 
 } // namespace ibex::soft

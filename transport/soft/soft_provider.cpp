@@ -15,9 +15,13 @@
 #include "runtime/status.h"
 #include "runtime/tuning/cpuset.h"
 #include "transport/provider.h"
+#include "transport/qp_state.h"
 #include "transport/soft/codec/roce.h"
 #include "transport/soft/engine/context.h"
 #include "transport/soft/engine/qp_logic.h"
+#include "transport/soft/engine/staging.h"
+#include "transport/soft/dpdk/device_spec.h"
+#include "transport/soft/dpdk/dpdk_port.h"
 #include "transport/soft/udp/udp_port.h"
 
 namespace ibex::soft {
@@ -32,10 +36,7 @@ SoftContext *ctx_of(ibex_pd *pd) { return static_cast<SoftPd *>(pd)->ctx; }
 SoftQp *qp_of(ibex_qp *qp) { return static_cast<SoftQp *>(qp); }
 SoftCq *cq_of(ibex_cq *cq) { return static_cast<SoftCq *>(cq); }
 
-const char *state_name(ibex_qp_state_t s) {
-    static const char *names[] = {"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"};
-    return (s >= 0 && s <= IBEX_QPS_ERR) ? names[s] : "?";
-}
+const char *state_name(ibex_qp_state_t s) { return qp_state_name(s); }
 
 void list_devices(std::vector<DeviceEntry> &out) {
     out.push_back({"udp:lo", "soft"});
@@ -51,18 +52,29 @@ void list_devices(std::vector<DeviceEntry> &out) {
     freeifaddrs(list);
 }
 
-bool claims(const char *device) { return is_udp_device(device); }
+bool claims(const char *device) { return is_udp_device(device) || dpdk::is_dpdk_device(device); }
 
 ibex_status_t open_device(const char *device, const ibex_context_attr_t *attr, ibex_context **out) {
-    UdpPortOptions o;
-    o.device = device;
-    if (attr && attr->local_addr) o.local_addr = attr->local_addr;
-    if (attr) o.port = attr->udp_port;
     ibex_status_t st;
-    auto port = open_udp_port(o, &st);
+    std::unique_ptr<Port> port;
+    if (dpdk::is_dpdk_device(device)) {
+        DpdkPortOptions o;
+        o.device = device;
+        if (attr && attr->local_addr) o.local_addr = attr->local_addr;
+        if (attr) o.port = attr->udp_port;
+        port = open_dpdk_port(o, &st);
+    } else {
+        UdpPortOptions o;
+        o.device = device;
+        if (attr && attr->local_addr) o.local_addr = attr->local_addr;
+        if (attr) o.port = attr->udp_port;
+        port = open_udp_port(o, &st);
+    }
     if (!port) return st;
     EngineConfig cfg = EngineConfig::from_env();
     if (attr && !attr->progress_thread) cfg.progress_thread = false;
+    if (!rate_control_config(attr ? attr->dcqcn : nullptr, attr ? attr->dcqcn_line_rate_mbps : 0, cfg.rate, &st))
+        return st;
     if (attr && attr->progress_cpus && *attr->progress_cpus) {
         tuning::CpuSet cpus;
         std::string err;
@@ -132,7 +144,7 @@ ibex_status_t progress(ibex_context *c) {
     ctx->note_app_progress();
     Lock l(ctx->mutex());
     ctx->progress_once();
-    return IBEX_OK;
+    return staging::active() ? staging::flush(*ctx) : IBEX_OK;
 }
 
 ibex_status_t alloc_pd(ibex_context *c, ibex_pd **out) {
@@ -165,13 +177,19 @@ ibex_status_t reg_mr(ibex_pd *pd, void *addr, size_t length, unsigned access, ib
     mr->addr = addr;
     mr->length = length;
     mr->access = access;
+    if (ibex_status_t st = staging::attach(*ctx, *mr); st != IBEX_OK) {
+        delete mr;
+        return st;
+    }
     Lock l(ctx->mutex());
     const uint32_t key = ctx->mrs().add(mr);
     if (!key) {
+        staging::detach(*ctx, *mr);
         delete mr;
         return fail(IBEX_ERR_NO_MEMORY, "memory region table full");
     }
     mr->lkey = mr->rkey = key;
+    ctx->port().memory_registered(mr->host ? mr->host : addr, length);
     ++static_cast<SoftPd *>(pd)->users;
     *out = mr;
     return IBEX_OK;
@@ -182,6 +200,9 @@ ibex_status_t dereg_mr(ibex_mr *mr) {
     {
         Lock l(ctx->mutex());
         ctx->mrs().remove(mr->lkey);
+        auto *smr = static_cast<SoftMr *>(mr);
+        ctx->port().memory_deregistered(smr->host ? smr->host : mr->addr, mr->length);
+        staging::detach(*ctx, *smr);
         --static_cast<SoftPd *>(mr->pd)->users;
     }
     delete static_cast<SoftMr *>(mr);
@@ -235,6 +256,9 @@ ibex_status_t poll_cq(ibex_cq *c, int max, ibex_wc_t *wc, int *count) {
     ctx->note_app_progress();
     Lock l(ctx->mutex());
     if (cq->ring.empty()) ctx->progress_once();
+    // GPU memory: what completions report must be on the GPU before they are seen.
+    if (staging::active())
+        if (ibex_status_t st = staging::flush(*ctx); st != IBEX_OK) return st;
     *count = take(cq, max, wc);
     return IBEX_OK;
 }
@@ -324,23 +348,13 @@ ibex_status_t destroy_qp(ibex_qp *q) {
     {
         Lock l(qp->ctx->mutex());
         qp->ctx->remove_qp(qp);
+        staging::forget_qp(*qp->ctx, *qp);
         --qp->scq->users;
         --qp->rcq->users;
         --static_cast<SoftPd *>(qp->pd)->users;
     }
     delete qp;
     return IBEX_OK;
-}
-
-bool valid_transition(ibex_qp_state_t from, ibex_qp_state_t to) {
-    if (to == IBEX_QPS_RESET || to == IBEX_QPS_ERR) return true;
-    switch (from) {
-    case IBEX_QPS_RESET: return to == IBEX_QPS_INIT;
-    case IBEX_QPS_INIT: return to == IBEX_QPS_INIT || to == IBEX_QPS_RTR;
-    case IBEX_QPS_RTR: return to == IBEX_QPS_RTS;
-    case IBEX_QPS_RTS: return to == IBEX_QPS_RTS;
-    default: return false;
-    }
 }
 
 bool dest_from_gid(const ibex_ep_addr_t &ep, NetAddr *out) {
@@ -352,6 +366,7 @@ bool dest_from_gid(const ibex_ep_addr_t &ep, NetAddr *out) {
 }
 
 void reset_qp(SoftQp &qp) {
+    staging::forget_qp(*qp.ctx, qp);
     qp.sq = Ring<SendWqe>(qp.sq.capacity());
     qp.rq = Ring<RecvWqe>(qp.rq.capacity());
     qp.tx_pos = 0;
@@ -380,7 +395,7 @@ ibex_status_t modify_qp(ibex_qp *q, const ibex_qp_attr_t *a, unsigned mask) {
     Lock l(ctx->mutex());
     const ibex_qp_state_t from = qp->state;
     const ibex_qp_state_t to = (mask & IBEX_QP_STATE) ? a->qp_state : from;
-    if (!valid_transition(from, to))
+    if (!qp_transition_ok(from, to))
         return fail(IBEX_ERR_INVALID_STATE, "QP 0x%x: %s -> %s is not a valid transition", qp->qp_num,
                     state_name(from), state_name(to));
     if (mask & IBEX_QP_PATH_MTU) {
@@ -409,6 +424,7 @@ ibex_status_t modify_qp(ibex_qp *q, const ibex_qp_attr_t *a, unsigned mask) {
     if (mask & IBEX_QP_DEST) {
         qp->dest = dest;
         qp->dest_qpn = a->dest.qpn & roce::kQpnMask;
+        ctx->port().peer_added(dest);
         if (!(mask & IBEX_QP_RQ_PSN)) qp->epsn = a->dest.psn & roce::kPsnMask;
         if (!(mask & IBEX_QP_PATH_MTU) && a->dest.mtu >= IBEX_MTU_256 && a->dest.mtu < qp->mtu_enum) {
             qp->mtu_enum = a->dest.mtu;
@@ -528,6 +544,8 @@ ibex_status_t post_one_send(SoftContext &ctx, SoftQp &qp, const ibex_send_wr_t &
     const bool atomic = wr.opcode == IBEX_WR_ATOMIC_CMP_AND_SWP || wr.opcode == IBEX_WR_ATOMIC_FETCH_AND_ADD;
     const bool read = wr.opcode == IBEX_WR_RDMA_READ;
     if ((wr.send_flags & IBEX_SEND_INLINE) && !read && !atomic) {
+        if (staging::active())
+            if (ibex_status_t st = staging::check_inline(wr); st != IBEX_OK) return st;
         uint64_t total = 0;
         for (int i = 0; i < wr.num_sge; ++i) total += wr.sg_list[i].length;
         if (total > kMaxInline) return fail(IBEX_ERR_INVALID_ARGUMENT, "inline data of %llu bytes exceeds %u",
@@ -567,6 +585,8 @@ ibex_status_t post_one_send(SoftContext &ctx, SoftQp &qp, const ibex_send_wr_t &
     w.solicited = (wr.send_flags & IBEX_SEND_SOLICITED) != 0;
     w.fence = (wr.send_flags & IBEX_SEND_FENCE) != 0;
     w.imm = wr.imm_data;
+    if (staging::active())
+        if (ibex_status_t st = staging::stage_send(ctx, qp, wr, qp.sq.tail()); st != IBEX_OK) return st;
     w.first_psn = qp.sq_psn;
     qp.sq_psn = roce::psn_add(qp.sq_psn, w.npkts);
     qp.sq.push();
@@ -583,6 +603,9 @@ ibex_status_t post_send(ibex_qp *q, ibex_send_wr_t *wr, ibex_send_wr_t **bad) {
         if (st != IBEX_OK) break;
     }
     if (bad) *bad = wr;
+    // GPU sources: their copies to the staging shadows finish before anything is sent.
+    if (staging::active())
+        if (ibex_status_t wst = staging::wait(); wst != IBEX_OK && st == IBEX_OK) st = wst;
     ctx->activate(qp);
     // Transmit now from the caller's thread: the lowest-latency path.
     ctx->service_qp(*qp, SoftContext::now_ns());
@@ -615,6 +638,7 @@ ibex_status_t post_recv(ibex_qp *q, ibex_recv_wr_t *wr, ibex_recv_wr_t **bad) {
         RecvWqe &r = qp->rq.at(qp->rq.tail());
         st = resolve_sges(*ctx, wr->sg_list, wr->num_sge, IBEX_ACCESS_LOCAL_WRITE, &r.local);
         if (st != IBEX_OK) break;
+        if (staging::active()) staging::stage_recv(*ctx, *qp, *wr, qp->rq.tail());
         r.wr_id = wr->wr_id;
         qp->rq.push();
     }
@@ -653,6 +677,7 @@ const ProviderOps kSoftProviderOps = {
     .qp_local_addr = soft::qp_local_addr,
     .post_send = soft::post_send,
     .post_recv = soft::post_recv,
+    .query_qp_cc = soft::query_qp_cc,
 };
 
 } // namespace ibex

@@ -107,9 +107,13 @@ IBEX_API ibex_status_t ibex_comm_init_from_env(ibex_comm_t **comm,
  * key then old rank; color < 0 gives *newcomm = NULL. */
 IBEX_API ibex_status_t ibex_comm_split(ibex_comm_t *comm, int color, int key,
                                        ibex_comm_t **newcomm);
-/* Waits for queued operations, then frees. */
+/* Waits for queued operations, then frees. Collective when the communicator is healthy:
+ * it also waits (bounded by the timeout) until every rank has reached destroy, so no rank
+ * tears down connections a slower one still needs, and a rank that exits without it is
+ * reported to the others as failed. */
 IBEX_API ibex_status_t ibex_comm_destroy(ibex_comm_t *comm);
-/* Fails every queued operation and frees, without waiting for any peer. */
+/* Fails every queued operation and frees, without waiting for any peer. The other ranks'
+ * communicators enter their error state (IBEX_ERR_REMOTE). */
 IBEX_API ibex_status_t ibex_comm_abort(ibex_comm_t *comm);
 IBEX_API ibex_status_t ibex_comm_rank(const ibex_comm_t *comm, int *rank);
 IBEX_API ibex_status_t ibex_comm_size(const ibex_comm_t *comm, int *nranks);
@@ -147,7 +151,8 @@ IBEX_API ibex_status_t ibex_barrier(ibex_comm_t *comm, ibex_request_t **req);
 /* *done = 1 once the operation has finished; the request is then freed and its status
  * returned. */
 IBEX_API ibex_status_t ibex_test(ibex_request_t *req, int *done);
-/* Waits (bounded by the communicator's timeout), frees the request, returns its status. */
+/* Waits (bounded by the communicator's timeout: a collective that makes no progress for
+ * that long fails), frees the request, returns its status. */
 IBEX_API ibex_status_t ibex_wait(ibex_request_t *req);
 
 #ifdef __cplusplus

@@ -114,10 +114,18 @@ typedef struct ibex_context_attr {
     /* CPUs for the progress thread as a cpulist ("2,3"). NULL: IBEX_PROGRESS_CPUS, else
      * the CPUs local to the device's NIC when the topology knows it, else unpinned. */
     const char *progress_cpus;
+    /* Soft provider: congestion control, "off", "paper" or "mlx5" (DCQCN with that
+     * preset; see congestion/README.md). NULL: IBEX_DCQCN, else off. Knobs are
+     * overridden by IBEX_DCQCN_<knob> (e.g. IBEX_DCQCN_rpg_ai_rate=20). */
+    const char *dcqcn;
+    /* DCQCN line rate in Mbit/s: where every QP starts and what it recovers to. 0:
+     * IBEX_DCQCN_LINE_RATE, else 10000. */
+    uint32_t dcqcn_line_rate_mbps;
+    uint32_t reserved1;
 } ibex_context_attr_t;
 
 #define IBEX_CONTEXT_ATTR_INIT                                                                  \
-    {sizeof(ibex_context_attr_t), IBEX_MAGIC_CONTEXT_ATTR, IBEX_ATTR_VERSION, NULL, 0, 0, 1, NULL}
+    {sizeof(ibex_context_attr_t), IBEX_MAGIC_CONTEXT_ATTR, IBEX_ATTR_VERSION, NULL, 0, 0, 1, NULL, NULL, 0, 0}
 
 /* attr may be NULL (defaults). device: a name from the list, e.g. "udp:lo". */
 IBEX_API ibex_status_t ibex_open_device(const char *device, const ibex_context_attr_t *attr,
@@ -418,6 +426,45 @@ typedef struct ibex_recv_wr {
 /* On failure *bad_wr (if given) points at the first WR not posted. */
 IBEX_API ibex_status_t ibex_post_send(ibex_qp_t *qp, ibex_send_wr_t *wr, ibex_send_wr_t **bad_wr);
 IBEX_API ibex_status_t ibex_post_recv(ibex_qp_t *qp, ibex_recv_wr_t *wr, ibex_recv_wr_t **bad_wr);
+
+/* ------------------------------------------------------------------ congestion control (DCQCN) */
+
+/* One QP's congestion-control state. Context-wide totals are in ibex_counters_t
+ * (np_ecn_marked_roce_packets, np_cnp_sent, rp_cnp_handled). */
+typedef struct ibex_qp_cc {
+    uint32_t size;    /* set by the caller to sizeof(ibex_qp_cc_t) */
+    uint32_t enabled; /* 1 when DCQCN runs on this QP; 0: everything below is 0 */
+    double rate_mbps;        /* current rate Rc the QP is paced at, Mbit/s */
+    double target_rate_mbps; /* target rate Rt, Mbit/s */
+    double alpha;            /* congestion estimate, 0..1 */
+    uint64_t rp_cnp_handled; /* CNPs this QP reacted to (reaction point) */
+    uint64_t np_cnp_sent;    /* CNPs this QP sent for CE-marked packets (notification point) */
+    uint64_t np_ecn_marked_roce_packets; /* CE-marked packets received for this QP */
+    uint32_t rate_timer_stage;   /* rate-increase timer events since the last CNP */
+    uint32_t byte_counter_stage; /* byte-counter events since the last CNP */
+} ibex_qp_cc_t;
+
+/* IBEX_ERR_NOT_SUPPORTED where the provider has no software congestion control (verbs:
+ * the NIC runs DCQCN; read its counters with ibex_query_counters). */
+IBEX_API ibex_status_t ibex_query_qp_cc(ibex_qp_t *qp, ibex_qp_cc_t *cc);
+
+/* ------------------------------------------------------------------ GPU buffers */
+
+/* Where a buffer lives. Every call that takes a buffer (ibex_reg_mr, the collectives)
+ * accepts CUDA device memory too and finds out by itself: on verbs it is registered
+ * for GPUDirect RDMA (dma-buf or peer memory), on the soft providers it is staged
+ * through pinned host memory (see transport/verbs/README.md and allreduce/cuda/README.md). */
+typedef enum ibex_memory_type {
+    IBEX_MEMORY_HOST = 0,
+    IBEX_MEMORY_CUDA_DEVICE = 1,  /* cudaMalloc: the CPU cannot touch it */
+    IBEX_MEMORY_CUDA_MANAGED = 2, /* cudaMallocManaged: treated as host memory */
+} ibex_memory_type_t;
+
+/* IBEX_MEMORY_HOST for any pointer CUDA does not know, and always when the library was
+ * built without CUDA or no driver/GPU is present. */
+IBEX_API ibex_memory_type_t ibex_memory_type(const void *ptr);
+/* 1 when this library was built with CUDA and a driver with at least one GPU is present. */
+IBEX_API int ibex_cuda_available(void);
 
 #ifdef __cplusplus
 }

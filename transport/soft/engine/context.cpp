@@ -97,6 +97,7 @@ void SoftContext::stop() {
 }
 
 uint32_t SoftContext::add_qp(SoftQp *qp) {
+    if (cfg_.rate.enabled && !qp->rate) qp->rate = std::make_unique<QpRate>(cfg_.rate);
     for (size_t i = 0; i < qps_.size(); ++i) {
         if (!qps_[i]) {
             qps_[i] = qp;
@@ -160,6 +161,20 @@ void SoftContext::commit_tx(TxSlot &slot, const SoftQp &qp, size_t hdr_len, int 
     counters_.tx_bytes += p.len;
 }
 
+void SoftContext::send_cnp(const SoftQp &qp) {
+    auto &slot = begin_tx();
+    Bth b;
+    b.opcode = kCnp;
+    b.becn = true;
+    b.dest_qp = qp.dest_qpn;
+    encode_bth(slot.hdr, b);
+    std::memset(slot.hdr + kBthLen, 0, kCnpPayloadLen);
+    commit_tx(slot, qp, kBthLen + kCnpPayloadLen, 0, 0);
+    // CNPs travel on their own class and are not ECN-capable, like an RNIC's.
+    tx_pkts_[tx_count_ - 1].tos = static_cast<uint8_t>(cfg_.rate.params.cnp_dscp << 2);
+    ++counters_.np_cnp_sent;
+}
+
 void SoftContext::flush_tx() {
     if (!tx_count_) return;
     std::span<const TxPacket> batch(tx_pkts_.data(), tx_count_);
@@ -186,9 +201,14 @@ void SoftContext::receive(const RxPacket &pkt) {
     }
     ++counters_.rx_packets;
     counters_.rx_bytes += pkt.len;
-    if ((pkt.tos & 3) == kEcnCe) ++counters_.np_ecn_marked_roce_packets;
+    const bool ce = (pkt.tos & 3) == kEcnCe;
+    if (ce) ++counters_.np_ecn_marked_roce_packets;
     if (pv.bth.opcode == kCnp) {
         ++counters_.rp_cnp_handled;
+        // Reaction point: only a CNP from the QP's own peer changes its rate.
+        SoftQp *qp = find_qp(pv.bth.dest_qp);
+        if (qp && qp->rate && qp->dest == pkt.src)
+            qp->rate->apply(qp->rate->dcqcn.update(now_ns(), {cc::EventType::kCnpReceived}));
         return;
     }
     SoftQp *qp = find_qp(pv.bth.dest_qp);
@@ -196,6 +216,10 @@ void SoftContext::receive(const RxPacket &pkt) {
         ++counters_.rx_unknown_qp;
         return;
     }
+    // Notification point: CE on a request means this QP's sender crosses a congested queue.
+    if (ce && qp->rate && (pv.flags & kIsRequest) &&
+        qp->rate->dcqcn.update(now_ns(), {cc::EventType::kCeReceived}).send_cnp)
+        send_cnp(*qp);
     if (pv.flags & kIsRequest)
         responder_receive(*this, *qp, pv);
     else
@@ -205,6 +229,7 @@ void SoftContext::receive(const RxPacket &pkt) {
 
 uint32_t SoftContext::service_qp(SoftQp &qp, uint64_t now, uint32_t max_packets) {
     requester_timers(*this, qp, now);
+    rate_tick(qp.rate.get(), now);
     uint32_t budget = std::min(cfg_.tx_budget, max_packets);
     const uint32_t granted = budget;
     // New requests first: on loopback the kernel delivers a batch in order, so the peer
@@ -251,8 +276,13 @@ bool SoftContext::progress_once() {
 
 uint64_t SoftContext::next_deadline() const {
     uint64_t d = 0;
+    const uint64_t now = cfg_.rate.enabled ? now_ns() : 0;
     for (const SoftQp *qp : active_) {
-        const uint64_t q = requester_deadline(*qp);
+        uint64_t q = requester_deadline(*qp);
+        // A paced QP with requests to send wakes the thread when its pacer allows.
+        if (qp->rate && qp->tx_pos < qp->sq.tail() && qp->rate->pacer.next_ns() > now &&
+            (!q || qp->rate->pacer.next_ns() < q))
+            q = qp->rate->pacer.next_ns();
         if (q && (!d || q < d)) d = q;
         if (qp->job_count || qp->ack_pending) return 1; // work to send now
     }
@@ -308,10 +338,18 @@ void SoftContext::progress_thread_main() {
             sched_yield();
             continue;
         }
-        int timeout_ms = 100;
-        if (deadline) timeout_ms = deadline <= now ? 0 : static_cast<int>(std::min<uint64_t>((deadline - now) / 1000000 + 1, 100));
+        // Nanosecond wait: pacing wakes a QP every packet time, far below a millisecond.
+        uint64_t timeout_ns = 100'000'000;
+        if (deadline) timeout_ns = deadline <= now ? 0 : std::min<uint64_t>(deadline - now, timeout_ns);
+        const timespec timeout{static_cast<time_t>(timeout_ns / 1000000000), static_cast<long>(timeout_ns % 1000000000)};
+        {
+            // The port arms what wakes it (rx interrupt, timer); it may find packets instead.
+            std::unique_lock lock(mu_, std::try_to_lock);
+            if (!lock.owns_lock() || !port_->arm_wait()) continue;
+        }
         epoll_event evs[4];
-        const int n = epoll_wait(epoll_fd_, evs, 4, timeout_ms);
+        const int n = epoll_pwait2(epoll_fd_, evs, 4, &timeout, nullptr);
+        port_->wait_done();
         for (int i = 0; i < n; ++i) {
             if (evs[i].data.fd == wake_fd_) {
                 uint64_t v;

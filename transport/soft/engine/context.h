@@ -34,6 +34,7 @@ struct EngineConfig {
     uint32_t max_inflight_context = 1024;
     bool progress_thread = true;
     std::vector<unsigned> progress_cpus; // affinity of the progress thread; empty: any
+    RateControlConfig rate;              // DCQCN (set by open_device, not from_env)
 
     static EngineConfig from_env();
 };
@@ -60,6 +61,7 @@ public:
     uint32_t add_qp(SoftQp *qp);  // returns the QPN
     void remove_qp(SoftQp *qp);
     SoftQp *find_qp(uint32_t qpn) const;
+    const std::vector<SoftQp *> &qps() const { return qps_; } // by QPN; holes are nullptr
     void activate(SoftQp *qp);    // puts a QP on the service list
 
     // ---- progress (lock held)
@@ -89,6 +91,8 @@ public:
     // Finishes the packet in `slot`: hdr_len bytes of headers in slot.hdr (BTH pad count
     // already set), payload pieces already in pkt.pieces[1..npayload].
     void commit_tx(TxSlot &slot, const SoftQp &qp, size_t hdr_len, int npayload, uint32_t payload_len);
+    // Notification point: a CNP to the QP's peer (its sender QP), at the CNP DSCP.
+    void send_cnp(const SoftQp &qp);
 
     static uint64_t now_ns();
 

@@ -8,6 +8,8 @@
 #include <ibex/ibex.h>
 
 #include "transport/provider.h"
+#include "transport/soft/engine/objects.h"
+#include "transport/soft/engine/staging.h"
 
 namespace ibex::soft {
 
@@ -32,6 +34,9 @@ public:
         if (!mr || (mr->access & access) != access) return nullptr;
         const uint64_t base = reinterpret_cast<uintptr_t>(mr->addr);
         if (addr < base || len > mr->length || addr - base > mr->length - len) return nullptr;
+        // GPU memory: the engine works on its pinned shadow (engine/staging.h).
+        if (auto *s = static_cast<SoftMr *>(mr); s->host) [[unlikely]]
+            return staging::resolve(*s, addr, len, access);
         return reinterpret_cast<uint8_t *>(static_cast<uintptr_t>(addr));
     }
 

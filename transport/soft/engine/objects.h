@@ -3,8 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
 
 #include "transport/provider.h"
+#include "transport/soft/engine/rate_control.h"
 #include "transport/soft/engine/work_queue.h"
 #include "transport/soft/port.h"
 
@@ -17,7 +21,14 @@ struct SoftPd : ibex_pd {
     int users = 0; // MRs and QPs created on it
 };
 
-struct SoftMr : ibex_mr {};
+struct SoftMr : ibex_mr {
+    // CUDA device memory: the engine works on `host`, a pinned shadow of
+    // [addr, addr + length) that engine/staging.h keeps coherent with the GPU. nullptr
+    // for host memory, which the engine uses in place.
+    uint8_t *host = nullptr;
+    int device = -1;
+    std::vector<std::pair<uint64_t, uint64_t>> dirty; // shadow ranges remote writes changed
+};
 
 struct SoftCq : ibex_cq {
     SoftContext *ctx = nullptr;
@@ -91,6 +102,7 @@ struct SoftQp : ibex_qp {
     bool rewound = false;      // went back to `una` and has not progressed since
     uint64_t rto_deadline = 0; // ns, 0 = off
     uint64_t rnr_until = 0;    // ns: no requests before this (RNR back-off)
+    std::unique_ptr<QpRate> rate; // DCQCN and pacing, when the context runs them
 
     // ---- responder
     Ring<RecvWqe> rq;

@@ -345,6 +345,9 @@ void requester_transmit(SoftContext &ctx, SoftQp &qp, uint64_t now, uint32_t &bu
     const uint32_t window = std::min(qp.cwnd, std::max(kCwndMin, ctx.inflight_share()));
     const uint32_t rd_atomic_limit = std::clamp<uint32_t>(qp.max_rd_atomic, 1, uint32_t(kAtomicReplays));
     while (budget && qp.tx_pos < qp.sq.tail()) {
+        // DCQCN: requests leave no faster than the QP's rate.
+        if (!rate_may_send(qp.rate.get(), now)) break;
+        const uint64_t bytes_before = ctx.counters().tx_bytes;
         SendWqe &w = qp.sq.at(qp.tx_pos);
         const uint32_t psn = psn_add(w.first_psn, qp.tx_pkt);
         const uint32_t inflight = static_cast<uint32_t>(std::max(0, psn_diff(psn, qp.una)));
@@ -375,6 +378,7 @@ void requester_transmit(SoftContext &ctx, SoftQp &qp, uint64_t now, uint32_t &bu
             ++qp.tx_pkt;
         }
         --budget;
+        rate_sent(qp.rate.get(), now, static_cast<uint32_t>(ctx.counters().tx_bytes - bytes_before));
         const uint32_t sent_end = psn_add(w.first_psn, qp.tx_pkt);
         if (psn_diff(sent_end, qp.sent_high) > 0) qp.sent_high = sent_end;
         if (qp.tx_pkt >= w.npkts) {

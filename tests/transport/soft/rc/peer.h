@@ -1,6 +1,6 @@
 // A remote RC peer in a forked child process, driven over a socketpair.
 //
-// The child opens its own context on "udp:lo" (its own 127.0.0.x:4791), registers one
+// The child opens its own context on test_device() ("udp:lo": its own 127.0.0.x:4791), registers one
 // buffer, sends the parent its endpoint address (ibex_ep_addr_pack), buffer VA and rkey,
 // connects to the parent's address, and then serves commands: fill or verify buffer
 // ranges bit for bit against a seeded pattern, return bytes, post receives, report
@@ -12,7 +12,9 @@
 #include <ibex/ibex.h>
 
 #include <algorithm>
+#include <fcntl.h>
 #include <memory>
+#include <sched.h>
 #include <string>
 #include <vector>
 
@@ -86,6 +88,8 @@ struct PeerConfig {
     int timeout = -1;       // QP timeout code to set after connecting (-1: leave)
     int min_rnr_timer = -1; // responder's RNR timer code (-1: leave)
     unsigned max_seconds = 60;
+    std::string device;     // empty: test_device()
+    std::string netns;      // non-empty: the child joins /run/netns/<netns> before opening
 };
 
 struct PeerHello {
@@ -137,11 +141,21 @@ struct SgeDesc {
 
 namespace peer_detail {
 
+// Moves the calling thread into a named network namespace (ip netns add <name>).
+inline bool join_netns(const std::string &name) {
+    const int fd = ::open(("/run/netns/" + name).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    const bool ok = setns(fd, CLONE_NEWNET) == 0;
+    ::close(fd);
+    return ok;
+}
+
 inline int serve(int fd, const PeerConfig &cfg) {
+    if (!cfg.netns.empty() && !join_netns(cfg.netns)) return 14;
     Endpoint ep;
     ep.max_send_wr = cfg.max_send_wr;
     ep.max_recv_wr = cfg.max_recv_wr;
-    ep.open(cfg.buf_bytes, "udp:lo", cfg.cqe);
+    ep.open(cfg.buf_bytes, cfg.device.empty() ? test_device() : cfg.device.c_str(), cfg.cqe);
     PeerHello hello{};
     hello.status = ep.ok() ? 0 : 1;
     if (ep.ok()) {

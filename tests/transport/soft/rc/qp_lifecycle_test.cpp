@@ -10,6 +10,13 @@
 using namespace ibex::test;
 
 namespace {
+// These tests close and reopen one of two contexts in this process. Over memif the two
+// are server and client of one socket, and DPDK 22.11's memif keeps one socket object per
+// path and process, so a reopened server in the process of its client is not reached.
+constexpr const char *kNoReopen = "reopens one end of an in-process memif pair (see transport/soft/dpdk/README.md)";
+} // namespace
+
+namespace {
 
 constexpr size_t kBuf = 1 << 20;
 
@@ -23,6 +30,7 @@ protected:
     // Reconnects `a` with a 16-packet window, so a 1 MiB transfer takes many round trips,
     // and registers a fresh 1 MiB mapping on `b` filled with `fill` for it to target.
     void slow_pair_with_region(uint32_t psn, uint8_t fill) {
+        if (!test_device_reopens()) GTEST_SKIP() << kNoReopen;
         a.close();
         setenv("IBEX_MAX_INFLIGHT", "16", 1);
         a.open(kBuf);
@@ -156,6 +164,7 @@ TEST_F(QpLifecycle, ResetWithTrafficInFlightThenReuse) {
 }
 
 TEST_F(QpLifecycle, SendQueueFullReturnsQueueFullAndLosesNothing) {
+    if (!test_device_reopens()) GTEST_SKIP() << kNoReopen;
     a.close();
     a.max_send_wr = 16;
     a.open(kBuf);
@@ -213,8 +222,9 @@ TEST_F(QpLifecycle, SendQueueFullReturnsQueueFullAndLosesNothing) {
 }
 
 TEST_F(QpLifecycle, CqOverrunDropsCompletionsWithoutCrashing) {
+    if (!test_device_reopens()) GTEST_SKIP() << kNoReopen;
     a.close();
-    a.open(kBuf, "udp:lo", 4); // a CQ of 4 entries
+    a.open(kBuf, test_device(), 4); // a CQ of 4 entries
     connect_at(a, b, 0x42);
     testing::internal::CaptureStderr();
     fill_bytes(a.buf, 0, 32 * 1000, 7);
@@ -341,6 +351,7 @@ TEST_F(QpLifecycle, DeregisteredTargetIsNotTouchedByTheRestOfAWrite) {
     // MTU 1024 and a window of 16 packets: the 1,024 packets take 64 round trips, so the
     // region goes away while most of the message is still to come.
     slow_pair_with_region(0x500, 0);
+    if (IsSkipped()) return;
     std::fill(a.buf.begin(), a.buf.end(), 0x77);
     IBEX_ASSERT_OK(a.post_rdma(IBEX_WR_RDMA_WRITE, 1, 0, kRegionLen, reinterpret_cast<uintptr_t>(mem), ibex_mr_rkey(region)));
     pull_region_mid_transfer(static_cast<const uint8_t *>(mem), 0x77, "the WRITE");
@@ -349,6 +360,7 @@ TEST_F(QpLifecycle, DeregisteredTargetIsNotTouchedByTheRestOfAWrite) {
 // The same for READ responses still queued when the source region goes away.
 TEST_F(QpLifecycle, DeregisteredSourceIsNotReadByQueuedResponses) {
     slow_pair_with_region(0x600, 0x66);
+    if (IsSkipped()) return;
     IBEX_ASSERT_OK(a.post_rdma(IBEX_WR_RDMA_READ, 1, 0, kRegionLen, reinterpret_cast<uintptr_t>(mem), ibex_mr_rkey(region)));
     pull_region_mid_transfer(a.buf.data(), 0x66, "the READ");
 }
@@ -361,8 +373,8 @@ TEST(QpMany, SixtyFourBusyQpsOnOneContext) {
     Endpoint a, b;
     a.max_send_wr = b.max_send_wr = 64;
     a.max_recv_wr = b.max_recv_wr = 64;
-    a.open(size_t(kQps) * kRegion, "udp:lo", 8192);
-    b.open(size_t(kQps) * kRegion, "udp:lo", 8192);
+    a.open(size_t(kQps) * kRegion, test_device(), 8192);
+    b.open(size_t(kQps) * kRegion, test_device(), 8192);
     ASSERT_TRUE(a.ok() && b.ok());
     std::vector<ibex_qp_t *> qa(kQps), qb(kQps);
     qa[0] = a.qp;

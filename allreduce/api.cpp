@@ -1,0 +1,211 @@
+// The collectives C API (ibex/coll.h): argument checks, then the communicator's stream.
+#include <cstring>
+
+#include "allreduce/comm.h"
+#include "runtime/bootstrap/launcher_env.h"
+#include "runtime/bootstrap/unique_id.h"
+#include "runtime/status.h"
+
+using ibex::fail;
+using namespace ibex::coll;
+
+namespace {
+
+#define IBEX_COLL_CHECK(cond, ...)                                                                        \
+    do {                                                                                                  \
+        if (!(cond)) return fail(IBEX_ERR_INVALID_ARGUMENT, __VA_ARGS__);                                 \
+    } while (0)
+
+// The checks every collective shares (op == nullptr: the collective has none).
+ibex_status_t check_call(const char *fn, const ibex_comm_t *comm, ibex_datatype_t type, const ibex_redop_t *op,
+                         bool buffers_ok) {
+    IBEX_COLL_CHECK(comm, "%s: comm is NULL", fn);
+    IBEX_COLL_CHECK(type >= 0 && type < IBEX_DATATYPE_COUNT, "%s: unknown datatype %d", fn, static_cast<int>(type));
+    IBEX_COLL_CHECK(!op || (*op >= 0 && *op < IBEX_REDOP_COUNT), "%s: unknown reduction op %d", fn,
+                    op ? static_cast<int>(*op) : 0);
+    IBEX_COLL_CHECK(buffers_ok, "%s: NULL buffer", fn);
+    return IBEX_OK;
+}
+
+Op make_op(OpKind kind, const void *sendbuf, void *recvbuf, size_t count, ibex_datatype_t type, ibex_redop_t op,
+           int root) {
+    Op o;
+    o.kind = kind;
+    o.args.sendbuf = sendbuf;
+    o.args.recvbuf = recvbuf;
+    o.args.count = count;
+    o.args.type = type;
+    o.args.op = op;
+    o.args.root = root;
+    return o;
+}
+
+// Queues the op; with req == NULL waits for it.
+ibex_status_t run(ibex_comm *comm, Op &&op, ibex_request **req) {
+    if (req) *req = nullptr;
+    ibex_request *r = nullptr;
+    if (ibex_status_t st = comm_submit(comm, std::move(op), &r); st != IBEX_OK) return st;
+    if (req) {
+        *req = r;
+        return IBEX_OK;
+    }
+    return request_wait(r);
+}
+
+} // namespace
+
+extern "C" {
+
+ibex_status_t ibex_comm_init_rank(ibex_comm_t **comm, int nranks, const ibex_unique_id_t *id, int rank,
+                                  const ibex_comm_config_t *config) {
+    ibex::clear_error();
+    IBEX_COLL_CHECK(comm, "ibex_comm_init_rank: comm is NULL");
+    *comm = nullptr;
+    IBEX_COLL_CHECK(id, "ibex_comm_init_rank: id is NULL");
+    IBEX_COLL_CHECK(nranks >= 1, "ibex_comm_init_rank: nranks %d < 1", nranks);
+    IBEX_COLL_CHECK(rank >= 0 && rank < nranks, "ibex_comm_init_rank: rank %d not in 0..%d", rank, nranks - 1);
+    IBEX_COLL_CHECK(memchr(id->text, '\0', sizeof id->text), "ibex_comm_init_rank: id is not NUL-terminated");
+    CommOptions opt;
+    if (ibex_status_t st = comm_options(config, &opt); st != IBEX_OK) return st;
+    return comm_create(nranks, id->text, rank, opt, comm);
+}
+
+ibex_status_t ibex_comm_init_from_env(ibex_comm_t **comm, const ibex_comm_config_t *config) {
+    ibex::clear_error();
+    IBEX_COLL_CHECK(comm, "ibex_comm_init_from_env: comm is NULL");
+    *comm = nullptr;
+    ibex::bootstrap::LaunchInfo info;
+    if (ibex_status_t st = ibex::bootstrap::launch_info_from_env(&info); st != IBEX_OK) return st;
+    ibex_unique_id_t id{};
+    if (ibex_status_t st = ibex::bootstrap::id_from_root_addr(info.root_addr.c_str(), &id); st != IBEX_OK) return st;
+    CommOptions opt;
+    if (ibex_status_t st = comm_options(config, &opt); st != IBEX_OK) return st;
+    return comm_create(info.nranks, id.text, info.rank, opt, comm);
+}
+
+ibex_status_t ibex_comm_split(ibex_comm_t *comm, int color, int key, ibex_comm_t **newcomm) {
+    ibex::clear_error();
+    IBEX_COLL_CHECK(comm && newcomm, "ibex_comm_split: comm or newcomm is NULL");
+    return comm_split(comm, color, key, newcomm);
+}
+
+ibex_status_t ibex_comm_destroy(ibex_comm_t *comm) {
+    ibex::clear_error();
+    IBEX_COLL_CHECK(comm, "ibex_comm_destroy: comm is NULL");
+    return comm_destroy(comm, false);
+}
+
+ibex_status_t ibex_comm_abort(ibex_comm_t *comm) {
+    ibex::clear_error();
+    IBEX_COLL_CHECK(comm, "ibex_comm_abort: comm is NULL");
+    return comm_destroy(comm, true);
+}
+
+ibex_status_t ibex_comm_rank(const ibex_comm_t *comm, int *rank) {
+    IBEX_COLL_CHECK(comm && rank, "ibex_comm_rank: NULL argument");
+    *rank = comm->rank;
+    return IBEX_OK;
+}
+
+ibex_status_t ibex_comm_size(const ibex_comm_t *comm, int *nranks) {
+    IBEX_COLL_CHECK(comm && nranks, "ibex_comm_size: NULL argument");
+    *nranks = comm->nranks;
+    return IBEX_OK;
+}
+
+ibex_status_t ibex_comm_get_async_error(ibex_comm_t *comm, ibex_status_t *error) {
+    IBEX_COLL_CHECK(comm && error, "ibex_comm_get_async_error: NULL argument");
+    std::lock_guard l(comm->mu);
+    *error = comm->error;
+    if (comm->error != IBEX_OK) fail(comm->error, "%s", comm->error_detail.c_str());
+    return IBEX_OK;
+}
+
+const char *ibex_comm_allreduce_algo(const ibex_comm_t *comm, size_t bytes) {
+    if (!comm) return "";
+    return algo_name(comm_algo(comm, bytes));
+}
+
+ibex_status_t ibex_comm_register(ibex_comm_t *comm, void *buf, size_t bytes) {
+    ibex::clear_error();
+    IBEX_COLL_CHECK(comm && buf && bytes, "ibex_comm_register: NULL or empty buffer");
+    return comm->cache->add(buf, bytes);
+}
+
+ibex_status_t ibex_comm_deregister(ibex_comm_t *comm, void *buf) {
+    ibex::clear_error();
+    IBEX_COLL_CHECK(comm && buf, "ibex_comm_deregister: NULL argument");
+    return comm->cache->remove(buf);
+}
+
+ibex_status_t ibex_allreduce(const void *sendbuf, void *recvbuf, size_t count, ibex_datatype_t type,
+                             ibex_redop_t op, ibex_comm_t *comm, ibex_request_t **req) {
+    ibex::clear_error();
+    if (ibex_status_t st = check_call(__func__, comm, type, &op, count == 0 || (sendbuf && recvbuf)); st != IBEX_OK)
+        return st;
+    return run(comm, make_op(OpKind::allreduce, sendbuf, recvbuf, count, type, op, 0), req);
+}
+
+ibex_status_t ibex_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, ibex_datatype_t type,
+                                  ibex_redop_t op, ibex_comm_t *comm, ibex_request_t **req) {
+    ibex::clear_error();
+    if (ibex_status_t st = check_call(__func__, comm, type, &op, recvcount == 0 || (sendbuf && recvbuf));
+        st != IBEX_OK)
+        return st;
+    return run(comm, make_op(OpKind::reduce_scatter, sendbuf, recvbuf, recvcount, type, op, 0), req);
+}
+
+ibex_status_t ibex_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, ibex_datatype_t type,
+                             ibex_comm_t *comm, ibex_request_t **req) {
+    ibex::clear_error();
+    if (ibex_status_t st = check_call(__func__, comm, type, nullptr, sendcount == 0 || (sendbuf && recvbuf));
+        st != IBEX_OK)
+        return st;
+    return run(comm, make_op(OpKind::allgather, sendbuf, recvbuf, sendcount, type, IBEX_SUM, 0), req);
+}
+
+ibex_status_t ibex_broadcast(const void *sendbuf, void *recvbuf, size_t count, ibex_datatype_t type, int root,
+                             ibex_comm_t *comm, ibex_request_t **req) {
+    ibex::clear_error();
+    if (ibex_status_t st = check_call(__func__, comm, type, nullptr, true); st != IBEX_OK) return st;
+    IBEX_COLL_CHECK(root >= 0 && root < comm->nranks, "ibex_broadcast: root %d not in 0..%d", root, comm->nranks - 1);
+    IBEX_COLL_CHECK(count == 0 || (recvbuf && (comm->rank != root || sendbuf)), "ibex_broadcast: NULL buffer");
+    return run(comm, make_op(OpKind::broadcast, sendbuf, recvbuf, count, type, IBEX_SUM, root), req);
+}
+
+ibex_status_t ibex_reduce(const void *sendbuf, void *recvbuf, size_t count, ibex_datatype_t type, ibex_redop_t op,
+                          int root, ibex_comm_t *comm, ibex_request_t **req) {
+    ibex::clear_error();
+    if (ibex_status_t st = check_call(__func__, comm, type, &op, true); st != IBEX_OK) return st;
+    IBEX_COLL_CHECK(root >= 0 && root < comm->nranks, "ibex_reduce: root %d not in 0..%d", root, comm->nranks - 1);
+    IBEX_COLL_CHECK(count == 0 || (sendbuf && (comm->rank != root || recvbuf)), "ibex_reduce: NULL buffer");
+    return run(comm, make_op(OpKind::reduce, sendbuf, recvbuf, count, type, op, root), req);
+}
+
+ibex_status_t ibex_barrier(ibex_comm_t *comm, ibex_request_t **req) {
+    ibex::clear_error();
+    IBEX_COLL_CHECK(comm, "ibex_barrier: comm is NULL");
+    return run(comm, make_op(OpKind::barrier, nullptr, nullptr, 1, IBEX_U8, IBEX_MAX, 0), req);
+}
+
+ibex_status_t ibex_test(ibex_request_t *req, int *done) {
+    ibex::clear_error();
+    IBEX_COLL_CHECK(req && done, "ibex_test: NULL argument");
+    {
+        std::lock_guard l(req->mu);
+        if (!req->done) {
+            *done = 0;
+            return IBEX_OK;
+        }
+    }
+    *done = 1;
+    return request_wait(req);
+}
+
+ibex_status_t ibex_wait(ibex_request_t *req) {
+    ibex::clear_error();
+    IBEX_COLL_CHECK(req, "ibex_wait: req is NULL");
+    return request_wait(req);
+}
+
+} // extern "C"

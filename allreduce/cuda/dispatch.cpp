@@ -1,0 +1,129 @@
+#include "allreduce/cuda/dispatch.h"
+
+#include <cstring>
+
+#include "allreduce/cpu/reduce.h"
+#include "allreduce/cuda/reduce.h"
+#include "runtime/status.h"
+
+#if IBEX_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace ibex::coll {
+namespace {
+
+#if IBEX_HAVE_CUDA
+ibex_status_t cuda_error(cudaError_t e, const char *what) {
+    cudaGetLastError();
+    return fail(e == cudaErrorMemoryAllocation ? IBEX_ERR_NO_MEMORY : IBEX_ERR_SYSTEM, "%s: %s", what, cudaGetErrorString(e));
+}
+
+ibex_status_t sync_stream(const char *what) {
+    const cudaError_t e = cudaStreamSynchronize(cudaStreamPerThread);
+    return e == cudaSuccess ? IBEX_OK : cuda_error(e, what);
+}
+
+CUstream_st *stream() { return cudaStreamPerThread; }
+
+// Per-thread operand copies for a reduction that mixes device memory with memory on the
+// other side: grown on demand, kept for the thread's life.
+struct Temp {
+    void *p = nullptr;
+    size_t bytes = 0;
+    bool device = false;
+    ~Temp() {
+        if (!p) return;
+        if (device) cudaFree(p);
+        else cuda::free_pinned(p);
+    }
+    ibex_status_t reserve(size_t n, bool on_device) {
+        if (p && bytes >= n) return IBEX_OK;
+        if (p) {
+            if (device) cudaFree(p);
+            else cuda::free_pinned(p);
+            p = nullptr;
+            bytes = 0;
+        }
+        device = on_device;
+        if (on_device) {
+            if (const cudaError_t e = cudaMalloc(&p, n); e != cudaSuccess) return cuda_error(e, "reduction operand buffer");
+        } else if (!(p = cuda::alloc_pinned(n))) {
+            return IBEX_ERR_NO_MEMORY;
+        }
+        bytes = n;
+        return IBEX_OK;
+    }
+};
+thread_local Temp t_dev[2], t_host[2];
+
+// Makes `*x` readable where the reduction runs (on the GPU or on the host), copying it
+// into temp when it lives on the other side.
+ibex_status_t bring(const void **x, size_t bytes, bool on_gpu, Temp &temp) {
+    const bool ok = on_gpu ? cuda::device_accessible(*x) : !is_device_pointer(*x);
+    if (ok) return IBEX_OK;
+    if (ibex_status_t st = temp.reserve(bytes, on_gpu); st != IBEX_OK) return st;
+    if (const cudaError_t e = cudaMemcpyAsync(temp.p, *x, bytes, cudaMemcpyDefault, cudaStreamPerThread); e != cudaSuccess)
+        return cuda_error(e, "reduction operand copy");
+    *x = temp.p;
+    return IBEX_OK;
+}
+#endif
+
+} // namespace
+
+ibex_status_t reduce_into_any(void *out, const void *a, const void *b, size_t count, ibex_datatype_t type,
+                              ibex_redop_t op) {
+    if (!is_device_pointer(out) && !is_device_pointer(a) && !is_device_pointer(b)) {
+        reduce_into(out, a, b, count, type, op);
+        return IBEX_OK;
+    }
+#if IBEX_HAVE_CUDA
+    // The result's home decides where the arithmetic runs; an operand on the other side
+    // is copied over first (the collectives' landing buffers are host memory).
+    const bool on_gpu = cuda::device_accessible(out) && cuda::memory_kind(out) != cuda::MemoryKind::kPinnedHost;
+    const size_t bytes = count * ibex_datatype_size(type);
+    Temp *temps = on_gpu ? t_dev : t_host;
+    if (ibex_status_t st = bring(&a, bytes, on_gpu, temps[0]); st != IBEX_OK) return st;
+    if (ibex_status_t st = bring(&b, bytes, on_gpu, temps[1]); st != IBEX_OK) return st;
+    if (!on_gpu) {
+        if (ibex_status_t st = sync_stream("reduction operand copy"); st != IBEX_OK) return st;
+        reduce_into(out, a, b, count, type, op);
+        return IBEX_OK;
+    }
+    if (ibex_status_t st = cuda_reduce_into(out, a, b, count, type, op, stream()); st != IBEX_OK) return st;
+    return sync_stream("cuda_reduce_into");
+#else
+    return fail(IBEX_ERR_INTERNAL, "device pointer without CUDA");
+#endif
+}
+
+ibex_status_t finalize_avg_any(void *buf, size_t count, ibex_datatype_t type, int nranks) {
+    if (!is_device_pointer(buf)) {
+        finalize_avg(buf, count, type, nranks);
+        return IBEX_OK;
+    }
+#if IBEX_HAVE_CUDA
+    if (ibex_status_t st = cuda_finalize_avg(buf, count, type, nranks, stream()); st != IBEX_OK) return st;
+    return sync_stream("cuda_finalize_avg");
+#else
+    return fail(IBEX_ERR_INTERNAL, "device pointer without CUDA");
+#endif
+}
+
+ibex_status_t copy_any(void *dst, const void *src, size_t bytes) {
+    if (!bytes || dst == src) return IBEX_OK;
+    if (!is_device_pointer(dst) && !is_device_pointer(src)) {
+        std::memmove(dst, src, bytes);
+        return IBEX_OK;
+    }
+#if IBEX_HAVE_CUDA
+    if (const cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cudaStreamPerThread); e != cudaSuccess)
+        return cuda_error(e, "cudaMemcpyAsync");
+    return sync_stream("cudaMemcpy");
+#else
+    return fail(IBEX_ERR_INTERNAL, "device pointer without CUDA");
+#endif
+}
+
+} // namespace ibex::coll

@@ -1,0 +1,369 @@
+#include "allreduce/executor.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#include "allreduce/cpu/reduce.h"
+#include "allreduce/cuda/dispatch.h"
+#include "runtime/status.h"
+
+namespace ibex::coll {
+namespace {
+
+enum WrKind : uint64_t { kData = 1, kCredit = 2, kRecv = 3 };
+constexpr size_t kRxBytes = 32;
+
+uint64_t wr_id(WrKind k, size_t chan, uint32_t value) {
+    return (static_cast<uint64_t>(k) << 56) | (static_cast<uint64_t>(chan) << 32) | value;
+}
+WrKind wr_kind(uint64_t id) { return static_cast<WrKind>(id >> 56); }
+size_t wr_chan(uint64_t id) { return static_cast<size_t>((id >> 32) & 0xffffff); }
+uint32_t wr_value(uint64_t id) { return static_cast<uint32_t>(id); }
+
+uint64_t now_ns() {
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count());
+}
+
+int rx_depth(const ExecutorParams &p) { return 4 * p.window + 8; }
+
+} // namespace
+
+Executor::~Executor() {
+    for (Channel &c : chans_) {
+        if (c.qp) ibex_destroy_qp(c.qp);
+        if (c.rx_mr) ibex_dereg_mr(c.rx_mr);
+        if (c.staging_mr) ibex_dereg_mr(c.staging_mr);
+        std::free(c.staging);
+    }
+    if (cq_) ibex_destroy_cq(cq_);
+    if (pd_) ibex_dealloc_pd(pd_);
+    if (ctx_) ibex_close_device(ctx_);
+}
+
+ibex_status_t Executor::open(const char *device, int rank, int nranks, const std::vector<int> &peers,
+                             const ExecutorParams &params) {
+    rank_ = rank;
+    nranks_ = nranks;
+    params_ = params;
+    chan_of_.assign(static_cast<size_t>(nranks), -1);
+    if (ibex_status_t st = ibex_open_device(device, nullptr, &ctx_); st != IBEX_OK) return st;
+    if (ibex_status_t st = ibex_alloc_pd(ctx_, &pd_); st != IBEX_OK) return st;
+    const uint32_t send_wr = static_cast<uint32_t>(4 * params.window + 16);
+    const uint32_t recv_wr = static_cast<uint32_t>(rx_depth(params));
+    const int cqe = static_cast<int>((send_wr + recv_wr) * (peers.size() ? peers.size() : 1) + 64);
+    if (ibex_status_t st = ibex_create_cq(ctx_, cqe, &cq_); st != IBEX_OK) return st;
+    if (ibex_status_t st = ibex_cq_fd(cq_, &cq_fd_); st != IBEX_OK) return st;
+    chans_.resize(peers.size());
+    for (size_t i = 0; i < peers.size(); ++i) {
+        Channel &c = chans_[i];
+        c.rank = peers[i];
+        chan_of_[static_cast<size_t>(c.rank)] = static_cast<int>(i);
+        ibex_qp_init_attr_t a = IBEX_QP_INIT_ATTR_INIT;
+        a.send_cq = cq_;
+        a.recv_cq = cq_;
+        a.max_send_wr = send_wr;
+        a.max_recv_wr = recv_wr;
+        a.max_send_sge = 1;
+        a.max_recv_sge = 1;
+        if (ibex_status_t st = ibex_create_qp(pd_, &a, &c.qp); st != IBEX_OK) return st;
+        c.rx.assign(static_cast<size_t>(rx_depth(params)) * kRxBytes, 0);
+        if (ibex_status_t st = ibex_reg_mr(pd_, c.rx.data(), c.rx.size(), IBEX_ACCESS_LOCAL_WRITE, &c.rx_mr);
+            st != IBEX_OK)
+            return st;
+    }
+    return IBEX_OK;
+}
+
+std::vector<ibex_ep_addr_t> Executor::local_addrs() {
+    std::vector<ibex_ep_addr_t> out(static_cast<size_t>(nranks_));
+    for (Channel &c : chans_) ibex_qp_local_addr(c.qp, &out[static_cast<size_t>(c.rank)]);
+    return out;
+}
+
+ibex_status_t Executor::connect(const std::vector<ibex_ep_addr_t> &remote) {
+    for (Channel &c : chans_) {
+        if (ibex_status_t st = ibex_qp_connect(c.qp, &remote[static_cast<size_t>(c.rank)]); st != IBEX_OK)
+            return fail(st, "connecting to rank %d: %s", c.rank, ibex_last_error());
+        for (int i = 0; i < rx_depth(params_); ++i)
+            if (ibex_status_t st = post_recv(c, static_cast<uint32_t>(i)); st != IBEX_OK) return st;
+    }
+    return IBEX_OK;
+}
+
+ibex_status_t Executor::post_recv(Channel &c, uint32_t idx) {
+    ibex_sge_t sge{reinterpret_cast<uintptr_t>(c.rx.data() + idx * kRxBytes), static_cast<uint32_t>(kRxBytes),
+                   ibex_mr_lkey(c.rx_mr)};
+    ibex_recv_wr_t wr{};
+    wr.wr_id = wr_id(kRecv, static_cast<size_t>(&c - chans_.data()), idx);
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    return ibex_post_recv(c.qp, &wr, nullptr);
+}
+
+ibex_status_t Executor::ensure_staging(Channel &c) {
+    if (c.staging) return IBEX_OK;
+    const size_t bytes = params_.slice_bytes * static_cast<size_t>(params_.slots);
+    c.staging = static_cast<uint8_t *>(std::aligned_alloc(4096, (bytes + 4095) & ~size_t(4095)));
+    if (!c.staging) return fail(IBEX_ERR_NO_MEMORY, "staging area of %zu bytes", bytes);
+    if (ibex_status_t st =
+            ibex_reg_mr(pd_, c.staging, bytes, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE, &c.staging_mr);
+        st != IBEX_OK)
+        return st;
+    for (int i = params_.slots - 1; i >= 0; --i) c.free_slots.push_back(i);
+    return IBEX_OK;
+}
+
+ibex_status_t Executor::start(Schedule &&s, ibex_datatype_t type, ibex_redop_t op, RegCache &cache) {
+    if (shut_) return fail(IBEX_ERR_INVALID_STATE, "the communicator's connections are shut down");
+    sched_ = std::move(s);
+    type_ = type;
+    op_ = op;
+    elem_ = ibex_datatype_size(type);
+    const size_t n = sched_.steps.size();
+    done_flag_.assign(n, 0);
+    done_ns_.assign(n, 0);
+    lkey_.assign(n, 0);
+    rkey_.assign(n, 0);
+    locals_.clear();
+    next_local_ = 0;
+    done_ = 0;
+    op_chans_.clear();
+    for (Channel &c : chans_) {
+        c.sends.clear();
+        c.recvs.clear();
+        c.slot_of.clear();
+        c.next_send = c.next_credit = c.next_arrival = c.next_apply = 0;
+    }
+    for (size_t i = 0; i < n; ++i) {
+        const Step &st = sched_.steps[i];
+        if (st.kind == StepKind::local_copy) {
+            locals_.push_back(static_cast<int>(i));
+            continue;
+        }
+        if (!connected_to(st.peer))
+            return fail(IBEX_ERR_INTERNAL, "schedule step %zu talks to rank %d, which has no QP", i, st.peer);
+        Channel &c = chans_[static_cast<size_t>(chan_of_[static_cast<size_t>(st.peer)])];
+        if (c.sends.empty() && c.recvs.empty()) op_chans_.push_back(chan_of_[static_cast<size_t>(st.peer)]);
+        ibex_mr_t *mr = nullptr;
+        if (st.kind == StepKind::send) {
+            c.sends.push_back(static_cast<int>(i));
+            if (st.bytes) {
+                if (ibex_status_t e = cache.get(st.src, st.bytes, &mr); e != IBEX_OK) return e;
+                lkey_[i] = ibex_mr_lkey(mr);
+            }
+        } else {
+            c.recvs.push_back(static_cast<int>(i));
+            c.slot_of.push_back(-1);
+            if (st.kind == StepKind::recv_reduce) {
+                if (st.bytes > params_.slice_bytes)
+                    return fail(IBEX_ERR_INTERNAL, "reduction step of %zu bytes exceeds the staging slot", st.bytes);
+                if (ibex_status_t e = ensure_staging(c); e != IBEX_OK) return e;
+            } else if (st.bytes) {
+                if (ibex_status_t e = cache.get(st.dst, st.bytes, &mr); e != IBEX_OK) return e;
+                rkey_[i] = ibex_mr_rkey(mr);
+            }
+        }
+    }
+    active_ = true;
+    return IBEX_OK;
+}
+
+void Executor::mark_done(int i) {
+    done_flag_[static_cast<size_t>(i)] = 1;
+    done_ns_[static_cast<size_t>(i)] = now_ns();
+    ++done_;
+}
+
+ibex_status_t Executor::arrived(Channel &c, uint32_t imm) {
+    if (c.next_arrival >= c.recvs.size() || !active_)
+        return fail(IBEX_ERR_INTERNAL, "rank %d wrote data this rank never asked for", c.rank);
+    if (imm != (c.arrive_seq & 0xffffff))
+        return fail(IBEX_ERR_INTERNAL, "rank %d: data sequence %u, expected %u", c.rank, imm, c.arrive_seq & 0xffffff);
+    ++c.arrive_seq;
+    const int i = c.recvs[c.next_arrival++];
+    if (sched_.steps[static_cast<size_t>(i)].kind == StepKind::recv_copy) mark_done(i);
+    return IBEX_OK;
+}
+
+ibex_status_t Executor::handle(const ibex_wc_t &wc, bool *did) {
+    const size_t ci = wr_chan(wc.wr_id);
+    if (ci >= chans_.size()) return fail(IBEX_ERR_INTERNAL, "completion for an unknown channel");
+    Channel &c = chans_[ci];
+    if (wc.status != IBEX_WC_SUCCESS)
+        return fail(IBEX_ERR_REMOTE, "connection to rank %d failed: %s", c.rank,
+                    ibex_wc_status_str(wc.status));
+    *did = true;
+    switch (wr_kind(wc.wr_id)) {
+    case kData:
+        mark_done(static_cast<int>(wr_value(wc.wr_id)));
+        return IBEX_OK;
+    case kCredit:
+        return IBEX_OK;
+    case kRecv: {
+        const uint32_t idx = wr_value(wc.wr_id);
+        if (wc.opcode == IBEX_WC_RECV_RDMA_WITH_IMM) {
+            if (ibex_status_t st = arrived(c, wc.imm_data); st != IBEX_OK) return st;
+        } else {
+            if (wc.byte_len != sizeof(Credit))
+                return fail(IBEX_ERR_INTERNAL, "rank %d sent a %u-byte control message", c.rank, wc.byte_len);
+            Credit cr;
+            std::memcpy(&cr, c.rx.data() + idx * kRxBytes, sizeof cr);
+            c.credits.push_back(cr);
+        }
+        return post_recv(c, idx);
+    }
+    }
+    return fail(IBEX_ERR_INTERNAL, "completion with an unknown work request id");
+}
+
+ibex_status_t Executor::advance(bool *did) {
+    for (int ci : op_chans_) {
+        Channel &c = chans_[static_cast<size_t>(ci)];
+        // Post sends whose data is ready and whose destination has been announced.
+        while (c.next_send < c.sends.size() && !c.credits.empty()) {
+            const int i = c.sends[c.next_send];
+            const Step &st = sched_.steps[static_cast<size_t>(i)];
+            if (!ready(st)) break;
+            const Credit cr = c.credits.front();
+            if (cr.seq != (c.send_seq & 0xffffffffu))
+                return fail(IBEX_ERR_INTERNAL, "rank %d: credit %u, expected %u", c.rank, cr.seq, c.send_seq);
+            if (cr.len != st.bytes)
+                return fail(IBEX_ERR_INVALID_ARGUMENT,
+                            "rank %d expects %u bytes where this rank sends %zu: the ranks called different "
+                            "collectives, counts or types",
+                            c.rank, cr.len, st.bytes);
+            ibex_sge_t sge{reinterpret_cast<uintptr_t>(st.src), static_cast<uint32_t>(st.bytes), lkey_[static_cast<size_t>(i)]};
+            ibex_send_wr_t wr{};
+            wr.wr_id = wr_id(kData, static_cast<size_t>(ci), static_cast<uint32_t>(i));
+            wr.sg_list = &sge;
+            wr.num_sge = st.bytes ? 1 : 0;
+            wr.opcode = IBEX_WR_RDMA_WRITE_WITH_IMM;
+            wr.send_flags = IBEX_SEND_SIGNALED;
+            wr.imm_data = c.send_seq & 0xffffff;
+            wr.wr.rdma.remote_addr = cr.addr;
+            wr.wr.rdma.rkey = cr.rkey;
+            const ibex_status_t st2 = ibex_post_send(c.qp, &wr, nullptr);
+            if (st2 == IBEX_ERR_QUEUE_FULL) break;
+            if (st2 != IBEX_OK) return fail(st2, "sending to rank %d: %s", c.rank, ibex_last_error());
+            c.credits.pop_front();
+            ++c.send_seq;
+            ++c.next_send;
+            *did = true;
+        }
+        // Announce destinations for receives that may start.
+        while (c.next_credit < c.recvs.size() &&
+               c.next_credit - c.next_arrival < static_cast<size_t>(params_.window)) {
+            const int i = c.recvs[c.next_credit];
+            const Step &st = sched_.steps[static_cast<size_t>(i)];
+            if (!ready(st)) break;
+            Credit cr{};
+            cr.seq = c.credit_seq;
+            cr.len = static_cast<uint32_t>(st.bytes);
+            if (st.kind == StepKind::recv_reduce) {
+                if (c.free_slots.empty()) break;
+                const int slot = c.free_slots.back();
+                c.slot_of[c.next_credit] = slot;
+                cr.addr = reinterpret_cast<uintptr_t>(c.staging) + static_cast<size_t>(slot) * params_.slice_bytes;
+                cr.rkey = ibex_mr_rkey(c.staging_mr);
+            } else {
+                cr.addr = reinterpret_cast<uintptr_t>(st.dst);
+                cr.rkey = rkey_[static_cast<size_t>(i)];
+            }
+            ibex_sge_t sge{reinterpret_cast<uintptr_t>(&cr), sizeof cr, 0};
+            ibex_send_wr_t wr{};
+            wr.wr_id = wr_id(kCredit, static_cast<size_t>(ci), 0);
+            wr.sg_list = &sge;
+            wr.num_sge = 1;
+            wr.opcode = IBEX_WR_SEND;
+            wr.send_flags = IBEX_SEND_SIGNALED | IBEX_SEND_INLINE;
+            const ibex_status_t st2 = ibex_post_send(c.qp, &wr, nullptr);
+            if (st2 == IBEX_ERR_QUEUE_FULL) break;
+            if (st2 != IBEX_OK) return fail(st2, "announcing to rank %d: %s", c.rank, ibex_last_error());
+            if (st.kind == StepKind::recv_reduce) c.free_slots.pop_back();
+            ++c.credit_seq;
+            ++c.next_credit;
+            *did = true;
+        }
+        // Fold landed slices into place, in arrival order.
+        while (c.next_apply < c.next_arrival) {
+            const int i = c.recvs[c.next_apply];
+            const Step &st = sched_.steps[static_cast<size_t>(i)];
+            if (st.kind == StepKind::recv_reduce) {
+                if (st.apply_dep >= 0 && !done_flag_[static_cast<size_t>(st.apply_dep)]) break;
+                const int slot = c.slot_of[c.next_apply];
+                const uint8_t *landed = c.staging + static_cast<size_t>(slot) * params_.slice_bytes;
+                const size_t count = st.bytes / elem_;
+                // *_any: GPU buffers take the CUDA kernels (allreduce/cuda/dispatch.h).
+                if (ibex_status_t rs = reduce_into_any(st.dst, st.src, landed, count, type_, op_); rs != IBEX_OK) return rs;
+                if (st.finalize && op_ == IBEX_AVG)
+                    if (ibex_status_t rs = finalize_avg_any(st.dst, count, type_, nranks_); rs != IBEX_OK) return rs;
+                c.free_slots.push_back(slot);
+                mark_done(i);
+                *did = true;
+            }
+            ++c.next_apply;
+        }
+    }
+    while (next_local_ < locals_.size()) {
+        const int i = locals_[next_local_];
+        const Step &st = sched_.steps[static_cast<size_t>(i)];
+        if (!ready(st)) break;
+        if (st.bytes)
+            if (ibex_status_t rs = copy_any(st.dst, st.src, st.bytes); rs != IBEX_OK) return rs;
+        mark_done(i);
+        ++next_local_;
+        *did = true;
+    }
+    return IBEX_OK;
+}
+
+ibex_status_t Executor::progress(bool *did) {
+    *did = false;
+    ibex_wc_t wc[32];
+    for (int round = 0; round < 8; ++round) {
+        int got = 0;
+        if (ibex_status_t st = ibex_poll_cq(cq_, 32, wc, &got); st != IBEX_OK) return st;
+        for (int k = 0; k < got && !shut_; ++k)
+            if (ibex_status_t st = handle(wc[k], did); st != IBEX_OK) return st;
+        if (got < 32) break;
+    }
+    if (!active_ || shut_) return IBEX_OK;
+    // A step finished in this pass may unblock one met earlier in it: go round until still.
+    for (int pass = 0; pass < 8; ++pass) {
+        bool moved = false;
+        if (ibex_status_t st = advance(&moved); st != IBEX_OK) return st;
+        if (!moved) break;
+        *did = true;
+    }
+    return IBEX_OK;
+}
+
+bool Executor::arm() {
+    // Timeout 0: arms the CQ's descriptor and lets the transport's own progress thread take
+    // over; IBEX_OK means completions are already waiting.
+    return ibex_cq_wait(cq_, 0) != IBEX_OK;
+}
+
+void Executor::shut_down() {
+    for (Channel &c : chans_) {
+        ibex_qp_attr_t a = IBEX_QP_ATTR_INIT;
+        a.qp_state = IBEX_QPS_ERR;
+        ibex_modify_qp(c.qp, &a, IBEX_QP_STATE);
+    }
+    active_ = false;
+    shut_ = true;
+}
+
+int Executor::waiting_on() const {
+    for (int ci : op_chans_) {
+        const Channel &c = chans_[static_cast<size_t>(ci)];
+        if (c.next_arrival < c.recvs.size()) return c.rank;
+        if (c.next_send < c.sends.size() && c.credits.empty()) return c.rank;
+    }
+    return -1;
+}
+
+} // namespace ibex::coll

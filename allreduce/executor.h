@@ -1,0 +1,134 @@
+// The data path of a communicator: one RC QP per peer the algorithms use, all on one CQ,
+// and the engine that runs a Schedule over them.
+//
+// Credits: a receiver announces, per step, where the sender may write (address, rkey,
+// length) in a small inline SEND. For a plain copy that is the user's own recvbuf (zero
+// copy); for a reduction it is a staging slot, folded into place by the reduction itself.
+// The sender then moves the bytes with one RDMA WRITE_WITH_IMM whose immediate carries
+// the sequence number, so the receiver learns "slice landed" from its CQ alone. Sequence
+// numbers run over the life of the communicator: a peer that is already in the next
+// collective queues its credits and nothing is ever written before it was announced.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include <ibex/ibex.h>
+
+#include "allreduce/reg_cache.h"
+#include "allreduce/schedule.h"
+
+namespace ibex::coll {
+
+struct ExecutorParams {
+    size_t slice_bytes = 128 << 10; // largest transfer per WR, and staging slot size
+    int slots = 8;                  // staging slots per peer
+    int window = 16;                // credits outstanding per peer
+};
+
+class Executor {
+public:
+    Executor() = default;
+    ~Executor();
+    Executor(const Executor &) = delete;
+    Executor &operator=(const Executor &) = delete;
+
+    // Opens the device and creates a QP to each peer (ranks, other than this one).
+    ibex_status_t open(const char *device, int rank, int nranks, const std::vector<int> &peers,
+                       const ExecutorParams &params);
+    // This rank's QP address for each rank (zeroed where there is no QP).
+    std::vector<ibex_ep_addr_t> local_addrs();
+    // remote[p]: peer p's QP address for this rank. Connects and posts receives.
+    ibex_status_t connect(const std::vector<ibex_ep_addr_t> &remote);
+
+    ibex_context_t *context() const { return ctx_; }
+    ibex_pd_t *pd() const { return pd_; }
+    const ExecutorParams &params() const { return params_; }
+    bool connected_to(int peer) const { return peer >= 0 && peer < nranks_ && chan_of_[peer] >= 0; }
+
+    // Takes over a schedule; keys come from cache (the buffers must already be in it).
+    ibex_status_t start(Schedule &&s, ibex_datatype_t type, ibex_redop_t op, RegCache &cache);
+    bool active() const { return active_; }
+    bool finished() const { return active_ && done_ == sched_.steps.size(); }
+    void finish() { active_ = false; }
+    // steady-clock ns at which each step finished (complete once finished())
+    const std::vector<uint64_t> &done_times() const { return done_ns_; }
+
+    // One pass: drain the CQ, then move every step that can move. *did: anything happened.
+    ibex_status_t progress(bool *did);
+    // Prepares to sleep: true when it is safe to block on cq_fd() (nothing pending in the CQ).
+    bool arm();
+    int cq_fd() const { return cq_fd_; }
+    // After a failure: moves every QP to the error state, so nothing a peer still has in
+    // flight lands in user memory the caller gets back, and our own sends are flushed.
+    void shut_down();
+    // A rank this rank is still waiting on (for error messages), or -1.
+    int waiting_on() const;
+
+private:
+    struct Credit {
+        uint32_t seq;
+        uint32_t len;
+        uint64_t addr;
+        uint32_t rkey;
+        uint32_t pad;
+    };
+    struct Channel {
+        int rank = -1;
+        ibex_qp_t *qp = nullptr;
+        // Receive pool: credits and WRITE_WITH_IMM notifications both consume one.
+        std::vector<uint8_t> rx;
+        ibex_mr_t *rx_mr = nullptr;
+        // Staging slots for incoming slices that are reduced on arrival.
+        uint8_t *staging = nullptr;
+        ibex_mr_t *staging_mr = nullptr;
+        std::vector<int> free_slots;
+        // Lifetime sequence numbers.
+        uint32_t send_seq = 0, credit_seq = 0, arrive_seq = 0;
+        std::deque<Credit> credits;
+        // The running collective's steps with this peer, in order.
+        std::vector<int> sends, recvs;
+        std::vector<int> slot_of; // per recv index
+        size_t next_send = 0, next_credit = 0, next_arrival = 0, next_apply = 0;
+    };
+
+    ibex_status_t post_recv(Channel &c, uint32_t idx);
+    ibex_status_t ensure_staging(Channel &c);
+    ibex_status_t handle(const ibex_wc_t &wc, bool *did);
+    ibex_status_t advance(bool *did);
+    ibex_status_t arrived(Channel &c, uint32_t imm);
+    bool ready(const Step &s) const {
+        for (int d : s.dep)
+            if (d >= 0 && !done_flag_[static_cast<size_t>(d)]) return false;
+        return true;
+    }
+    void mark_done(int i);
+
+    int rank_ = 0, nranks_ = 1;
+    ExecutorParams params_;
+    ibex_context_t *ctx_ = nullptr;
+    ibex_pd_t *pd_ = nullptr;
+    ibex_cq_t *cq_ = nullptr;
+    int cq_fd_ = -1;
+    std::vector<Channel> chans_;
+    std::vector<int> chan_of_; // rank -> index in chans_, or -1
+    std::vector<int> qpn_chan_; // small map qp_num -> channel, searched linearly
+    bool shut_ = false; // after shut_down(): completions are drained and ignored
+    // Running collective.
+    bool active_ = false;
+    Schedule sched_;
+    ibex_datatype_t type_ = IBEX_U8;
+    ibex_redop_t op_ = IBEX_SUM;
+    size_t elem_ = 1;
+    std::vector<uint8_t> done_flag_;
+    std::vector<uint64_t> done_ns_;
+    std::vector<uint32_t> lkey_, rkey_;
+    std::vector<int> locals_;
+    size_t next_local_ = 0;
+    size_t done_ = 0;
+    std::vector<int> op_chans_;
+};
+
+} // namespace ibex::coll

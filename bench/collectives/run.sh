@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# ibex_allreduce_perf beside Open MPI's MPI_Allreduce on this host, in one go: for each
+# rank count, ibex over each device given (soft provider: udp:lo; the DPDK port when a
+# dpdk:... device is given), and MPI_Allreduce over Open MPI's TCP BTL and its
+# shared-memory BTL (vader), same sizes, f32 sum, out-of-place. Prints per rank count a
+# table of time and busbw per size and the ratio of each ibex device's busbw to each MPI's.
+#
+# usage: bench/collectives/run.sh [--build DIR] [--ranks "2 4"] [--devices "udp:lo ..."]
+#                                 [--min 8] [--max 64M] [--iters 10] [--warmup 2] [--out DIR]
+# The MPI program (mpi_allreduce_bench.c) is compiled with mpicc into the output folder.
+# Raw tables stay in --out (default: a fresh folder under /tmp, printed at the end).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+BUILD=${IBEX_BUILD_DIR:-build}
+RANKS="2 4"
+DEVICES="udp:lo"
+MIN=8
+MAX=64M
+ITERS=10
+WARMUP=2
+OUT=
+while [[ $# -gt 0 ]]; do
+    case $1 in
+    --build) BUILD=$2; shift 2 ;;
+    --ranks) RANKS=$2; shift 2 ;;
+    --devices) DEVICES=$2; shift 2 ;;
+    --min) MIN=$2; shift 2 ;;
+    --max) MAX=$2; shift 2 ;;
+    --iters) ITERS=$2; shift 2 ;;
+    --warmup) WARMUP=$2; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    *) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+    esac
+done
+[[ -n $OUT ]] || OUT=$(mktemp -d /tmp/ibex_coll_bench.XXXXXX)
+mkdir -p "$OUT"
+
+PERF=$BUILD/tools/ibex_allreduce_perf/ibex_allreduce_perf
+[[ -x $PERF ]] || { echo "run.sh: $PERF not built (cmake --build $BUILD --target ibex_allreduce_perf)" >&2; exit 2; }
+command -v mpicc >/dev/null && command -v mpirun >/dev/null ||
+    { echo "run.sh: mpicc/mpirun missing (apt-get install libopenmpi-dev openmpi-bin)" >&2; exit 2; }
+MPIB=$OUT/mpi_allreduce_bench
+mpicc -O2 -o "$MPIB" bench/collectives/mpi_allreduce_bench.c
+
+# "size time_us" per line, from either tool's table (out-of-place columns); busbw is
+# recomputed from these (the tables round it to 0.01 GB/s).
+ibex_cols() { awk '!/^#/ && NF >= 13 { print $1, $6 }' "$1"; }
+mpi_cols() { awk '!/^#/ && NF >= 6 { print $1, $3 }' "$1"; }
+
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe)
+cols=()
+names=()
+# measure TAG NAME COLS_FN COMMAND...: runs one benchmark into $OUT/TAG.txt and its
+# "size time" columns into $OUT/TAG.cols (empty if it failed, so the table shows "-").
+measure() {
+    local tag=$1 name=$2 fn=$3
+    shift 3
+    echo "## $*" >&2
+    if timeout 1200 "$@" >"$OUT/$tag.txt" 2>"$OUT/$tag.err"; then
+        "$fn" "$OUT/$tag.txt" >"$OUT/$tag.cols"
+    else
+        echo "run.sh: $name failed (see $OUT/$tag.err); its columns stay empty" >&2
+        : >"$OUT/$tag.cols"
+    fi
+    cols+=("$OUT/$tag.cols")
+    names+=("$name")
+}
+
+echo "# $(date -u '+%F %T UTC'), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); raw output in $OUT"
+for n in $RANKS; do
+    cols=()
+    names=()
+    for dev in $DEVICES; do
+        label=${dev%%,*}                          # "dpdk:memif:/x.sock,ip=..." -> "dpdk:memif"
+        label=$(cut -d: -f1-2 <<<"$label")
+        measure "ibex_${dev//[^A-Za-z0-9]/_}_$n" "ibex:$label" ibex_cols \
+            "$PERF" -np "$n" -b "$MIN" -e "$MAX" -f 2 -n "$ITERS" -w "$WARMUP" -d float -o sum --device "$dev"
+    done
+    # Open MPI's TCP BTL skips loopback unless told; ibex's soft provider runs on lo too.
+    measure "mpi_tcp_$n" ompi:tcp mpi_cols "${MPIRUN[@]}" -np "$n" --mca btl tcp,self --mca btl_tcp_if_include lo \
+        "$MPIB" -b "$MIN" -e "$MAX" -f 2 -n "$ITERS" -w "$WARMUP"
+    measure "mpi_vader_$n" ompi:vader mpi_cols "${MPIRUN[@]}" -np "$n" --mca btl vader,self \
+        "$MPIB" -b "$MIN" -e "$MAX" -f 2 -n "$ITERS" -w "$WARMUP"
+
+    # Join on size: time and busbw per column, then each ibex device over each MPI.
+    echo
+    echo "## $n ranks, float sum, out-of-place: time per allreduce (us) and busbw (GB/s = 10^9 B/s)"
+    awk -v names="${names[*]}" -v ndev="$(wc -w <<<"$DEVICES")" -v n="$n" '
+        BEGIN { nn = split(names, nm, " "); for (i = 1; i < ARGC; i++) idx[ARGV[i]] = i }
+        { f = idx[FILENAME] }  # by name: a failed run leaves an empty file, which must keep its column
+        $2 > 0 {
+            t[f, $1] = $2; b[f, $1] = $1 / ($2 * 1e3) * 2 * (n - 1) / n  # nccl-tests allreduce busbw
+            if (!($1 in seen)) { seen[$1] = 1; order[++ns] = $1 }
+        }
+        END {
+            printf "%10s", "size"
+            for (i = 1; i <= nn; i++) printf "  %22s", nm[i] " us/GB/s"
+            for (d = 1; d <= ndev; d++)
+                for (i = ndev + 1; i <= nn; i++) printf "  %16s", substr(nm[d], 6) "/" substr(nm[i], 6)
+            printf "\n"
+            for (s = 1; s <= ns; s++) {
+                z = order[s]; printf "%10s", z
+                for (i = 1; i <= nn; i++)
+                    if ((i, z) in t) printf "  %11.1f / %8.4f", t[i, z], b[i, z]; else printf "  %22s", "-"
+                for (d = 1; d <= ndev; d++)
+                    for (i = ndev + 1; i <= nn; i++)
+                        if ((d, z) in b && (i, z) in b) printf "  %16.3f", b[d, z] / b[i, z]; else printf "  %16s", "-"
+                printf "\n"
+            }
+        }' "${cols[@]}"
+done
+echo
+echo "# ratio dev/btl: busbw of ibex on that device / busbw of MPI over that BTL (= MPI time / ibex time);"
+echo "# above 1 means ibex is faster. busbw = size / time x 2(n-1)/n (nccl-tests' allreduce factor)."

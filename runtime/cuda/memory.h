@@ -1,0 +1,53 @@
+// Where a pointer lives, and the few CUDA services the transports need (pinned staging
+// memory, host<->device copies, dma-buf export). libibex links the CUDA runtime
+// statically; the runtime loads the driver (libcuda.so.1) on first use, so the library
+// also runs on a host with no NVIDIA driver: available() is then false, every pointer
+// is host memory and nothing here touches CUDA again. Built without CUDA
+// (IBEX_HAVE_CUDA off) the same functions answer "host" and "not available".
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <ibex/ibex.h>
+
+namespace ibex::cuda {
+
+// kPinnedHost: page-locked by cudaHostAlloc/cudaHostRegister, so kernels can address it.
+enum class MemoryKind : uint8_t { kHost, kPinnedHost, kDevice, kManaged };
+
+// Compiled with CUDA support.
+bool built();
+// A CUDA driver is loaded and at least one GPU is visible. Decided once per process.
+bool available();
+// Why available() is false ("" when it is true).
+const char *unavailable_reason();
+
+// Host for anything CUDA does not know (plain malloc/stack), device for cudaMalloc,
+// managed for cudaMallocManaged. Cheap when CUDA is unavailable (no driver call).
+MemoryKind memory_kind(const void *p);
+// The dispatch test of the collectives and transports: memory the CPU cannot touch.
+inline bool is_device_pointer(const void *p) { return memory_kind(p) == MemoryKind::kDevice; }
+// A kernel may dereference it (device, managed or pinned host memory).
+inline bool device_accessible(const void *p) { return memory_kind(p) != MemoryKind::kHost; }
+// Ordinal of the GPU holding a device pointer, -1 otherwise.
+int pointer_device(const void *p);
+
+// The GPU can export dma-buf handles for its allocations.
+bool dmabuf_supported(int device);
+// A dma-buf fd for [base, base+size) (both host-page aligned). The caller closes it.
+ibex_status_t export_dmabuf(uint64_t base, uint64_t size, int *fd);
+
+// Page-locked host memory for staging (nullptr on failure, detail recorded).
+void *alloc_pinned(size_t bytes);
+void free_pinned(void *p);
+
+// Queues a copy between host and device memory (either direction, cudaMemcpyDefault) on
+// this library's own stream of `device`; wait_copies() blocks until every copy this
+// thread queued has finished. Copies are ordered after the work already on the legacy
+// default stream of that device only through the caller: ibex does not know the
+// application's streams, so it must synchronise them before handing buffers over.
+ibex_status_t copy_async(void *dst, const void *src, size_t bytes, int device);
+ibex_status_t wait_copies();
+
+} // namespace ibex::cuda

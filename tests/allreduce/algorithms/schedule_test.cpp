@@ -1,0 +1,337 @@
+// Every algorithm's schedules, for all ranks at once, run through the random-order
+// simulator: right results for power-of-two and other rank counts, counts that do not
+// divide evenly (0, 1, fewer elements than ranks), many slices, in-place and out-of-place,
+// and the same bits on every rank and for every interleaving.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <set>
+
+#include "allreduce/algorithms/algorithms.h"
+#include "schedule_sim.h"
+
+namespace ibex::coll {
+namespace {
+
+enum class Coll { ring, rhd, tree, reduce_scatter, allgather, broadcast, reduce };
+
+const char *name(Coll c) {
+    switch (c) {
+    case Coll::ring: return "allreduce/ring";
+    case Coll::rhd: return "allreduce/rhd";
+    case Coll::tree: return "allreduce/tree";
+    case Coll::reduce_scatter: return "reduce_scatter";
+    case Coll::allgather: return "allgather";
+    case Coll::broadcast: return "broadcast";
+    case Coll::reduce: return "reduce";
+    }
+    return "?";
+}
+
+struct Case {
+    Coll coll;
+    int n;
+    size_t count;
+    bool in_place;
+    int root = 0;
+    ibex_datatype_t type = IBEX_F32;
+    ibex_redop_t op = IBEX_SUM;
+    size_t slice_bytes = 64;
+    bool random_values = false;
+};
+
+std::string describe(const Case &c) {
+    return std::string(name(c.coll)) + " n=" + std::to_string(c.n) + " count=" + std::to_string(c.count) +
+           (c.in_place ? " in-place" : " out-of-place") + " root=" + std::to_string(c.root) + " type=" +
+           ibex_datatype_name(c.type) + " op=" + ibex_redop_name(c.op) + " slice=" + std::to_string(c.slice_bytes);
+}
+
+// Input element i of rank r: small integers (exact in every type, so any summation order
+// gives the same reference) or random floats (to see accumulation-order differences).
+void fill(const Case &c, int r, uint8_t *p, size_t count, size_t base) {
+    std::mt19937 rng(static_cast<unsigned>(r * 1000003 + base));
+    for (size_t i = 0; i < count; ++i) {
+        const long v = static_cast<long>((r * 7 + (base + i) * 3) % 11) - 5 + (c.op == IBEX_PROD ? 6 : 0);
+        switch (c.type) {
+        case IBEX_F32: {
+            float f = c.random_values ? std::uniform_real_distribution<float>(-1, 1)(rng) : static_cast<float>(v);
+            std::memcpy(p + 4 * i, &f, 4);
+            break;
+        }
+        case IBEX_I32: {
+            int32_t x = static_cast<int32_t>(v);
+            std::memcpy(p + 4 * i, &x, 4);
+            break;
+        }
+        default: FAIL() << "type not used here";
+        }
+    }
+}
+
+struct Outcome {
+    std::vector<std::vector<uint8_t>> recv; // per rank, the result region
+};
+
+// Builds and simulates the collective; returns each rank's result region.
+Outcome run_case(const Case &c, uint64_t seed) {
+    const size_t e = ibex_datatype_size(c.type);
+    const int n = c.n;
+    const size_t cnt = c.count;
+    size_t send_elems = cnt, recv_elems = cnt;
+    if (c.coll == Coll::reduce_scatter) send_elems = cnt * static_cast<size_t>(n);
+    if (c.coll == Coll::allgather) recv_elems = cnt * static_cast<size_t>(n);
+    std::vector<std::vector<uint8_t>> send(n), recv(n), scratch(n);
+    std::vector<Schedule> scheds(n);
+    std::vector<CollArgs> args(n);
+    for (int r = 0; r < n; ++r) {
+        send[r].assign(std::max<size_t>(send_elems, 1) * e, 0xAB);
+        recv[r].assign(std::max<size_t>(recv_elems, 1) * e, 0xCD);
+        scratch[r].assign(std::max<size_t>(send_elems, 1) * e + 64, 0xEF);
+        CollArgs &a = args[r];
+        a.count = cnt;
+        a.type = c.type;
+        a.op = c.op;
+        a.root = c.root;
+        a.rank = r;
+        a.nranks = n;
+        a.scratch = scratch[r].data();
+        if (!c.in_place) {
+            fill(c, r, send[r].data(), send_elems, 0);
+            a.sendbuf = send[r].data();
+            a.recvbuf = recv[r].data();
+            continue;
+        }
+        switch (c.coll) {
+        case Coll::allgather:
+            fill(c, r, recv[r].data() + static_cast<size_t>(r) * cnt * e, cnt, 0);
+            a.recvbuf = recv[r].data();
+            a.sendbuf = recv[r].data() + static_cast<size_t>(r) * cnt * e;
+            break;
+        case Coll::reduce_scatter:
+            fill(c, r, send[r].data(), send_elems, 0);
+            a.sendbuf = send[r].data();
+            a.recvbuf = send[r].data() + static_cast<size_t>(r) * cnt * e;
+            break;
+        default:
+            fill(c, r, recv[r].data(), recv_elems, 0);
+            a.sendbuf = a.recvbuf = recv[r].data();
+            break;
+        }
+    }
+    for (int r = 0; r < n; ++r) {
+        ScheduleBuilder b(&scheds[r], e, c.slice_bytes);
+        switch (c.coll) {
+        case Coll::ring: build_ring_allreduce(args[r], b); break;
+        case Coll::rhd: build_rhd_allreduce(args[r], b); break;
+        case Coll::tree: build_tree_allreduce(args[r], b); break;
+        case Coll::reduce_scatter: build_ring_reduce_scatter(args[r], b); break;
+        case Coll::allgather: build_ring_allgather(args[r], b); break;
+        case Coll::broadcast: build_chain_broadcast(args[r], b); break;
+        case Coll::reduce: build_chain_reduce(args[r], b); break;
+        }
+    }
+    const test::SimResult res = test::simulate(scheds, c.type, c.op, seed);
+    EXPECT_TRUE(res.ok) << describe(c) << ": " << res.error;
+    Outcome out;
+    out.recv.resize(n);
+    for (int r = 0; r < n; ++r) {
+        const uint8_t *p = static_cast<const uint8_t *>(args[r].recvbuf);
+        out.recv[r].assign(p, p + recv_elems * e);
+    }
+    return out;
+}
+
+// Reference: inputs folded in rank order on one side.
+std::vector<uint8_t> reference(const Case &c) {
+    const size_t e = ibex_datatype_size(c.type);
+    const int n = c.n;
+    const size_t elems = c.coll == Coll::reduce_scatter ? c.count * static_cast<size_t>(n) : c.count;
+    if (c.coll == Coll::allgather) {
+        std::vector<uint8_t> all(c.count * static_cast<size_t>(n) * e);
+        for (int r = 0; r < n; ++r) fill(c, r, all.data() + static_cast<size_t>(r) * c.count * e, c.count, 0);
+        return all;
+    }
+    std::vector<uint8_t> acc(std::max<size_t>(elems, 1) * e), in(acc.size());
+    if (c.coll == Coll::broadcast) {
+        fill(c, c.root, acc.data(), elems, 0);
+        acc.resize(elems * e);
+        return acc;
+    }
+    fill(c, 0, acc.data(), elems, 0);
+    for (int r = 1; r < n; ++r) {
+        fill(c, r, in.data(), elems, 0);
+        reduce_into(acc.data(), acc.data(), in.data(), elems, c.type, c.op);
+    }
+    if (c.op == IBEX_AVG) finalize_avg(acc.data(), elems, c.type, n);
+    acc.resize(elems * e);
+    return acc;
+}
+
+void check(const Case &c) {
+    SCOPED_TRACE(describe(c));
+    const size_t e = ibex_datatype_size(c.type);
+    const std::vector<uint8_t> ref = reference(c);
+    Outcome first;
+    for (uint64_t seed = 1; seed <= 3; ++seed) {
+        Outcome o = run_case(c, seed);
+        if (::testing::Test::HasFailure()) return;
+        for (int r = 0; r < c.n; ++r) {
+            std::vector<uint8_t> want;
+            switch (c.coll) {
+            case Coll::reduce_scatter:
+                want.assign(ref.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(r) * c.count * e),
+                            ref.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(r + 1) * c.count * e));
+                break;
+            case Coll::reduce:
+                if (r != c.root) continue;
+                want = ref;
+                break;
+            default: want = ref; break;
+            }
+            if (c.random_values) {
+                // Different association than the reference: same bits on every rank and
+                // every interleaving instead, checked below; here only closeness.
+                ASSERT_EQ(o.recv[r].size(), want.size());
+                for (size_t i = 0; i < want.size() / 4; ++i) {
+                    float got, w;
+                    std::memcpy(&got, o.recv[r].data() + 4 * i, 4);
+                    std::memcpy(&w, want.data() + 4 * i, 4);
+                    ASSERT_NEAR(got, w, 1e-4 * c.n) << "rank " << r << " element " << i;
+                }
+            } else {
+                ASSERT_EQ(o.recv[r], want) << "rank " << r << " seed " << seed;
+            }
+            if (c.coll == Coll::ring || c.coll == Coll::rhd || c.coll == Coll::tree) {
+                ASSERT_EQ(o.recv[r], o.recv[0]) << "rank " << r << " differs from rank 0";
+            }
+        }
+        if (seed == 1) {
+            first = o;
+            continue;
+        }
+        for (int r = 0; r < c.n; ++r) {
+            if (c.coll != Coll::reduce || r == c.root) {
+                ASSERT_EQ(o.recv[r], first.recv[r]) << "interleaving changed the bits of rank " << r;
+            }
+        }
+    }
+}
+
+const int kRanks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16};
+
+std::vector<size_t> counts_for(int n) {
+    std::set<size_t> s = {0, 1, 2, 7, static_cast<size_t>(n) - 1 + 1, static_cast<size_t>(n) + 1,
+                          static_cast<size_t>(3 * n + 2), 16, 17, 100};
+    return {s.begin(), s.end()};
+}
+
+TEST(Schedules, AllreduceEveryAlgorithm) {
+    for (Coll algo : {Coll::ring, Coll::rhd, Coll::tree})
+        for (int n : kRanks)
+            for (size_t count : counts_for(n))
+                for (bool in_place : {false, true}) {
+                    check({algo, n, count, in_place});
+                    if (HasFailure()) return;
+                }
+}
+
+TEST(Schedules, AllreduceOpsAndTypes) {
+    for (Coll algo : {Coll::ring, Coll::rhd, Coll::tree})
+        for (int n : {3, 5, 6, 8})
+            for (auto [type, op] : {std::pair{IBEX_I32, IBEX_MAX}, std::pair{IBEX_I32, IBEX_MIN},
+                                   std::pair{IBEX_I32, IBEX_PROD}, std::pair{IBEX_F32, IBEX_AVG},
+                                   std::pair{IBEX_I32, IBEX_AVG}}) {
+                Case c{algo, n, 23, false};
+                c.type = type;
+                c.op = op;
+                check(c);
+                if (HasFailure()) return;
+            }
+}
+
+TEST(Schedules, AllreduceSameBitsWithRoundedSums) {
+    for (Coll algo : {Coll::ring, Coll::rhd, Coll::tree})
+        for (int n : {3, 4, 5, 7}) {
+            Case c{algo, n, 41, false};
+            c.random_values = true;
+            check(c);
+            if (HasFailure()) return;
+        }
+}
+
+TEST(Schedules, OtherCollectives) {
+    for (Coll coll : {Coll::reduce_scatter, Coll::allgather, Coll::broadcast, Coll::reduce})
+        for (int n : kRanks)
+            for (size_t count : {size_t(0), size_t(1), size_t(5), size_t(33)})
+                for (bool in_place : {false, true})
+                    for (int root : {0, n - 1, n / 2}) {
+                        Case c{coll, n, count, in_place, root};
+                        if (coll == Coll::reduce_scatter || coll == Coll::reduce) c.op = IBEX_AVG;
+                        check(c);
+                        if (HasFailure()) return;
+                        if (coll == Coll::reduce_scatter || coll == Coll::allgather) break; // no root
+                    }
+}
+
+TEST(Schedules, LargeSlicesAndOneSlice) {
+    for (Coll algo : {Coll::ring, Coll::rhd, Coll::tree})
+        for (size_t slice : {size_t(4), size_t(1 << 20)}) {
+            Case c{algo, 5, 77, false};
+            c.slice_bytes = slice;
+            check(c);
+            if (HasFailure()) return;
+        }
+}
+
+TEST(Trees, ShapeAndComplement) {
+    for (int n = 1; n <= 40; ++n) {
+        for (int t = 0; t < 2; ++t) {
+            int roots = 0;
+            for (int r = 0; r < n; ++r) {
+                const TreeLinks l = tree_links(t, r, n);
+                if (l.parent < 0) ++roots;
+                for (int c : l.child) {
+                    if (c < 0) continue;
+                    ASSERT_EQ(tree_links(t, c, n).parent, r) << "n=" << n << " tree " << t;
+                }
+                if (l.parent >= 0) {
+                    const TreeLinks p = tree_links(t, l.parent, n);
+                    ASSERT_TRUE(p.child[0] == r || p.child[1] == r) << "n=" << n << " tree " << t << " rank " << r;
+                }
+                // Everybody reaches the root within the depth bound.
+                int steps = 0;
+                for (int x = r; tree_links(t, x, n).parent >= 0; x = tree_links(t, x, n).parent) {
+                    ASSERT_LE(++steps, n);
+                }
+                ASSERT_LE(steps, tree_depth(n));
+            }
+            ASSERT_EQ(roots, 1) << "n=" << n << " tree " << t;
+        }
+        ASSERT_LE(tree_depth(n), static_cast<int>(std::ceil(std::log2(n + 1))));
+        int leaf_in_both = 0;
+        for (int r = 0; r < n; ++r) {
+            const bool leaf0 = tree_links(0, r, n).child[0] < 0, leaf1 = tree_links(1, r, n).child[0] < 0;
+            if (leaf0 && leaf1) ++leaf_in_both;
+        }
+        if (n >= 4) {
+            EXPECT_LE(leaf_in_both, n % 2 ? 1 : 0) << "n=" << n;
+        }
+    }
+}
+
+TEST(Peers, SymmetricAndSmall) {
+    for (int n = 1; n <= 33; ++n)
+        for (int r = 0; r < n; ++r)
+            for (auto fn : {ring_peers, rhd_peers, tree_peers})
+                for (int p : fn(r, n)) {
+                    ASSERT_NE(p, r) << "n=" << n;
+                    const std::vector<int> back = fn(p, n);
+                    ASSERT_NE(std::find(back.begin(), back.end(), r), back.end()) << "n=" << n << " " << r << "->" << p;
+                }
+}
+
+} // namespace
+} // namespace ibex::coll

@@ -1,0 +1,97 @@
+// Collectives with CUDA device buffers over the soft provider (forked ranks on udp:lo):
+// results equal the host-buffer results. Skips on a host without a usable GPU. The GPU
+// probe runs in a child: CUDA initialised in this process would not survive the forks.
+#include <cstring>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include "runtime/cuda/memory.h"
+#include "tests/allreduce/ranks.h"
+
+namespace {
+
+using ibex::test::RankCtx;
+
+bool gpu_in_child(std::string *why) {
+    int fds[2];
+    if (pipe(fds) != 0) return false;
+    const pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        const bool ok = ibex::cuda::available();
+        const char *r = ibex::cuda::unavailable_reason();
+        [[maybe_unused]] ssize_t w = write(fds[1], r, std::strlen(r));
+        _exit(ok ? 0 : 1);
+    }
+    close(fds[1]);
+    char buf[256] = {};
+    [[maybe_unused]] ssize_t n = read(fds[0], buf, sizeof buf - 1);
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    *why = buf;
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+#define REQUIRE_GPU_FOR_RANKS()                                                                        \
+    do {                                                                                               \
+        std::string why;                                                                               \
+        if (!gpu_in_child(&why)) GTEST_SKIP() << "no usable GPU here (" << why << "): this test runs on a CUDA host"; \
+    } while (0)
+
+int device_body(RankCtx &ctx) {
+    int ndev = 0;
+    RANK_CHECK(ctx, cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0, "rank %d: no GPU", ctx.rank);
+    cudaSetDevice(ctx.rank % ndev);
+    ibex_comm_t *comm = nullptr;
+    RANK_CHECK_OK(ctx, ibex_comm_init_rank(&comm, ctx.nranks, &ctx.id, ctx.rank, nullptr));
+    const size_t n = static_cast<size_t>(ctx.nranks);
+    for (size_t count : {size_t(1), size_t(1000), size_t(300007)}) {
+        std::vector<float> send(count), host_out(count), dev_out(count);
+        for (size_t i = 0; i < count; ++i) send[i] = static_cast<float>((ctx.rank * 7 + i * 3) % 11) - 5;
+        float *dsend = nullptr, *drecv = nullptr;
+        RANK_CHECK(ctx, cudaMalloc(reinterpret_cast<void **>(&dsend), count * 4) == cudaSuccess && cudaMalloc(reinterpret_cast<void **>(&drecv), count * 4) == cudaSuccess,
+                   "rank %d: cudaMalloc", ctx.rank);
+        cudaMemcpy(dsend, send.data(), count * 4, cudaMemcpyHostToDevice);
+        RANK_CHECK(ctx, ibex_memory_type(dsend) == IBEX_MEMORY_CUDA_DEVICE, "rank %d: not seen as GPU memory", ctx.rank);
+        // Out of place on the GPU, then the same on the host: the same bits.
+        RANK_CHECK_OK(ctx, ibex_allreduce(dsend, drecv, count, IBEX_F32, IBEX_SUM, comm, nullptr));
+        RANK_CHECK_OK(ctx, ibex_allreduce(send.data(), host_out.data(), count, IBEX_F32, IBEX_SUM, comm, nullptr));
+        cudaMemcpy(dev_out.data(), drecv, count * 4, cudaMemcpyDeviceToHost);
+        RANK_CHECK(ctx, std::memcmp(dev_out.data(), host_out.data(), count * 4) == 0,
+                   "rank %d count %zu: GPU allreduce differs from host allreduce", ctx.rank, count);
+        // In place, average.
+        RANK_CHECK_OK(ctx, ibex_allreduce(dsend, dsend, count, IBEX_F32, IBEX_AVG, comm, nullptr));
+        RANK_CHECK_OK(ctx, ibex_allreduce(send.data(), send.data(), count, IBEX_F32, IBEX_AVG, comm, nullptr));
+        cudaMemcpy(dev_out.data(), dsend, count * 4, cudaMemcpyDeviceToHost);
+        RANK_CHECK(ctx, std::memcmp(dev_out.data(), send.data(), count * 4) == 0, "rank %d: in-place avg differs", ctx.rank);
+        // Broadcast from the last rank and allgather into device memory.
+        RANK_CHECK_OK(ctx, ibex_broadcast(drecv, drecv, count, IBEX_F32, ctx.nranks - 1, comm, nullptr));
+        float *dall = nullptr;
+        RANK_CHECK(ctx, cudaMalloc(reinterpret_cast<void **>(&dall), count * 4 * n) == cudaSuccess, "rank %d: cudaMalloc", ctx.rank);
+        RANK_CHECK_OK(ctx, ibex_allgather(drecv, dall, count, IBEX_F32, comm, nullptr));
+        std::vector<float> all(count * n);
+        cudaMemcpy(all.data(), dall, count * 4 * n, cudaMemcpyDeviceToHost);
+        for (size_t r = 0; r < n; ++r)
+            RANK_CHECK(ctx, std::memcmp(&all[r * count], host_out.data(), count * 4) == 0,
+                       "rank %d: allgather block %zu differs", ctx.rank, r);
+        cudaFree(dall);
+        cudaFree(dsend);
+        cudaFree(drecv);
+    }
+    RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
+    return 0;
+}
+
+TEST(CudaCollectives, DeviceBuffersGiveTheHostResults) {
+    REQUIRE_GPU_FOR_RANKS();
+    for (int n : {2, 3}) {
+        SCOPED_TRACE("ranks " + std::to_string(n));
+        ibex::test::expect_all_passed(ibex::test::run_ranks(n, device_body, 120));
+    }
+}
+
+} // namespace

@@ -1,0 +1,116 @@
+// The command line as perftest users type it: per-tool defaults, flags refused by tools
+// perftest does not offer them on, combinations that make no sense, and the NIC name the
+// NUMA placement looks up.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "ibex_perftest/numa.h"
+#include "ibex_perftest/options.h"
+
+namespace ibex::perftest {
+namespace {
+
+ParseResult parse(Test t, std::vector<std::string> args, Options *o) {
+    args.insert(args.begin(), tool_name(t));
+    std::vector<char *> argv;
+    for (auto &a : args) argv.push_back(a.data());
+    return parse_options(t, static_cast<int>(argv.size()), argv.data(), o);
+}
+
+TEST(PerftestOptions, DefaultsFollowPerftest) {
+    Options o;
+    ASSERT_EQ(parse({Verb::write, Kind::bw}, {}, &o), ParseResult::ok);
+    EXPECT_EQ(o.size, 65536u);
+    EXPECT_EQ(o.iters, 5000u);
+    EXPECT_EQ(o.tx_depth, 128u);
+    EXPECT_EQ(o.port, 18515);
+    EXPECT_TRUE(o.is_server());
+    EXPECT_TRUE(o.numa);
+    ASSERT_EQ(parse({Verb::read, Kind::bw}, {"host"}, &o), ParseResult::ok);
+    EXPECT_EQ(o.iters, 1000u);
+    EXPECT_EQ(o.out_reads, 16u);
+    EXPECT_EQ(o.server, "host");
+    ASSERT_EQ(parse({Verb::send, Kind::lat}, {}, &o), ParseResult::ok);
+    EXPECT_EQ(o.size, 2u);
+    EXPECT_EQ(o.iters, 1000u);
+    EXPECT_EQ(o.tx_depth, 1u);
+    EXPECT_EQ(o.rx_depth, 512u);
+    ASSERT_EQ(parse({Verb::atomic, Kind::bw}, {"-a"}, &o), ParseResult::ok);
+    EXPECT_EQ(o.size, 8u);
+    EXPECT_EQ(o.atomic_type, AtomicType::fetch_and_add);
+}
+
+TEST(PerftestOptions, GetoptSpellings) {
+    Options o;
+    ASSERT_EQ(parse({Verb::write, Kind::bw}, {"-as4096", "--iters=20", "--report-gbits", "-q", "3", "-d", "udp:eth0",
+                                              "--use_cuda=2", "--disable_numa", "10.0.0.1"},
+                    &o),
+              ParseResult::ok);
+    EXPECT_TRUE(o.all);
+    EXPECT_EQ(o.size, 4096u);
+    EXPECT_EQ(o.iters, 20u);
+    EXPECT_TRUE(o.report_gbits);
+    EXPECT_EQ(o.num_qps, 3u);
+    EXPECT_EQ(o.device, "udp:eth0");
+    EXPECT_EQ(o.use_cuda, 2);
+    EXPECT_FALSE(o.numa);
+    EXPECT_EQ(o.server, "10.0.0.1");
+    ASSERT_EQ(parse({Verb::atomic, Kind::lat}, {"-A", "CMP_AND_SWAP", "-o", "4"}, &o), ParseResult::ok);
+    EXPECT_EQ(o.atomic_type, AtomicType::cmp_and_swap);
+    EXPECT_EQ(o.out_reads, 4u);
+    ASSERT_EQ(parse({Verb::write, Kind::bw}, {"--run_infinitely"}, &o), ParseResult::ok);
+    EXPECT_EQ(o.duration, 5); // perftest reports every -D seconds, 5 by default
+}
+
+TEST(PerftestOptions, RefusesWhatPerftestRefuses) {
+    Options o;
+    const struct {
+        perftest::Test t;
+        std::vector<std::string> args;
+    } bad[] = {
+        {{Verb::write, Kind::lat}, {"-q", "2"}},          // no QPs option on latency tests
+        {{Verb::read, Kind::lat}, {"-b"}},                // nor bidirectional
+        {{Verb::write, Kind::bw}, {"-r", "64"}},          // rx depth: send tests only
+        {{Verb::write, Kind::bw}, {"-o", "4"}},           // outstanding reads: read/atomic only
+        {{Verb::read, Kind::bw}, {"-A", "FETCH_AND_ADD"}}, // atomic type: atomics only
+        {{Verb::atomic, Kind::bw}, {"-s", "16"}},         // atomics move 8 bytes
+        {{Verb::write, Kind::bw}, {"-s", "0"}},
+        {{Verb::write, Kind::bw}, {"-n", "4"}},           // at least 5
+        {{Verb::write, Kind::bw}, {"-D", "2", "-n", "100"}},
+        {{Verb::write, Kind::bw}, {"-D", "2", "-a"}},
+        {{Verb::write, Kind::bw}, {"--run_infinitely", "-a"}},
+        {{Verb::write, Kind::bw}, {"-m", "1500"}},
+        {{Verb::write, Kind::bw}, {"-c", "UD"}},
+        {{Verb::write, Kind::bw}, {"--use_cuda=x"}},
+        {{Verb::write, Kind::bw}, {"--report_gbits=1"}},
+        {{Verb::write, Kind::bw}, {"-p"}},
+        {{Verb::write, Kind::bw}, {"host1", "host2"}},
+        {{Verb::send, Kind::bw}, {"--out_json"}},        // perftest's, not ibex's (--json)
+    };
+    for (const auto &b : bad) {
+        std::string joined;
+        for (const auto &a : b.args) joined += a + " ";
+        EXPECT_EQ(parse(b.t, b.args, &o), ParseResult::error) << tool_name(b.t) << " " << joined;
+    }
+    EXPECT_EQ(parse({Verb::write, Kind::bw}, {"-h"}, &o), ParseResult::help);
+}
+
+TEST(PerftestOptions, NicNameOfADevice) {
+    EXPECT_EQ(nic_name("udp:eth0"), "eth0");
+    EXPECT_EQ(nic_name("udp:eth0:4791"), "eth0");
+    EXPECT_EQ(nic_name("udp:lo"), "");
+    EXPECT_EQ(nic_name("mlx5_0"), "mlx5_0");
+    EXPECT_EQ(nic_name("dpdk:af_xdp:eth1,ip=10.0.0.1/24"), "eth1");
+    EXPECT_EQ(nic_name("dpdk:af_packet:veth0"), "veth0");
+    EXPECT_EQ(nic_name("dpdk:pci:0000:3b:00.0,ip=10.0.0.1"), "0000:3b:00.0");
+    EXPECT_EQ(nic_name("dpdk:memif:/tmp/a.sock,role=server"), "");
+    const NumaPlacement off = place_near_nic("udp:eth0", false);
+    EXPECT_EQ(off.node, -1);
+    EXPECT_EQ(off.summary, "off (--disable_numa)");
+    EXPECT_EQ(place_near_nic("udp:lo", true).summary, "not bound (udp:lo has no NIC)");
+}
+
+} // namespace
+} // namespace ibex::perftest

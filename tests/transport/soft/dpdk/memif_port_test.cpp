@@ -1,0 +1,210 @@
+// The dpdk port itself, between two processes over memif (no RC engine): frames reach the
+// peer with the fields the ICRC needs, ARP resolves a peer that is not configured (frames
+// wait for the reply instead of being lost), a static neighbour table needs no ARP at all,
+// payload from registered memory leaves as a chained external buffer (zero-copy) while
+// other payload is copied, and VLAN tags and a fixed DSCP survive the trip. A bad
+// IBEX_DPDK_ARGS gives a clear error.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "support/child_process.h"
+#include "transport/soft/dpdk/dpdk_port.h"
+
+using namespace ibex::soft;
+using namespace ibex::test;
+
+namespace {
+
+constexpr uint32_t kChildIp = 0x0a3d0001;  // 10.61.0.1
+constexpr uint32_t kParentIp = 0x0a3d0002; // 10.61.0.2
+constexpr size_t kPayload = 2048;
+constexpr int kPackets = 64;
+
+struct RxRecord {
+    uint32_t len;
+    uint32_t src_ip;
+    uint16_t src_port;
+    uint16_t ip_id;
+    uint16_t ip_frag;
+    uint8_t tos;
+    uint8_t pad;
+    uint64_t hash;
+};
+
+uint64_t fnv(const uint8_t *p, size_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+std::string socket_path() { return "/tmp/ibex-dpdk-port-" + std::to_string(getpid()) + ".sock"; }
+
+// Child: serve the memif socket, report ready, record `expect` packets (answering ARP
+// while it waits), send the records.
+int child_receiver(int fd, const std::string &device, int expect) {
+    ibex_status_t st;
+    DpdkPortOptions o;
+    o.device = device;
+    auto port = open_dpdk_port(o, &st);
+    int32_t ready = port ? 0 : int32_t(st);
+    if (!send_all(fd, &ready, sizeof ready) || !port) return 2;
+    std::vector<RxRecord> recs;
+    RxPacket pkts[32];
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+    while (int(recs.size()) < expect && std::chrono::steady_clock::now() < end) {
+        const int n = port->recv(pkts);
+        for (int i = 0; i < n; ++i)
+            recs.push_back({pkts[i].len, pkts[i].src.ip, pkts[i].src.port, pkts[i].ip_id, pkts[i].ip_frag, pkts[i].tos, 0,
+                            fnv(pkts[i].data, pkts[i].len)});
+        if (!n) usleep(50);
+    }
+    // Keep answering (ARP) until the parent has read the records.
+    const uint32_t count = uint32_t(recs.size());
+    if (!send_all(fd, &count, sizeof count) || (count && !send_all(fd, recs.data(), count * sizeof(RxRecord)))) return 3;
+    uint32_t done;
+    recv_all(fd, &done, sizeof done, 10000);
+    return 0;
+}
+
+struct Sent {
+    std::vector<uint64_t> hashes;
+    DpdkPortStats stats;
+};
+
+// Parent: `registered` payloads come from memory registered with the port.
+bool send_packets(Port &port, bool registered, uint8_t tos, Sent *out, std::vector<uint8_t> &reg_buf,
+                  std::vector<uint8_t> &plain_buf) {
+    uint8_t hdr[12];
+    uint8_t trailer[4] = {1, 2, 3, 4};
+    for (int k = 0; k < kPackets; ++k) {
+        uint8_t *payload = (registered ? reg_buf.data() : plain_buf.data()) + size_t(k) * kPayload;
+        for (size_t i = 0; i < kPayload; ++i) payload[i] = uint8_t(k * 31 + i * 7);
+        std::memset(hdr, k, sizeof hdr);
+        TxPacket p;
+        p.dst = {kChildIp, 4791};
+        p.tos = tos;
+        p.pieces[0] = {hdr, sizeof hdr};
+        p.pieces[1] = {payload, kPayload};
+        p.pieces[2] = {trailer, sizeof trailer};
+        p.npieces = 3;
+        p.len = uint32_t(sizeof hdr + kPayload + sizeof trailer);
+        std::vector<uint8_t> whole(hdr, hdr + sizeof hdr);
+        whole.insert(whole.end(), payload, payload + kPayload);
+        whole.insert(whole.end(), trailer, trailer + sizeof trailer);
+        out->hashes.push_back(fnv(whole.data(), whole.size()));
+        port.send(std::span<const TxPacket>(&p, 1));
+    }
+    return true;
+}
+
+// Runs one exchange: child serves `child_dev`, the parent opens `parent_dev` and sends.
+void exchange(const std::string &child_dev, const std::string &parent_dev, bool registered, uint8_t tos,
+              std::vector<RxRecord> *recs, DpdkPortStats *stats) {
+    ChildProcess child;
+    ASSERT_TRUE(child.start([&](int fd) { return child_receiver(fd, child_dev, kPackets); }, 40));
+    int32_t ready = -1;
+    ASSERT_TRUE(recv_all(child.fd(), &ready, sizeof ready, 20000));
+    ASSERT_EQ(ready, 0) << "child could not open " << child_dev;
+    ibex_status_t st;
+    DpdkPortOptions o;
+    o.device = parent_dev;
+    auto port = open_dpdk_port(o, &st);
+    ASSERT_TRUE(port) << ibex_last_error();
+    std::vector<uint8_t> reg_buf(kPackets * kPayload), plain_buf(kPackets * kPayload);
+    port->memory_registered(reg_buf.data(), reg_buf.size());
+    Sent sent;
+    send_packets(*port, registered, tos, &sent, reg_buf, plain_buf);
+    // Receive (ARP replies) until the child reports.
+    uint32_t count = 0;
+    RxPacket pkts[32];
+    bool got = false;
+    for (int i = 0; i < 20000 && !got; ++i) {
+        port->recv(pkts);
+        pollfd p{child.fd(), POLLIN, 0};
+        got = poll(&p, 1, 1) > 0;
+    }
+    ASSERT_TRUE(got && recv_all(child.fd(), &count, sizeof count));
+    recs->resize(count);
+    ASSERT_TRUE(!count || recv_all(child.fd(), recs->data(), count * sizeof(RxRecord)));
+    ASSERT_TRUE(dpdk_port_stats(*port, stats));
+    port->memory_deregistered(reg_buf.data(), reg_buf.size());
+    const uint32_t done = 1;
+    send_all(child.fd(), &done, sizeof done);
+    EXPECT_EQ(child.wait_exit(20000), 0);
+    ASSERT_EQ(recs->size(), size_t(kPackets)) << "every frame arrives, in order";
+    for (int k = 0; k < kPackets; ++k) {
+        const RxRecord &r = (*recs)[k];
+        EXPECT_EQ(r.len, 12 + kPayload + 4);
+        EXPECT_EQ(r.hash, sent.hashes[k]) << "packet " << k << " bytes differ";
+        EXPECT_EQ(r.src_ip, kParentIp);
+        EXPECT_EQ(r.src_port, 4791);
+        EXPECT_EQ(r.ip_id, 0);
+        EXPECT_EQ(r.ip_frag, 0x4000);
+    }
+}
+
+} // namespace
+
+TEST(DpdkMemifPort, ArpResolvesAndRegisteredPayloadGoesZeroCopy) {
+    const std::string sock = socket_path();
+    std::vector<RxRecord> recs;
+    DpdkPortStats s;
+    exchange("dpdk:memif:" + sock + ",role=server,ip=10.61.0.1", "dpdk:memif:" + sock + ",role=client,ip=10.61.0.2",
+             true, 2, &recs, &s);
+    if (HasFatalFailure()) return;
+    EXPECT_GE(s.arp_requests, 1u) << "the peer was unknown";
+    EXPECT_GE(s.tx_unresolved, 1u) << "frames waited for the reply";
+    EXPECT_EQ(s.tx_dropped, 0u) << "and none was lost to resolution";
+    ASSERT_TRUE(s.multi_seg) << "memif takes chained mbufs";
+    EXPECT_EQ(s.tx_zero_copy, uint64_t(kPackets));
+    EXPECT_EQ(s.tx_copied, 0u);
+    for (auto &r : recs) EXPECT_EQ(r.tos, 2) << "ECT(0) as sent";
+}
+
+TEST(DpdkMemifPort, StaticNeighboursNeedNoArpAndPlainMemoryIsCopied) {
+    const std::string sock = socket_path();
+    std::vector<RxRecord> recs;
+    DpdkPortStats s;
+    exchange("dpdk:memif:" + sock + ",role=server,ip=10.61.0.1,mac=02:00:00:3d:00:01,neigh=10.61.0.2@02:00:00:3d:00:02",
+             "dpdk:memif:" + sock + ",role=client,ip=10.61.0.2,mac=02:00:00:3d:00:02,neigh=10.61.0.1@02:00:00:3d:00:01",
+             false, 0, &recs, &s);
+    if (HasFatalFailure()) return;
+    EXPECT_EQ(s.arp_requests, 0u);
+    EXPECT_EQ(s.tx_unresolved, 0u);
+    EXPECT_EQ(s.tx_zero_copy, 0u) << "payload outside registered memory is copied";
+    EXPECT_EQ(s.tx_copied, 0u) << "a copy for want of registration is not a PMD fallback";
+}
+
+TEST(DpdkMemifPort, VlanTagAndFixedDscp) {
+    const std::string sock = socket_path();
+    std::vector<RxRecord> recs;
+    DpdkPortStats s;
+    exchange("dpdk:memif:" + sock + ",role=server,ip=10.61.0.1,vlan=5",
+             "dpdk:memif:" + sock + ",role=client,ip=10.61.0.2,vlan=5,pcp=3,dscp=46", true, 1, &recs, &s);
+    if (HasFatalFailure()) return;
+    for (auto &r : recs) EXPECT_EQ(r.tos, (46 << 2) | 1) << "DSCP fixed by the port, ECN from the packet";
+}
+
+TEST(DpdkMemifPort, BadEalArgumentsGiveAClearError) {
+    ChildProcess child;
+    ASSERT_TRUE(child.start(
+        [](int fd) {
+            setenv("IBEX_DPDK_ARGS", "--no-such-eal-option", 1);
+            ibex_context_t *ctx = nullptr;
+            const ibex_status_t st = ibex_open_device("dpdk:memif:/tmp/ibex-never.sock", nullptr, &ctx);
+            char msg[512] = {};
+            std::snprintf(msg, sizeof msg, "%d|%s", int(st), ibex_last_error());
+            return send_all(fd, msg, sizeof msg) ? 0 : 1;
+        },
+        30));
+    char msg[512];
+    ASSERT_TRUE(recv_all(child.fd(), msg, sizeof msg, 20000));
+    EXPECT_EQ(child.wait_exit(10000), 0);
+    const std::string m(msg);
+    EXPECT_EQ(m.substr(0, m.find('|')), std::to_string(IBEX_ERR_SYSTEM)) << m;
+    EXPECT_NE(m.find("EAL did not start"), std::string::npos) << m;
+    EXPECT_NE(m.find("IBEX_DPDK_ARGS"), std::string::npos) << m;
+}

@@ -1,0 +1,245 @@
+// Two hosts made of network namespaces joined by a veth pair (MTU 3000, which XDP on veth
+// needs), created and removed by the test: RDMA WRITE, READ and SEND with every byte
+// checked between dpdk ports on af_xdp, on af_packet, and between a dpdk port and the udp
+// port (same wire format). During the af_packet exchange tshark captures on the receiving
+// veth and must decode RoCEv2 frames with the expected opcodes.
+//
+// Needs root (namespaces, veth, XDP); skips with the reason otherwise. tshark is optional.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <cstdio>
+#include <fcntl.h>
+#include <fstream>
+#include <sched.h>
+#include <set>
+#include <sstream>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+#include "support/endpoint.h"
+#include "transport/soft/rc/peer.h"
+
+using namespace ibex::test;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool sh(const std::string &cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0; }
+
+std::string slurp(const std::string &path) {
+    std::ifstream f(path);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+bool on_path(const char *prog) { return sh(std::string("command -v ") + prog); }
+
+// The two hosts: names unique to this process, removed in the destructor.
+struct TwoHosts {
+    std::string ns_a, ns_b, if_a, if_b, ip_a, ip_b;
+    bool up = false;
+
+    bool create(std::string *err) {
+        const std::string id = std::to_string(getpid());
+        ns_a = "ibexA" + id;
+        ns_b = "ibexB" + id;
+        if_a = "vA" + id;
+        if_b = "vB" + id;
+        const int net = int(getpid() % 200) + 20;
+        ip_a = "10.63." + std::to_string(net) + ".1";
+        ip_b = "10.63." + std::to_string(net) + ".2";
+        up = true;
+        const std::vector<std::string> cmds = {
+            "ip netns add " + ns_a,
+            "ip netns add " + ns_b,
+            "ip link add " + if_a + " mtu 3000 type veth peer name " + if_b + " mtu 3000",
+            "ip link set " + if_a + " netns " + ns_a,
+            "ip link set " + if_b + " netns " + ns_b,
+            "ip -n " + ns_a + " addr add " + ip_a + "/24 dev " + if_a,
+            "ip -n " + ns_b + " addr add " + ip_b + "/24 dev " + if_b,
+            "ip -n " + ns_a + " link set " + if_a + " up",
+            "ip -n " + ns_b + " link set " + if_b + " up",
+            "ip -n " + ns_a + " link set lo up",
+            "ip -n " + ns_b + " link set lo up",
+        };
+        for (const auto &c : cmds)
+            if (!sh(c)) {
+                *err = "failed: " + c;
+                return false;
+            }
+        return true;
+    }
+    ~TwoHosts() {
+        if (!up) return;
+        sh("ip netns del " + ns_a);
+        sh("ip netns del " + ns_b);
+    }
+};
+
+bool join_netns(const std::string &name) { return ibex::test::peer_detail::join_netns(name); }
+
+// tshark on one veth inside a namespace, in its own process group.
+class Capture {
+public:
+    ~Capture() { stop(); }
+    bool start(const std::string &ns, const std::string &ifname, const std::string &file, std::string *err) {
+        log_ = file + ".log";
+        pid_ = fork();
+        if (pid_ < 0) return false;
+        if (pid_ == 0) {
+            setpgid(0, 0);
+            if (FILE *l = std::freopen(log_.c_str(), "w", stderr)) dup2(fileno(l), 1);
+            execlp("ip", "ip", "netns", "exec", ns.c_str(), "tshark", "-i", ifname.c_str(), "-f", "udp port 4791", "-w",
+                   file.c_str(), "-F", "pcap", static_cast<char *>(nullptr));
+            _exit(127);
+        }
+        setpgid(pid_, pid_);
+        const auto end = Clock::now() + std::chrono::seconds(30);
+        while (slurp(log_).find("Capturing on") == std::string::npos) {
+            if (Clock::now() > end || waitpid(pid_, nullptr, WNOHANG) == pid_) {
+                *err = "tshark did not start: " + slurp(log_);
+                pid_ = -1;
+                return false;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        return true;
+    }
+    void stop() {
+        if (pid_ <= 0) return;
+        std::this_thread::sleep_for(std::chrono::milliseconds(300)); // let dumpcap write out
+        kill(-pid_, SIGINT);
+        for (int i = 0; i < 100 && waitpid(pid_, nullptr, WNOHANG) != pid_; ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        if (waitpid(pid_, nullptr, WNOHANG) != pid_) {
+            kill(-pid_, SIGKILL);
+            waitpid(pid_, nullptr, 0);
+        }
+        pid_ = -1;
+    }
+
+private:
+    pid_t pid_ = -1;
+    std::string log_;
+};
+
+constexpr size_t kBuf = 1 << 20;
+
+// WRITE, READ and SEND between the local endpoint and the peer; every byte checked.
+void exchange(Endpoint &ep, RemotePeer &peer) {
+    // WRITE 64 KiB + 5 (many MTU-sized packets and a short last one).
+    const uint32_t wlen = 65536 + 5;
+    fill_pattern(ep.buf.data(), wlen, 11);
+    ASSERT_EQ(peer.fill_const(0, wlen, 0), 0);
+    IBEX_ASSERT_OK(ep.post_rdma(IBEX_WR_RDMA_WRITE, 1, 0, wlen, peer.va(0), peer.rkey()));
+    auto wc = ep.wait(1, 20000);
+    ASSERT_EQ(wc.size(), 1u) << "no completion for the WRITE";
+    ASSERT_EQ(wc[0].status, IBEX_WC_SUCCESS) << ibex_wc_status_str(wc[0].status);
+    uint64_t first = 0;
+    EXPECT_EQ(peer.verify_pattern(0, wlen, 11, 0, &first), 0) << "first bad byte at " << first;
+
+    // READ 40000 bytes from the peer.
+    const uint32_t rlen = 40000;
+    ASSERT_EQ(peer.fill_pattern(256 << 10, rlen, 12), 0);
+    std::memset(ep.buf.data() + (512 << 10), 0, rlen);
+    IBEX_ASSERT_OK(ep.post_rdma(IBEX_WR_RDMA_READ, 2, 512 << 10, rlen, peer.va(256 << 10), peer.rkey()));
+    wc = ep.wait(1, 20000);
+    ASSERT_EQ(wc.size(), 1u) << "no completion for the READ";
+    ASSERT_EQ(wc[0].status, IBEX_WC_SUCCESS) << ibex_wc_status_str(wc[0].status);
+    EXPECT_EQ(check_pattern(ep.buf.data() + (512 << 10), rlen, 12), 0u);
+
+    // SEND 10000 bytes into a posted receive.
+    const uint32_t slen = 10000;
+    ASSERT_EQ(peer.post_recv(7, {{768 << 10, 16384}}), 0);
+    fill_pattern(ep.buf.data() + (128 << 10), slen, 13);
+    IBEX_ASSERT_OK(ep.post_rdma(IBEX_WR_SEND, 3, 128 << 10, slen, 0, 0)); // a SEND names no remote address
+    wc = ep.wait(1, 20000);
+    ASSERT_EQ(wc.size(), 1u) << "no completion for the SEND";
+    ASSERT_EQ(wc[0].status, IBEX_WC_SUCCESS) << ibex_wc_status_str(wc[0].status);
+    auto rwc = peer.wait_recv(1, 20000);
+    ASSERT_EQ(rwc.size(), 1u);
+    EXPECT_EQ(rwc[0].status, IBEX_WC_SUCCESS);
+    EXPECT_EQ(rwc[0].byte_len, slen);
+    EXPECT_EQ(peer.verify_pattern(768 << 10, slen, 13), 0);
+}
+
+class DpdkNetns : public ::testing::Test {
+protected:
+    void SetUp() override {
+        if (geteuid() != 0) GTEST_SKIP() << "needs root: creates network namespaces, veth pairs and XDP programs";
+        if (!on_path("ip")) GTEST_SKIP() << "needs iproute2 (ip)";
+        std::string err;
+        ASSERT_TRUE(hosts_.create(&err)) << err;
+    }
+
+    // The peer (host B) serves `dev_b` in a child; this process joins host A and opens dev_a.
+    void run(const std::string &dev_a, const std::string &dev_b, bool capture) {
+        PeerConfig cfg;
+        cfg.buf_bytes = kBuf;
+        cfg.device = dev_b;
+        cfg.netns = hosts_.ns_b;
+        cfg.max_seconds = 90;
+        RemotePeer peer;
+        ASSERT_TRUE(peer.start(cfg)) << peer.error() << " (device " << dev_b << ")";
+        Capture cap;
+        const std::string pcap = "/tmp/ibex-netns-" + std::to_string(getpid()) + ".pcap";
+        std::string err;
+        const bool capturing = capture && on_path("tshark") && cap.start(hosts_.ns_b, hosts_.if_b, pcap, &err);
+        if (capture && !capturing) std::fprintf(stderr, "no capture: %s\n", err.empty() ? "tshark not installed" : err.c_str());
+        ASSERT_TRUE(join_netns(hosts_.ns_a));
+        Endpoint ep;
+        ep.open(kBuf, dev_a.c_str());
+        if (HasFatalFailure()) return;
+        ASSERT_TRUE(peer.connect(ep.addr())) << peer.error();
+        const ibex_ep_addr_t remote = peer.addr();
+        IBEX_ASSERT_OK(ibex_qp_connect(ep.qp, &remote));
+        exchange(ep, peer);
+        EXPECT_EQ(peer.finish(), 0);
+        if (!capturing) return;
+        cap.stop();
+        int st = 0;
+        FILE *p = popen(("tshark -r '" + pcap +
+                         "' --disable-protocol rpcordma -Y infiniband -T fields -e infiniband.bth.opcode 2>/dev/null")
+                            .c_str(),
+                        "r");
+        ASSERT_NE(p, nullptr);
+        std::set<unsigned> ops;
+        unsigned frames = 0;
+        char line[64];
+        while (fgets(line, sizeof line, p)) {
+            ++frames;
+            ops.insert(unsigned(std::strtoul(line, nullptr, 0)));
+        }
+        st = pclose(p);
+        unlink(pcap.c_str());
+        EXPECT_EQ(st, 0);
+        // The requester's frames as host B received them: WRITE FIRST/MIDDLE/LAST (6-8),
+        // READ request (12), SEND FIRST/LAST or ONLY (0-4).
+        EXPECT_GE(frames, 30u) << "RoCEv2 frames tshark decoded on " << hosts_.if_b;
+        EXPECT_TRUE(ops.count(6) && ops.count(7) && ops.count(8)) << "RDMA WRITE FIRST/MIDDLE/LAST";
+        EXPECT_TRUE(ops.count(12)) << "RDMA READ request";
+        EXPECT_TRUE(ops.count(0) || ops.count(4)) << "SEND";
+    }
+
+    TwoHosts hosts_;
+};
+
+} // namespace
+
+TEST_F(DpdkNetns, AfXdpBothEnds) {
+    run("dpdk:af_xdp:" + hosts_.if_a, "dpdk:af_xdp:" + hosts_.if_b, false);
+}
+
+TEST_F(DpdkNetns, AfPacketBothEndsDecodesAsRoceV2) {
+    run("dpdk:af_packet:" + hosts_.if_a, "dpdk:af_packet:" + hosts_.if_b, true);
+}
+
+TEST_F(DpdkNetns, DpdkTalksToTheUdpPort) {
+    run("dpdk:af_xdp:" + hosts_.if_a, "udp:" + hosts_.if_b, true);
+}

@@ -1,0 +1,194 @@
+// CUDA device memory registered on the soft provider: every opcode moves the right bytes
+// in and out of GPU memory through the staging shadows, and data is on the GPU when its
+// completion is polled (plain WRITE: after the target's next poll/progress).
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "support/endpoint.h"
+#include "transport/soft/engine/staging.h"
+
+#if IBEX_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "tests/allreduce/cuda/gpu.h"
+#endif
+
+namespace {
+
+using ibex::test::Endpoint;
+
+TEST(SoftStaging, DirtyRangesMergeOnlyWhatTouches) {
+    using Ranges = std::vector<std::pair<uint64_t, uint64_t>>;
+    auto sorted = [](Ranges r) {
+        std::sort(r.begin(), r.end());
+        return r;
+    };
+    Ranges r;
+    ibex::soft::staging::add_range(r, 100, 10);
+    ibex::soft::staging::add_range(r, 200, 10);
+    ibex::soft::staging::add_range(r, 0, 0); // empty: nothing
+    EXPECT_EQ(sorted(r), (Ranges{{100, 10}, {200, 10}}));
+    ibex::soft::staging::add_range(r, 105, 10); // overlaps the first
+    EXPECT_EQ(sorted(r), (Ranges{{100, 15}, {200, 10}}));
+    ibex::soft::staging::add_range(r, 115, 5); // touches it
+    EXPECT_EQ(sorted(r), (Ranges{{100, 20}, {200, 10}}));
+    ibex::soft::staging::add_range(r, 50, 10); // apart: kept apart (the gap is the GPU's)
+    EXPECT_EQ(sorted(r), (Ranges{{50, 10}, {100, 20}, {200, 10}}));
+    ibex::soft::staging::add_range(r, 55, 150); // bridges all three
+    EXPECT_EQ(sorted(r), (Ranges{{50, 160}}));
+}
+
+TEST(SoftStaging, HostMemoryNeedsNoStaging) {
+    Endpoint a;
+    a.open(4096);
+    ASSERT_TRUE(a.ok());
+    EXPECT_FALSE(ibex::soft::staging::active());
+    EXPECT_EQ(ibex_memory_type(a.buf.data()), IBEX_MEMORY_HOST);
+}
+
+#if IBEX_HAVE_CUDA
+
+using ibex::test::DeviceBuffer;
+
+struct GpuPair {
+    Endpoint a, b;
+    DeviceBuffer da{1 << 20}, db{1 << 20};
+    ibex_mr_t *ma = nullptr, *mb = nullptr;
+    void open() {
+        a.open(4096);
+        b.open(4096);
+        ibex::test::connect_pair(a, b);
+        IBEX_ASSERT_OK(ibex_reg_mr(a.pd, da.p, da.bytes, ibex::test::kAllAccess, &ma));
+        IBEX_ASSERT_OK(ibex_reg_mr(b.pd, db.p, db.bytes, ibex::test::kAllAccess, &mb));
+    }
+    ~GpuPair() {
+        if (ma) ibex_dereg_mr(ma);
+        if (mb) ibex_dereg_mr(mb);
+    }
+    uint64_t va(const DeviceBuffer &d, size_t off = 0) const { return reinterpret_cast<uintptr_t>(d.p) + off; }
+};
+
+std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
+    std::vector<uint8_t> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(i * 131 + seed);
+    return v;
+}
+
+ibex_status_t post(ibex_qp_t *qp, ibex_wr_opcode_t op, uint64_t local, uint32_t len, uint32_t lkey, uint64_t remote,
+                   uint32_t rkey, uint32_t imm = 0, unsigned flags = IBEX_SEND_SIGNALED) {
+    ibex_sge_t s{local, len, lkey};
+    ibex_send_wr_t wr{};
+    wr.wr_id = 1;
+    wr.sg_list = &s;
+    wr.num_sge = 1;
+    wr.opcode = op;
+    wr.send_flags = flags;
+    wr.imm_data = imm;
+    wr.wr.rdma.remote_addr = remote;
+    wr.wr.rdma.rkey = rkey;
+    return ibex_post_send(qp, &wr, nullptr);
+}
+
+ibex_status_t post_recv(ibex_qp_t *qp, uint64_t local, uint32_t len, uint32_t lkey) {
+    ibex_sge_t s{local, len, lkey};
+    ibex_recv_wr_t wr{};
+    wr.wr_id = 2;
+    wr.sg_list = &s;
+    wr.num_sge = 1;
+    return ibex_post_recv(qp, &wr, nullptr);
+}
+
+void expect_one_success(Endpoint &e) {
+    auto wc = e.wait(1);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].status, IBEX_WC_SUCCESS) << ibex_wc_status_str(wc[0].status);
+}
+
+TEST(SoftStaging, SendRecvWriteReadAtomicOnGpuMemory) {
+    IBEX_REQUIRE_GPU();
+    GpuPair p;
+    p.open();
+    ASSERT_TRUE(ibex::soft::staging::active());
+    const size_t n = 200000; // many packets
+    const auto src = pattern(n, 7);
+    p.da.upload(src.data(), n);
+
+    // SEND GPU -> RECV GPU: the data is on b's GPU when b polls the completion.
+    IBEX_ASSERT_OK(post_recv(p.b.qp, p.va(p.db, 1000), n, ibex_mr_lkey(p.mb)));
+    IBEX_ASSERT_OK(post(p.a.qp, IBEX_WR_SEND, p.va(p.da), n, ibex_mr_lkey(p.ma), 0, 0));
+    expect_one_success(p.b);
+    expect_one_success(p.a);
+    std::vector<uint8_t> got(n);
+    p.db.download(got.data(), n, 1000);
+    EXPECT_EQ(got, src);
+
+    // A GPU-side change after registration is what the next WRITE_WITH_IMM carries.
+    const auto src2 = pattern(n, 99);
+    p.da.upload(src2.data(), n);
+    IBEX_ASSERT_OK(post_recv(p.b.qp, 0, 0, 0));
+    IBEX_ASSERT_OK(post(p.a.qp, IBEX_WR_RDMA_WRITE_WITH_IMM, p.va(p.da), n, ibex_mr_lkey(p.ma), p.va(p.db, 4096),
+                        ibex_mr_rkey(p.mb), 0x1234));
+    expect_one_success(p.b);
+    expect_one_success(p.a);
+    p.db.download(got.data(), n, 4096);
+    EXPECT_EQ(got, src2);
+
+    // Plain WRITE: visible after the target's next progress call.
+    const auto src3 = pattern(4096, 3);
+    p.da.upload(src3.data(), src3.size(), 8192);
+    IBEX_ASSERT_OK(post(p.a.qp, IBEX_WR_RDMA_WRITE, p.va(p.da, 8192), 4096, ibex_mr_lkey(p.ma), p.va(p.db, 500000),
+                        ibex_mr_rkey(p.mb)));
+    expect_one_success(p.a); // acknowledged: the bytes are in b's shadow
+    IBEX_ASSERT_OK(ibex_progress(p.b.ctx));
+    std::vector<uint8_t> got3(4096);
+    p.db.download(got3.data(), got3.size(), 500000);
+    EXPECT_EQ(got3, src3);
+
+    // READ b's GPU memory into a's GPU memory, after a GPU-side change on b.
+    const auto src4 = pattern(65536, 42);
+    p.db.upload(src4.data(), src4.size(), 600000);
+    IBEX_ASSERT_OK(post(p.a.qp, IBEX_WR_RDMA_READ, p.va(p.da, 300000), 65536, ibex_mr_lkey(p.ma), p.va(p.db, 600000),
+                        ibex_mr_rkey(p.mb)));
+    expect_one_success(p.a);
+    std::vector<uint8_t> got4(65536);
+    p.da.download(got4.data(), got4.size(), 300000);
+    EXPECT_EQ(got4, src4);
+
+    // FETCH_ADD on b's GPU memory, original value returned into a's GPU memory.
+    const uint64_t start = 1000;
+    p.db.upload(&start, 8, 800000);
+    ibex_sge_t s{p.va(p.da, 900000), 8, ibex_mr_lkey(p.ma)};
+    ibex_send_wr_t wr{};
+    wr.sg_list = &s;
+    wr.num_sge = 1;
+    wr.opcode = IBEX_WR_ATOMIC_FETCH_AND_ADD;
+    wr.send_flags = IBEX_SEND_SIGNALED;
+    wr.wr.atomic.remote_addr = p.va(p.db, 800000);
+    wr.wr.atomic.rkey = ibex_mr_rkey(p.mb);
+    wr.wr.atomic.compare_add = 5;
+    IBEX_ASSERT_OK(ibex_post_send(p.a.qp, &wr, nullptr));
+    expect_one_success(p.a);
+    uint64_t orig = 0, now = 0;
+    p.da.download(&orig, 8, 900000);
+    EXPECT_EQ(orig, start);
+    IBEX_ASSERT_OK(ibex_progress(p.b.ctx));
+    p.db.download(&now, 8, 800000);
+    EXPECT_EQ(now, start + 5);
+}
+
+TEST(SoftStaging, InlineDataFromGpuMemoryIsRefused) {
+    IBEX_REQUIRE_GPU();
+    GpuPair p;
+    p.open();
+    EXPECT_EQ(post(p.a.qp, IBEX_WR_RDMA_WRITE, p.va(p.da), 16, ibex_mr_lkey(p.ma), p.va(p.db), ibex_mr_rkey(p.mb), 0,
+                   IBEX_SEND_SIGNALED | IBEX_SEND_INLINE),
+              IBEX_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(ibex_last_error()).find("inline"), std::string::npos) << ibex_last_error();
+}
+
+#endif
+
+} // namespace

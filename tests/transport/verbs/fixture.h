@@ -1,0 +1,16 @@
+// Fixture sysfs roots under tests/data/verbs (see its README.md).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "runtime/tuning/rootfs.h"
+#include "tests/support/paths.h"
+
+namespace ibex::verbs::test {
+
+inline std::unique_ptr<tuning::RootFs> fixture_root(const char *name) {
+    return std::make_unique<tuning::RootFs>(ibex::test::test_data_dir() + "/verbs/" + name);
+}
+
+} // namespace ibex::verbs::test

@@ -1,0 +1,271 @@
+#include "bench.h"
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <unistd.h>
+#include <vector>
+
+#include "allreduce/cpu/reduce.h"
+#include "check.h"
+#include "report.h"
+
+namespace ibex::collperf {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// An ibex call that failed: what, status, detail (thrown inside this file only).
+struct CallFailed {
+    std::string what;
+    ibex_status_t status;
+    std::string detail;
+};
+
+void check_call(ibex_status_t st, const char *what) {
+    if (st != IBEX_OK) throw CallFailed{what, st, ibex_last_error()};
+}
+
+struct FreeDeleter {
+    void operator()(void *p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<uint8_t, FreeDeleter>;
+
+Buffer alloc(size_t bytes) {
+    void *p = nullptr;
+    if (posix_memalign(&p, 4096, bytes ? bytes : 1) != 0) throw CallFailed{"posix_memalign", IBEX_ERR_NO_MEMORY, ""};
+    std::memset(p, 0, bytes); // fault the pages in before anything is timed
+    return Buffer(static_cast<uint8_t *>(p));
+}
+
+// Sizes as nccl-tests steps them: multiply by -f, else add -i. Bounded.
+std::vector<size_t> sizes(const Options &o) {
+    std::vector<size_t> v;
+    for (size_t s = o.min_bytes; s <= o.max_bytes && v.size() < 10000;) {
+        v.push_back(s);
+        const size_t next = o.step_factor > 1 ? (s ? s * o.step_factor : 1) : s + o.step_bytes;
+        if (next <= s) break;
+        s = next;
+    }
+    return v;
+}
+
+class Runner {
+public:
+    Runner(ibex_comm_t *comm, const Options &o) : comm_(comm), o_(o) {
+        check_call(ibex_comm_rank(comm, &rank_), "ibex_comm_rank");
+        check_call(ibex_comm_size(comm, &n_), "ibex_comm_size");
+        // Send and receive buffers for the largest size (allgather's send and
+        // reduce_scatter's receive are a rank's share of it).
+        bytes_ = o.max_bytes + 64;
+        send_ = alloc(bytes_);
+        recv_ = alloc(bytes_);
+        check_call(ibex_comm_register(comm, send_.get(), bytes_), "ibex_comm_register");
+        check_call(ibex_comm_register(comm, recv_.get(), bytes_), "ibex_comm_register");
+    }
+    ~Runner() {
+        // Best effort: the communicator may already be in its error state.
+        ibex_comm_deregister(comm_, send_.get());
+        ibex_comm_deregister(comm_, recv_.get());
+    }
+
+    int rank() const { return rank_; }
+    int nranks() const { return n_; }
+
+    // One line of the table (nothing when the size holds no element per rank).
+    bool measure(size_t bytes, ibex_datatype_t type, ibex_redop_t op, Row *row) {
+        const size_t tsize = ibex_datatype_size(type);
+        const bool split = o_.coll == Coll::allgather || o_.coll == Coll::reduce_scatter;
+        const size_t per = bytes / (tsize * (split ? static_cast<size_t>(n_) : 1u)); // elements per op argument
+        if (per == 0) return false;
+        row->type = type;
+        row->op = op;
+        row->has_op = coll_reduces(o_.coll);
+        row->root = coll_rooted(o_.coll) ? o_.root : -1;
+        row->count = split ? per * static_cast<size_t>(n_) : per;
+        row->bytes = row->count * tsize;
+        if (o_.coll == Coll::allreduce) row->algo = ibex_comm_allreduce_algo(comm_, row->bytes);
+        row->oop = run_one(type, op, per, false, row->bytes);
+        row->ip = run_one(type, op, per, true, row->bytes);
+        return true;
+    }
+
+    // Sum of a count over ranks (for the #wrong total).
+    long long sum_over_ranks(long long v) {
+        int64_t x = v, out = 0;
+        check_call(ibex_allreduce(&x, &out, 1, IBEX_I64, IBEX_SUM, comm_, nullptr), "ibex_allreduce (result count)");
+        return out;
+    }
+
+    void barrier() { check_call(ibex_barrier(comm_, nullptr), "ibex_barrier"); }
+
+    // Gathers "pid host" of every rank (for the "Using devices" lines).
+    std::vector<std::string> who() {
+        struct Id {
+            int32_t pid;
+            char host[60];
+        } mine{};
+        mine.pid = static_cast<int32_t>(getpid());
+        gethostname(mine.host, sizeof mine.host - 1);
+        std::vector<Id> v(static_cast<size_t>(n_));
+        check_call(ibex_allgather(&mine, v.data(), sizeof mine, IBEX_U8, comm_, nullptr), "ibex_allgather (rank list)");
+        std::vector<std::string> out;
+        for (const Id &id : v) out.push_back(std::to_string(id.pid) + " on " + std::string(id.host, strnlen(id.host, sizeof id.host)));
+        return out;
+    }
+
+private:
+    struct Args {
+        const void *send;
+        void *recv;
+    };
+
+    // Where the operation reads and writes; in place as NCCL defines it.
+    Args args(size_t per, size_t tsize, bool in_place) const {
+        uint8_t *r = recv_.get();
+        if (!in_place) return {send_.get(), r};
+        switch (o_.coll) {
+        case Coll::allgather: return {r + static_cast<size_t>(rank_) * per * tsize, r};
+        case Coll::reduce_scatter: return {r, r + static_cast<size_t>(rank_) * per * tsize};
+        default: return {r, r};
+        }
+    }
+
+    // This rank's input, written where the operation reads it.
+    void fill(const Args &a, ibex_datatype_t type, ibex_redop_t op, size_t per) {
+        void *dst = const_cast<void *>(a.send);
+        switch (o_.coll) {
+        case Coll::reduce_scatter: fill_input(dst, per * static_cast<size_t>(n_), type, op, rank_); break;
+        default: fill_input(dst, per, type, op, rank_); break;
+        }
+    }
+
+    void issue(const Args &a, ibex_datatype_t type, ibex_redop_t op, size_t per, ibex_request_t **req) {
+        switch (o_.coll) {
+        case Coll::allreduce: check_call(ibex_allreduce(a.send, a.recv, per, type, op, comm_, req), "ibex_allreduce"); break;
+        case Coll::reduce_scatter:
+            check_call(ibex_reduce_scatter(a.send, a.recv, per, type, op, comm_, req), "ibex_reduce_scatter");
+            break;
+        case Coll::allgather: check_call(ibex_allgather(a.send, a.recv, per, type, comm_, req), "ibex_allgather"); break;
+        case Coll::broadcast:
+            check_call(ibex_broadcast(a.send, a.recv, per, type, o_.root, comm_, req), "ibex_broadcast");
+            break;
+        case Coll::reduce: check_call(ibex_reduce(a.send, a.recv, per, type, op, o_.root, comm_, req), "ibex_reduce"); break;
+        }
+    }
+
+    Result run_one(ibex_datatype_t type, ibex_redop_t op, size_t per, bool in_place, size_t table_bytes) {
+        const size_t tsize = ibex_datatype_size(type);
+        const Args a = args(per, tsize, in_place);
+        fill(a, type, op, per);
+        for (int i = 0; i < o_.warmup; ++i) issue(a, type, op, per, nullptr);
+        barrier();
+        const auto t0 = Clock::now();
+        if (o_.blocking) {
+            for (int i = 0; i < o_.iters; ++i) issue(a, type, op, per, nullptr);
+        } else {
+            std::vector<ibex_request_t *> reqs(static_cast<size_t>(o_.iters), nullptr);
+            for (auto &r : reqs) issue(a, type, op, per, &r);
+            for (auto *r : reqs) check_call(ibex_wait(r), "ibex_wait");
+        }
+        double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / o_.iters;
+        // -a: rank 0's time, or the mean/min/max over ranks.
+        if (n_ > 1) {
+            static const ibex_redop_t how[] = {IBEX_SUM, IBEX_AVG, IBEX_MIN, IBEX_MAX};
+            double t = us;
+            if (o_.average == 0) check_call(ibex_broadcast(&us, &t, 1, IBEX_F64, 0, comm_, nullptr), "ibex_broadcast (time)");
+            else check_call(ibex_allreduce(&us, &t, 1, IBEX_F64, how[o_.average], comm_, nullptr), "ibex_allreduce (time)");
+            us = t;
+        }
+        long long wrong = -1;
+        if (o_.check) {
+            // Fresh input, poisoned output, one operation, compare.
+            std::memset(recv_.get(), 0xff, bytes_);
+            fill(a, type, op, per);
+            issue(a, type, op, per, nullptr);
+            CheckSpec spec{o_.coll, type, op, rank_, n_, o_.root, o_.coll == Coll::allgather ? per * static_cast<size_t>(n_) : per};
+            wrong = sum_over_ranks(count_wrong(a.recv, spec));
+        }
+        return make_result(o_.coll, n_, table_bytes, us, wrong);
+    }
+
+    ibex_comm_t *comm_;
+    const Options &o_;
+    int rank_ = 0, n_ = 1;
+    size_t bytes_ = 0;
+    Buffer send_, recv_;
+};
+
+std::string device_label(const Options &o) {
+    if (!o.device.empty()) return o.device;
+    const char *env = std::getenv("IBEX_DEVICE");
+    return env && *env ? env : "(first listed)";
+}
+
+} // namespace
+
+int run_benchmark(ibex_comm_t *comm, const Options &o, const std::string &launcher) {
+    // With --json alone the JSON owns stdout and the table moves to stderr.
+    FILE *table = o.json && o.json_path.empty() ? stderr : stdout;
+    int rank = -1;
+    try {
+        Runner run(comm, o);
+        rank = run.rank();
+        const int n = run.nranks();
+        if (coll_rooted(o.coll) && o.root >= n) {
+            if (rank == 0) std::fprintf(stderr, "ibex_allreduce_perf: -r %d is not a rank (%d ranks)\n", o.root, n);
+            return 2;
+        }
+        const std::vector<std::string> ranks = run.who();
+        if (rank == 0) {
+            std::fprintf(table, "# ibex_allreduce_perf: %s, %d rank%s (%s), device %s, reduce kernels %s\n",
+                         coll_name(o.coll), n, n == 1 ? "" : "s", launcher.c_str(), device_label(o).c_str(),
+                         ibex::coll::reduce_isa());
+            std::fprintf(table, "# minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d validation: %d blocking: %d\n",
+                         o.min_bytes, o.max_bytes, o.step_factor > 1 ? o.step_factor : o.step_bytes,
+                         o.step_factor > 1 ? "factor" : "bytes", o.warmup, o.iters, o.check ? 1 : 0, o.blocking);
+            std::fprintf(table, "#\n# Using devices\n");
+            for (int r = 0; r < n; ++r)
+                std::fprintf(table, "#  Rank %2d Pid %s device %s\n", r, ranks[static_cast<size_t>(r)].c_str(),
+                             device_for_rank(device_label(o), r).c_str());
+            print_header(table);
+        }
+        std::vector<Row> rows;
+        long long wrong = 0;
+        for (ibex_datatype_t type : o.types) {
+            for (ibex_redop_t op : o.ops) {
+                for (size_t bytes : sizes(o)) {
+                    Row row;
+                    if (!run.measure(bytes, type, op, &row)) continue;
+                    if (rank == 0) print_row(table, row);
+                    wrong += (row.oop.wrong > 0 ? row.oop.wrong : 0) + (row.ip.wrong > 0 ? row.ip.wrong : 0);
+                    rows.push_back(row);
+                }
+            }
+        }
+        if (rank == 0) {
+            print_footer(table, rows, wrong, o.check != 0);
+            if (o.json) {
+                RunInfo info{o.coll, n, launcher, device_label(o), ibex::coll::reduce_isa(), &o};
+                FILE *f = o.json_path.empty() ? stdout : std::fopen(o.json_path.c_str(), "w");
+                if (!f) {
+                    std::fprintf(stderr, "ibex_allreduce_perf: cannot write %s: %s\n", o.json_path.c_str(), std::strerror(errno));
+                    return 2;
+                }
+                write_json(f, info, rows);
+                if (f != stdout) std::fclose(f);
+            }
+        }
+        return wrong ? 1 : 0;
+    } catch (const CallFailed &e) {
+        std::fprintf(stderr, "ibex_allreduce_perf: rank %d: %s failed: %s%s%s\n", rank, e.what.c_str(),
+                     ibex_strerror(e.status), e.detail.empty() ? "" : ": ", e.detail.c_str());
+        return 2;
+    }
+}
+
+} // namespace ibex::collperf
