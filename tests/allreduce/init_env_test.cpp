@@ -11,23 +11,13 @@
 #include <vector>
 
 #include "ranks.h"
+#include "support/free_port.h"
 
 namespace {
 
 using ibex::test::RankCtx;
 
-// A port free right now on 127.0.0.1 (the kernel's choice; rank 0 binds it again).
-int free_port() {
-    const int s = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(s, reinterpret_cast<sockaddr *>(&a), sizeof a);
-    socklen_t len = sizeof a;
-    ::getsockname(s, reinterpret_cast<sockaddr *>(&a), &len);
-    ::close(s);
-    return ntohs(a.sin_port);
-}
+using ibex::test::free_port;
 
 struct Launcher {
     const char *name;

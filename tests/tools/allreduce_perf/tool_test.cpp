@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "support/free_port.h"
 #include "support/child_process.h"
 #include "support/paths.h"
 
@@ -127,17 +128,7 @@ std::vector<double> json_numbers(const std::string &json, const std::string &key
     return v;
 }
 
-uint16_t free_port() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
-    socklen_t len = sizeof a;
-    ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len);
-    ::close(fd);
-    return ntohs(a.sin_port);
-}
+using ibex::test::free_port;
 
 // busbw / algbw of every result in the JSON equals the collective's factor.
 void expect_bus_factor(const std::string &json, double factor) {

@@ -22,6 +22,8 @@
 
 #include "support/paths.h"
 
+#include "support/free_port.h"
+
 namespace ibex::test::perftest {
 
 using Clock = std::chrono::steady_clock;
@@ -35,18 +37,7 @@ inline std::string slurp(const std::string &path) {
     return ss.str();
 }
 
-// A free TCP port on this host (bound and released; the tools bind it right after).
-inline uint16_t free_port() {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
-    socklen_t len = sizeof a;
-    getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len);
-    close(fd);
-    return ntohs(a.sin_port);
-}
+using ibex::test::free_port;
 
 struct Result {
     int status = -1; // exit status; -1 when killed at the deadline (or by a signal)
