@@ -233,6 +233,9 @@ void progress_main(ibex_comm *c) {
             complete(op.req, IBEX_OK, "");
             op.req = nullptr;
             have = false;
+            // A caller issuing one blocking collective after another submits the next within
+            // microseconds: keep polling for it rather than sleep and be woken.
+            spin_until = Clock::now() + std::chrono::microseconds(c->opt.spin_us);
             std::lock_guard l(c->mu);
             c->running_op = false;
             c->idle_cv.notify_all();
@@ -254,8 +257,8 @@ void progress_main(ibex_comm *c) {
             continue;
         }
         // Busy-poll briefly only while a collective runs (the next slice is usually one
-        // message latency away); an idle communicator sleeps at once.
-        if (have && now < spin_until) {
+        // message latency away) or has just finished; an idle communicator sleeps.
+        if (now < spin_until) {
             sched_yield();
             continue;
         }

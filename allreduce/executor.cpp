@@ -297,7 +297,9 @@ ibex_status_t Executor::advance(bool *did) {
                 const uint8_t *landed = c.staging + static_cast<size_t>(slot) * params_.slice_bytes;
                 const size_t count = st.bytes / elem_;
                 // *_any: GPU buffers take the CUDA kernels (allreduce/cuda/dispatch.h).
-                if (ibex_status_t rs = reduce_into_any(st.dst, st.src, landed, count, type_, op_); rs != IBEX_OK) return rs;
+                const void *left = st.landed_first ? static_cast<const void *>(landed) : st.src;
+                const void *right = st.landed_first ? st.src : static_cast<const void *>(landed);
+                if (ibex_status_t rs = reduce_into_any(st.dst, left, right, count, type_, op_); rs != IBEX_OK) return rs;
                 if (st.finalize && op_ == IBEX_AVG)
                     if (ibex_status_t rs = finalize_avg_any(st.dst, count, type_, nranks_); rs != IBEX_OK) return rs;
                 c.free_slots.push_back(slot);

@@ -37,6 +37,9 @@ struct Step {
     int apply_dep = -1;
     // recv_reduce only: this produces a final value; divide by nranks for IBEX_AVG.
     bool finalize = false;
+    // recv_reduce only: the landed operand is the left one, dst = op(landed, src). Two ranks
+    // that each reduce the same pair then apply op to the operands in the same order.
+    bool landed_first = false;
 };
 
 struct Schedule {
@@ -71,10 +74,11 @@ public:
         return add(make(StepKind::recv_copy, peer, nullptr, dst, elems, dep0, dep1));
     }
     int recv_reduce(int peer, void *dst, const void *local, size_t elems, int apply_dep = -1, bool finalize = false,
-                    int dep0 = -1) {
+                    int dep0 = -1, bool landed_first = false) {
         Step st = make(StepKind::recv_reduce, peer, local, dst, elems, dep0, -1);
         st.apply_dep = apply_dep;
         st.finalize = finalize;
+        st.landed_first = landed_first;
         return add(st);
     }
     int local_copy(void *dst, const void *src, size_t elems, int dep0 = -1) {

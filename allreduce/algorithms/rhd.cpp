@@ -3,7 +3,8 @@
 // with p the largest power of two <= n. The first 2 * (n - p) ranks first fold pairwise
 // (even into odd) and the odd ones stand in for both; the evens get the result at the end.
 // Every element's value is computed by exactly one rank per step, so ranks stay
-// bit-identical.
+// bit-identical. Two ranks instead swap whole vectors and both reduce (one step), and
+// small messages use recursive doubling (log2(p) whole-vector swaps); see below.
 #include "allreduce/algorithms/algorithms.h"
 
 namespace ibex::coll {
@@ -27,6 +28,51 @@ int vrank(int r, const Layout &l) {
     return r - l.rem;
 }
 int real_rank(int v, const Layout &l) { return v < l.rem ? 2 * v + 1 : v + l.rem; }
+
+// Two ranks: halving then doubling is two dependent transfers (each a credit and a write),
+// while swapping whole vectors and reducing on both sides is one, with half the messages
+// and the same bytes on the wire. Both ranks apply op to (rank 0's value, rank 1's value)
+// in that order (landed_first on rank 1) with the same kernel, so their bits agree.
+void build_pair_exchange(const CollArgs &a, ScheduleBuilder &b) {
+    const int partner = 1 - a.rank;
+    const bool in_place = a.sendbuf == a.recvbuf;
+    for (size_t j = 0, k = b.slices(a.count); j < k; ++j) {
+        size_t off, len;
+        b.slice(a.count, j, &off, &len);
+        const int sent = b.send(partner, b.at(a.sendbuf, off), len);
+        // In place the result overwrites the slice being sent, which the transport may
+        // still read to retransmit: fold it in only once the send is done.
+        b.recv_reduce(partner, b.at(a.recvbuf, off), b.at(a.sendbuf, off), len, in_place ? sent : -1, true, -1,
+                      a.rank == 1);
+    }
+}
+
+// Small messages: recursive doubling. Each of the log2(p) steps swaps the whole running
+// value with the partner and both reduce, so a step is one transfer per direction instead
+// of two (halving, then doubling back); the bytes grow to log2(p) * m, which only pays
+// while latency dominates. Partners apply op to (value of the half whose bit is clear,
+// value of the other half) in that order, so both compute the same bits. Folding for
+// n != p is as in the halving-doubling below.
+constexpr size_t kDoublingMaxBytes = 64 << 10;
+
+void build_doubling(const CollArgs &a, ScheduleBuilder &b, const Layout &l, int v) {
+    const int r = a.rank;
+    const void *cur = a.sendbuf;
+    int last = -1;
+    if (r < 2 * l.rem) {
+        last = b.recv_reduce(r - 1, a.recvbuf, a.sendbuf, a.count);
+        cur = a.recvbuf;
+    }
+    for (int mask = 1; mask < l.p; mask <<= 1) {
+        const int partner = real_rank(v ^ mask, l);
+        const int sent = b.send(partner, cur, a.count, last);
+        // Folding into the buffer being sent waits until the transport no longer reads it.
+        last = b.recv_reduce(partner, a.recvbuf, cur, a.count, cur == a.recvbuf ? sent : -1, mask * 2 == l.p, -1,
+                             (v & mask) != 0);
+        cur = a.recvbuf;
+    }
+    if (r < 2 * l.rem) b.send(r - 1, a.recvbuf, a.count, last);
+}
 
 } // namespace
 
@@ -52,6 +98,10 @@ void build_rhd_allreduce(const CollArgs &a, ScheduleBuilder &b) {
         if (a.sendbuf != a.recvbuf) b.local_copy(a.recvbuf, a.sendbuf, a.count);
         return;
     }
+    if (n == 2) {
+        build_pair_exchange(a, b);
+        return;
+    }
     const Layout l = layout(n);
     const int v = vrank(r, l);
     if (v < 0) {
@@ -60,6 +110,10 @@ void build_rhd_allreduce(const CollArgs &a, ScheduleBuilder &b) {
         // needs no dependency.)
         b.send_run(r + 1, a.sendbuf, a.count);
         b.recv_copy_run(r + 1, a.recvbuf, a.count);
+        return;
+    }
+    if (b.slices(a.count) == 1 && a.count * b.elem_bytes() <= kDoublingMaxBytes) {
+        build_doubling(a, b, l, v);
         return;
     }
     // `cur` holds this rank's running values: sendbuf until something is reduced into recvbuf.

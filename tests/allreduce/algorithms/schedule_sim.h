@@ -141,7 +141,10 @@ inline SimResult simulate(std::vector<coll::Schedule> &s, ibex_datatype_t type, 
             break;
         }
         case 3:
-            coll::reduce_into(st.dst, st.src, staged[a.r][a.step].data(), st.bytes / elem, type, op);
+            if (st.landed_first)
+                coll::reduce_into(st.dst, staged[a.r][a.step].data(), st.src, st.bytes / elem, type, op);
+            else
+                coll::reduce_into(st.dst, st.src, staged[a.r][a.step].data(), st.bytes / elem, type, op);
             if (st.finalize && op == IBEX_AVG) coll::finalize_avg(st.dst, st.bytes / elem, type, n);
             state[a.r][a.step] = done;
             ++next_apply[a.r][a.peer];
