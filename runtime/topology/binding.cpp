@@ -182,8 +182,10 @@ ibex_status_t bind(const ibex_topology &topo, const ibex_bind_request_t &req, ib
     const bool numa_env = env_node >= 0;
     if (numa_env && !numa_device(topo, static_cast<int>(env_node))) {
         std::string have;
-        for (int i = 0; i < topo.count[IBEX_TOPO_NUMA]; ++i)
-            have += (have.empty() ? "" : ",") + std::to_string(topo.of_kind(IBEX_TOPO_NUMA, i).numa_node);
+        for (int i = 0; i < topo.count[IBEX_TOPO_NUMA]; ++i) {
+            if (!have.empty()) have += ',';
+            have += std::to_string(topo.of_kind(IBEX_TOPO_NUMA, i).numa_node);
+        }
         return fail(IBEX_ERR_INVALID_ARGUMENT, "IBEX_NUMA=%lld: this host has no such NUMA node (nodes: %s)",
                     static_cast<long long>(env_node), have.c_str());
     }
