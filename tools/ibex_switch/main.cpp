@@ -1,6 +1,7 @@
 // ibex_switch: a software switch for soft RoCEv2 endpoints on loopback (README.md).
 //   ibex_switch --port 127.0.0.1:5000=127.0.0.2:4791 --port 127.0.0.1:5001=127.0.0.3:4791
 //               --rate 2000 --duration 10 --csv queue.csv
+//   ibex_switch --memif /tmp/sw0.sock=10.70.0.1,/tmp/sw1.sock=10.70.0.2 --rate 2000
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -10,6 +11,9 @@
 #include <vector>
 
 #include "tools/ibex_switch/incast.h"
+#ifdef IBEX_SWITCH_MEMIF
+#include "tools/ibex_switch/memif_port_io.h"
+#endif
 #include "tools/ibex_switch/switch.h"
 #include "tools/ibex_switch/udp_port_io.h"
 
@@ -24,6 +28,9 @@ void usage() {
                  "usage: ibex_switch --port SWITCH_ADDR=ENDPOINT_ADDR [--port ...] [options]\n"
                  "  port i listens on SWITCH_ADDR (ip:port, port 0 = any) for endpoint ENDPOINT_ADDR;\n"
                  "  endpoints address peer j as port j's SWITCH_ADDR.\n"
+                 "   or: ibex_switch --memif SOCKET=ENDPOINT_IP[,SOCKET=ENDPOINT_IP...] [options]\n"
+                 "  port i serves memif SOCKET (DPDK) for the endpoint with ENDPOINT_IP, which opens\n"
+                 "  dpdk:memif:SOCKET,role=client,ip=ENDPOINT_IP; frames go by destination IP.\n"
                  "  --rate MBPS        egress link rate of every port (default 2000)\n"
                  "  --buffer BYTES     buffer of all queues (default 2097152)\n"
                  "  --reserve BYTES    of it, kept by each port for itself (default 32768)\n"
@@ -52,6 +59,7 @@ int main(int argc, char **argv) {
     std::string csv;
     IncastConfig inc;
     bool incast = false;
+    std::string memif;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         const bool has = i + 1 < argc;
@@ -71,6 +79,9 @@ int main(int argc, char **argv) {
                 return 2;
             }
             ports.push_back({l, e});
+        } else if (a == "--memif" && has) {
+            if (!memif.empty()) memif += ','; // repeatable, like --port
+            memif += argv[++i];
         } else if (a == "--rate") {
             need_num("--rate");
             cfg.link_mbps = v;
@@ -164,12 +175,36 @@ int main(int argc, char **argv) {
         }
         return 0;
     }
-    if (ports.size() < 2 || cfg.link_mbps <= 0 || cfg.red.kmax_bytes < cfg.red.kmin_bytes || cfg.red.pmax > 1 ||
-        cfg.sample_ns == 0) {
+    std::vector<std::unique_ptr<PortIo>> ios;
+    std::vector<Addr> endpoints;
+    std::vector<std::string> sockets;
+    if (!memif.empty()) {
+#ifdef IBEX_SWITCH_MEMIF
+        std::vector<MemifPortSpec> specs;
+        std::string err;
+        if (!parse_memif_ports(memif, specs, err) || (ios = open_memif_ports(specs, err)).empty()) {
+            std::fprintf(stderr, "ibex_switch: %s\n", err.c_str());
+            return err.compare(0, 3, "bad") == 0 ? 2 : 1;
+        }
+        for (const MemifPortSpec &s : specs) {
+            endpoints.push_back({s.endpoint_ip, 0});
+            sockets.push_back(s.socket);
+        }
+#else
+        std::fprintf(stderr, "ibex_switch: --memif needs a build with DPDK\n");
+        return 1;
+#endif
+    }
+    if (ports.size() + ios.size() < 2 || (!ports.empty() && !ios.empty()) || cfg.link_mbps <= 0 ||
+        cfg.red.kmax_bytes < cfg.red.kmin_bytes || cfg.red.pmax > 1 || cfg.sample_ns == 0) {
         usage();
         return 2;
     }
     Switch sw(cfg);
+    for (size_t i = 0; i < ios.size(); ++i) {
+        std::printf("port %zu: memif %s -> endpoint %s\n", i, sockets[i].c_str(), format_addr(endpoints[i]).c_str());
+        sw.add_port(std::move(ios[i]), endpoints[i]);
+    }
     for (auto &[local, endpoint] : ports) {
         std::string err;
         auto io = open_udp_port_io(local, err);

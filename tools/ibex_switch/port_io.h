@@ -1,7 +1,7 @@
 // The switch's view of one port's packet I/O: receive RoCEv2 transport packets (BTH ..
 // ICRC) with their addresses and TOS, send one with a given TOS. The udp implementation
-// (udp_port_io.h) is a UDP socket on loopback; a DPDK memif implementation can take the
-// same place without touching the switching logic.
+// (udp_port_io.h) is a UDP socket on loopback; the DPDK memif one (memif_port_io.h) takes
+// the same place, carrying whole Ethernet frames (whole_frames()).
 #pragma once
 
 #include <cstdint>
@@ -32,6 +32,10 @@ public:
     // False when the packet could not leave (counted as a drop by the caller).
     virtual bool send(const uint8_t *data, uint32_t len, const Addr &to, uint8_t tos) = 0;
     virtual int wait_fd() const = 0; // readable when frames wait (-1: none)
+    // True where frames are whole Ethernet frames that keep their IP addresses end to end
+    // (memif_port_io.h): the switch then forwards them without checking or rewriting the
+    // ICRC, and the port itself writes the TOS given to send() into the IP header.
+    virtual bool whole_frames() const { return false; }
 };
 
 } // namespace ibex::sw

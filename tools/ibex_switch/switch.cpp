@@ -85,9 +85,11 @@ void Switch::enqueue(size_t egress, size_t ingress, const Frame &f) {
     }
     // The ICRC the sender computed covers its own and the switch port's address; a
     // packet that fails it is dropped here, as the receiver would, before the switch
-    // writes a fresh ICRC for the addresses it sends with.
+    // writes a fresh ICRC for the addresses it sends with. Whole frames (memif) keep their
+    // addresses, so their ICRC stays valid and is left to the receiver.
     const uint32_t tlen = f.len - 4;
-    if (icrc_for(f.data, tlen, ports_[ingress].endpoint, out.io->local()) != roce::load_icrc(f.data + tlen)) {
+    const bool rewrite = !out.io->whole_frames();
+    if (rewrite && icrc_for(f.data, tlen, ports_[ingress].endpoint, out.io->local()) != roce::load_icrc(f.data + tlen)) {
         ++out.c.icrc_errors;
         return;
     }
@@ -95,8 +97,8 @@ void Switch::enqueue(size_t egress, size_t ingress, const Frame &f) {
     const uint32_t slot = free_slots_.back();
     free_slots_.pop_back();
     uint8_t *dst = slots_[slot].get();
-    std::memcpy(dst, f.data, tlen);
-    roce::store_icrc(dst + tlen, icrc_for(dst, tlen, ports_[ingress].io->local(), out.endpoint));
+    std::memcpy(dst, f.data, rewrite ? tlen : f.len);
+    if (rewrite) roce::store_icrc(dst + tlen, icrc_for(dst, tlen, ports_[ingress].io->local(), out.endpoint));
     out.queue.push_back({slot, f.len, static_cast<uint16_t>(ingress), tos});
     shared_used_ += beyond(out.c.queue_bytes + f.len, cfg_.reserve_bytes) - beyond(out.c.queue_bytes, cfg_.reserve_bytes);
     out.c.queue_bytes += f.len;

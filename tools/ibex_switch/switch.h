@@ -3,7 +3,8 @@
 // packet's destination port from the address it arrived on and its ingress port from
 // its source, queues it on the destination's egress queue (shared buffer, RED/ECN
 // marking, tail drop), and sends it from port i's address to endpoint j at the egress
-// port's shaped link rate, recomputing the ICRC for the rewritten addresses.
+// port's shaped link rate, recomputing the ICRC for the rewritten addresses. memif ports
+// (memif_port_io.h) instead forward whole frames by destination IP, addresses unchanged.
 // See README.md for the design and its limits.
 #pragma once
 
