@@ -60,7 +60,8 @@ void print_footer(FILE *f, const std::vector<Row> &rows, long long total_wrong, 
 
 namespace {
 void json_result(FILE *f, const char *name, const Result &r) {
-    std::fprintf(f, "\"%s\": {\"time_us\": %.3f, \"algbw_GBps\": %.6f, \"busbw_GBps\": %.6f, \"wrong\": ", name,
+    // %.9g, not fixed decimals: a slow 8-byte operation's algbw is far below 1e-6 GB/s and must not read as 0.
+    std::fprintf(f, "\"%s\": {\"time_us\": %.9g, \"algbw_GBps\": %.9g, \"busbw_GBps\": %.9g, \"wrong\": ", name,
                  r.time_us, r.algbw, r.busbw);
     if (r.wrong < 0) std::fprintf(f, "null}");
     else std::fprintf(f, "%lld}", r.wrong);
@@ -86,7 +87,7 @@ void write_json(FILE *f, const RunInfo &info, const std::vector<Row> &rows) {
         json_result(f, "in_place", r.ip);
         std::fprintf(f, "}");
     }
-    std::fprintf(f, "\n], \"avg_busbw_GBps\": %.6f}\n", average_busbw(rows));
+    std::fprintf(f, "\n], \"avg_busbw_GBps\": %.9g}\n", average_busbw(rows));
     std::fflush(f);
 }
 
