@@ -191,6 +191,7 @@ ibex_status_t ibex_barrier(ibex_comm_t *comm, ibex_request_t **req) {
 ibex_status_t ibex_test(ibex_request_t *req, int *done) {
     ibex::clear_error();
     IBEX_COLL_CHECK(req && done, "ibex_test: NULL argument");
+    request_poke(req);
     {
         std::lock_guard l(req->mu);
         if (!req->done) {

@@ -70,6 +70,19 @@ ibex_status_t ensure_scratch(ibex_comm *c, size_t bytes) {
     return c->cache->add(c->scratch, want);
 }
 
+// How many ranks share this rank's host (by bootstrap address).
+ibex_status_t count_local_ranks(ibex_comm *c, int *out) {
+    char mine[64] = {};
+    const std::string ip = c->boot->local_ip();
+    std::snprintf(mine, sizeof mine, "%s", ip.c_str());
+    std::vector<char> all(sizeof mine * static_cast<size_t>(c->nranks));
+    if (ibex_status_t st = c->boot->allgather(mine, sizeof mine, all.data(), c->opt.timeout_ms); st != IBEX_OK) return st;
+    *out = 0;
+    for (int r = 0; r < c->nranks; ++r)
+        if (std::strncmp(all.data() + sizeof mine * static_cast<size_t>(r), mine, sizeof mine) == 0) ++*out;
+    return IBEX_OK;
+}
+
 // Builds the op's schedule and hands it to the executor. *empty: nothing to do.
 ibex_status_t start_op(ibex_comm *c, Op &op, bool *empty) {
     CollArgs a = op.args;
@@ -171,135 +184,171 @@ void enter_error(ibex_comm *c, ibex_status_t st, const std::string &detail, bool
     c->idle_cv.notify_all();
 }
 
-void progress_main(ibex_comm *c) {
-    Op op;
-    bool have = false;
-    auto last_activity = Clock::now();
-    auto spin_until = Clock::now();
-    auto last_boot_check = Clock::now();
-    std::vector<pollfd> pfd;
-    for (;;) {
+enum class Pass { moved, idle, stop };
+
+// One step of the stream: takes the next op, starts it, polls the executor, finishes or
+// fails it. Caller holds drive_mu. stop: aborting, or stopping with nothing left to run.
+Pass drive_pass(ibex_comm *c) {
+    DriveState &d = c->drive;
+    {
+        std::lock_guard l(c->mu);
+        if (c->aborting) return Pass::stop;
+        if (!d.have && !c->queue.empty()) {
+            d.op = std::move(c->queue.front());
+            c->queue.pop_front();
+            d.have = true;
+            c->running_op = true;
+        }
+        if (!d.have && c->stopping) return Pass::stop;
+    }
+    if (d.have && !c->exec.active()) {
+        ibex_status_t err;
+        std::string err_detail;
         {
             std::lock_guard l(c->mu);
-            if (c->aborting) break;
-            if (!have && !c->queue.empty()) {
-                op = std::move(c->queue.front());
-                c->queue.pop_front();
-                have = true;
-                c->running_op = true;
-            }
-            if (!have && c->stopping) break;
+            err = c->error;
+            err_detail = c->error_detail;
         }
-        if (have && !c->exec.active()) {
-            ibex_status_t err;
-            std::string err_detail;
-            {
-                std::lock_guard l(c->mu);
-                err = c->error;
-                err_detail = c->error_detail;
-            }
-            bool empty = false;
-            ibex_status_t st = err;
-            if (st == IBEX_OK) st = start_op(c, op, &empty);
-            if (err != IBEX_OK) {
-                enter_error(c, err, err_detail, false, &op);
-                have = false;
-                continue;
-            }
-            if (st != IBEX_OK) {
-                enter_error(c, st, std::string(op_kind_name(op.kind)) + ": " + ibex_last_error(), true, &op);
-                have = false;
-                continue;
-            }
-            if (empty) {
-                complete(op.req, IBEX_OK, "");
-                have = false;
-                std::lock_guard l(c->mu);
-                c->running_op = false;
-                c->idle_cv.notify_all();
-                continue;
-            }
-            last_activity = Clock::now();
+        bool empty = false;
+        ibex_status_t st = err;
+        if (st == IBEX_OK) st = start_op(c, d.op, &empty);
+        if (err != IBEX_OK) {
+            enter_error(c, err, err_detail, false, &d.op);
+            d.have = false;
+            return Pass::moved;
         }
-        bool did = false;
-        if (ibex_status_t st = c->exec.progress(&did); st != IBEX_OK) {
-            enter_error(c, st, ibex_last_error(), true, have ? &op : nullptr);
-            have = false;
-            continue;
+        if (st != IBEX_OK) {
+            enter_error(c, st, std::string(op_kind_name(d.op.kind)) + ": " + ibex_last_error(), true, &d.op);
+            d.have = false;
+            return Pass::moved;
         }
-        if (have && c->exec.finished()) {
-            if (op.times) *op.times = c->exec.done_times();
-            c->exec.finish();
-            complete(op.req, IBEX_OK, "");
-            op.req = nullptr;
-            have = false;
-            // A caller issuing one blocking collective after another submits the next within
-            // microseconds: keep polling for it rather than sleep and be woken.
-            spin_until = Clock::now() + std::chrono::microseconds(c->opt.spin_us);
+        if (empty) {
+            complete(d.op.req, IBEX_OK, "");
+            d.have = false;
             std::lock_guard l(c->mu);
             c->running_op = false;
             c->idle_cv.notify_all();
-            continue;
+            return Pass::moved;
         }
-        const auto now = Clock::now();
-        if (did) {
-            last_activity = now;
-            spin_until = now + std::chrono::microseconds(c->opt.spin_us);
-            continue;
+        d.last_activity = Clock::now();
+    }
+    bool did = false;
+    if (ibex_status_t st = c->exec.progress(&did); st != IBEX_OK) {
+        enter_error(c, st, ibex_last_error(), true, d.have ? &d.op : nullptr);
+        d.have = false;
+        return Pass::moved;
+    }
+    if (d.have && c->exec.finished()) {
+        if (d.op.times) *d.op.times = c->exec.done_times();
+        c->exec.finish();
+        complete(d.op.req, IBEX_OK, "");
+        d.op.req = nullptr;
+        d.have = false;
+        // A caller issuing one collective after another submits the next within
+        // microseconds: keep polling for it rather than sleep and be woken.
+        d.last_move = Clock::now();
+        std::lock_guard l(c->mu);
+        c->running_op = false;
+        c->idle_cv.notify_all();
+        return Pass::moved;
+    }
+    const auto now = Clock::now();
+    if (did) {
+        d.last_activity = now;
+        d.last_move = now;
+        return Pass::moved;
+    }
+    if (d.have && ms_since(d.last_activity) > c->opt.timeout_ms) {
+        const int peer = c->exec.waiting_on();
+        char buf[192];
+        std::snprintf(buf, sizeof buf, "%s made no progress for %d ms (waiting on rank %d)", op_kind_name(d.op.kind),
+                      c->opt.timeout_ms, peer);
+        IBEX_LOG(info, "communicator rank %d: %s: %s", c->rank, buf, c->exec.stall_detail().c_str());
+        enter_error(c, IBEX_ERR_TIMEOUT, buf, true, &d.op);
+        d.have = false;
+        return Pass::moved;
+    }
+    return Pass::idle;
+}
+
+// Nothing moved: busy-poll for spin_us after the last movement (the next slice is usually
+// one message latency away, the next op one call away); then sleep until a completion, a
+// new op, a bootstrap message or the next deadline. dl holds drive_mu and is released while
+// asleep or yielding, so a caller can take the stream over.
+void drive_idle(ibex_comm *c, std::unique_lock<std::mutex> &dl, int spin_us) {
+    DriveState &d = c->drive;
+    if (Clock::now() < d.last_move + std::chrono::microseconds(spin_us)) {
+        dl.unlock();
+        sched_yield();
+        dl.lock();
+        return;
+    }
+    if (!c->exec.arm()) return;
+    pollfd pfd[8];
+    nfds_t n = 0;
+    pfd[n++] = {c->exec.cq_fd(), POLLIN, 0};
+    pfd[n++] = {c->wake_fd, POLLIN, 0};
+    for (int fd : c->boot->fds())
+        if (n < std::size(pfd)) pfd[n++] = {fd, POLLIN, 0};
+    int wait_ms = 100;
+    if (d.have)
+        wait_ms = static_cast<int>(std::clamp<int64_t>(c->opt.timeout_ms - ms_since(d.last_activity) + 1, 1, 100));
+    dl.unlock();
+    const int r = ::poll(pfd, n, wait_ms);
+    dl.lock();
+    bool boot_ready = ms_since(d.last_boot_check) >= 100;
+    if (r > 0) {
+        uint64_t v;
+        if (pfd[0].revents & POLLIN) [[maybe_unused]] ssize_t x = ::read(pfd[0].fd, &v, sizeof v);
+        if (pfd[1].revents & POLLIN) [[maybe_unused]] ssize_t x = ::read(pfd[1].fd, &v, sizeof v);
+        for (nfds_t i = 2; i < n; ++i)
+            if (pfd[i].revents) boot_ready = true;
+    }
+    if (!boot_ready) return;
+    d.last_boot_check = Clock::now();
+    ibex_status_t st;
+    std::string detail;
+    if (!c->boot->healthy(&st, &detail)) {
+        bool already;
+        {
+            std::lock_guard l(c->mu);
+            already = c->error != IBEX_OK;
         }
-        if (have && ms_since(last_activity) > c->opt.timeout_ms) {
-            const int peer = c->exec.waiting_on();
-            char buf[192];
-            std::snprintf(buf, sizeof buf, "%s made no progress for %d ms (waiting on rank %d)",
-                          op_kind_name(op.kind), c->opt.timeout_ms, peer);
-            enter_error(c, IBEX_ERR_TIMEOUT, buf, true, &op);
-            have = false;
-            continue;
-        }
-        // Busy-poll briefly only while a collective runs (the next slice is usually one
-        // message latency away) or has just finished; an idle communicator sleeps.
-        if (now < spin_until) {
-            sched_yield();
-            continue;
-        }
-        // Sleep until a completion, a new op, a bootstrap message or the next deadline.
-        if (!c->exec.arm()) continue;
-        pfd.clear();
-        pfd.push_back({c->exec.cq_fd(), POLLIN, 0});
-        pfd.push_back({c->wake_fd, POLLIN, 0});
-        for (int fd : c->boot->fds()) pfd.push_back({fd, POLLIN, 0});
-        int wait_ms = 100;
-        if (have) wait_ms = static_cast<int>(std::clamp<int64_t>(c->opt.timeout_ms - ms_since(last_activity) + 1, 1, 100));
-        const int r = ::poll(pfd.data(), pfd.size(), wait_ms);
-        bool boot_ready = ms_since(last_boot_check) >= 100;
-        if (r > 0) {
-            uint64_t v;
-            if (pfd[0].revents & POLLIN) [[maybe_unused]] ssize_t x = ::read(pfd[0].fd, &v, sizeof v);
-            if (pfd[1].revents & POLLIN) [[maybe_unused]] ssize_t x = ::read(pfd[1].fd, &v, sizeof v);
-            for (size_t i = 2; i < pfd.size(); ++i)
-                if (pfd[i].revents) boot_ready = true;
-        }
-        if (boot_ready) {
-            last_boot_check = Clock::now();
-            ibex_status_t st;
-            std::string detail;
-            if (!c->boot->healthy(&st, &detail)) {
-                bool already;
-                {
-                    std::lock_guard l(c->mu);
-                    already = c->error != IBEX_OK;
-                }
-                if (!already || have) {
-                    enter_error(c, st, detail, false, have ? &op : nullptr);
-                    have = false;
-                }
-            }
+        if (!already || d.have) {
+            enter_error(c, st, detail, false, d.have ? &d.op : nullptr);
+            d.have = false;
         }
     }
+}
+
+void progress_main(ibex_comm *c) {
+    std::unique_lock dl(c->drive_mu);
+    DriveState &d = c->drive;
+    d.last_activity = d.last_move = d.last_boot_check = Clock::now();
+    for (;;) {
+        if (c->waiters.load(std::memory_order_acquire) > 0) {
+            // A caller drives the stream: stay out of its way until it is done, and a little
+            // longer, since a caller waiting on one request after another comes straight back.
+            dl.unlock();
+            {
+                std::unique_lock l(c->mu);
+                c->driver_cv.wait_for(l, std::chrono::milliseconds(100), [&] {
+                    return c->waiters.load(std::memory_order_acquire) == 0 || c->aborting;
+                });
+                c->driver_cv.wait_for(l, std::chrono::microseconds(c->opt.handover_us), [&] { return c->aborting; });
+            }
+            dl.lock();
+            if (!c->aborting) continue;
+        }
+        const Pass p = drive_pass(c);
+        if (p == Pass::stop) break;
+        if (p == Pass::idle) drive_idle(c, dl, c->opt.spin_us);
+    }
     // Aborting or stopping: nothing runs any more.
-    if (have) {
+    if (d.have) {
         c->exec.finish();
-        complete(op.req, IBEX_ERR_INVALID_STATE, "communicator aborted");
+        complete(d.op.req, IBEX_ERR_INVALID_STATE, "communicator aborted");
+        d.have = false;
     }
     std::deque<Op> rest;
     {
@@ -369,10 +418,15 @@ void stop_thread(ibex_comm *c, bool abort) {
         c->stopping = true;
         if (abort) c->aborting = true;
     }
+    c->driver_cv.notify_all();
     if (c->thread.joinable()) {
         wake(c);
         c->thread.join();
     }
+    // A caller still inside request_wait leaves as soon as it sees its request done, which
+    // the thread's exit guaranteed; only then may the communicator go.
+    for (int spins = 0; c->waiters.load(std::memory_order_acquire) > 0 && spins < 1000000; ++spins) sched_yield();
+    std::lock_guard l(c->mu); // the last waiter lets go of mu after its decrement
 }
 
 } // namespace
@@ -424,7 +478,11 @@ ibex_status_t comm_options(const ibex_comm_config_t *config, CommOptions *out) {
         static_cast<size_t>(config::get_int("IBEX_COMM_SLICE", 128 << 10, 4096, 64 << 20)) & ~size_t(7);
     out->exec.slots = static_cast<int>(config::get_int("IBEX_COMM_SLOTS", 8, 1, 256));
     out->exec.window = static_cast<int>(config::get_int("IBEX_COMM_WINDOW", 16, 1, 1024));
+    out->exec.eager_bytes = static_cast<size_t>(config::get_int("IBEX_COMM_EAGER", 8 << 10, 0, 1 << 20));
+    out->exec.eager_slots = static_cast<int>(config::get_int("IBEX_COMM_EAGER_SLOTS", 32, 2, 1024));
     out->spin_us = static_cast<int>(config::get_int("IBEX_COMM_SPIN_US", 50, 0, 1000000));
+    out->wait_spin_us = static_cast<int>(config::get_int("IBEX_COMM_WAIT_SPIN_US", -1, -1, 1000000));
+    out->handover_us = static_cast<int>(config::get_int("IBEX_COMM_HANDOVER_US", 200, 0, 1000000));
     out->probe = config::get_bool("IBEX_COMM_PROBE", true);
     return IBEX_OK;
 }
@@ -449,6 +507,15 @@ ibex_status_t comm_create(int nranks, const char *id_text, int rank, const CommO
     };
     if (ibex_status_t st = bootstrap::Bootstrap::join(id_text, rank, nranks, opt.timeout_ms, &c->boot); st != IBEX_OK)
         return bail(st);
+    if (c->opt.wait_spin_us < 0) {
+        // A waiting caller busy-polls long (as MPI does) only when every rank of this host
+        // can have a core; oversubscribed, it yields the core soon.
+        int local = 0;
+        if (ibex_status_t st = count_local_ranks(c, &local); st != IBEX_OK) return bail(st);
+        cpu_set_t cpus;
+        const int ncpu = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+        c->opt.wait_spin_us = local <= ncpu ? 1000 : c->opt.spin_us;
+    }
     c->peers = needed_peers(rank, nranks);
     if (ibex_status_t st = c->exec.open(opt.device.c_str(), rank, nranks, c->peers, opt.exec); st != IBEX_OK) {
         std::string d = std::string("opening ") + opt.device + ": " + ibex_last_error();
@@ -478,6 +545,7 @@ ibex_status_t comm_create(int nranks, const char *id_text, int rank, const CommO
     if (ibex_status_t st = c->exec.connect(remote); st != IBEX_OK) return bail(st);
     // Nobody sends before every rank has its receives posted.
     if (ibex_status_t st = c->boot->barrier(opt.timeout_ms); st != IBEX_OK) return bail(st);
+    if (ibex_status_t st = c->exec.announce(); st != IBEX_OK) return bail(st);
     c->wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (c->wake_fd < 0) return bail(fail_errno(IBEX_ERR_SYSTEM, errno, "eventfd"));
     c->thread = std::thread(progress_main, c);
@@ -490,6 +558,7 @@ ibex_status_t comm_submit(ibex_comm *c, Op &&op, ibex_request **req) {
     auto *r = new (std::nothrow) ibex_request;
     if (!r) return fail(IBEX_ERR_NO_MEMORY, "request");
     op.req = r;
+    r->comm = c;
     {
         std::lock_guard l(c->mu);
         if (c->error != IBEX_OK) {
@@ -509,7 +578,53 @@ ibex_status_t comm_submit(ibex_comm *c, Op &&op, ibex_request **req) {
     return IBEX_OK;
 }
 
+namespace {
+bool request_done(ibex_request *r) {
+    std::lock_guard l(r->mu);
+    return r->done;
+}
+} // namespace
+
 ibex_status_t request_wait(ibex_request *r) {
+    ibex_comm *c = r->comm;
+    bool driving = false;
+    if (c) {
+        // Registered under the request's lock: the progress thread cannot complete r, exit,
+        // and let the communicator be freed before it sees this caller among the waiters.
+        std::lock_guard l(r->mu);
+        if (!r->done) {
+            c->waiters.fetch_add(1, std::memory_order_acq_rel);
+            driving = true;
+        }
+    }
+    if (driving) {
+        bool stopped = false;
+        while (!stopped && !request_done(r)) {
+            std::unique_lock dl(c->drive_mu, std::try_to_lock);
+            if (!dl.owns_lock()) {
+                // Another caller drives (the thread hands over within one pass): wait on
+                // our own request a little, then try again.
+                std::unique_lock l(r->mu);
+                r->cv.wait_for(l, std::chrono::microseconds(200), [&] { return r->done; });
+                continue;
+            }
+            while (!request_done(r)) {
+                const Pass p = drive_pass(c);
+                if (p == Pass::stop) {
+                    stopped = true; // the progress thread finishes what is left
+                    break;
+                }
+                if (p == Pass::idle) drive_idle(c, dl, c->opt.wait_spin_us);
+            }
+        }
+        {
+            std::lock_guard l(c->mu);
+            c->waiters.fetch_sub(1, std::memory_order_acq_rel);
+            // Wake the thread only for work left behind (queued behind r).
+            if (c->running_op || !c->queue.empty()) c->driver_cv.notify_all();
+        }
+        // Last touch of c: whatever is still queued goes back to the progress thread.
+    }
     ibex_status_t st;
     std::string detail;
     {
@@ -520,6 +635,13 @@ ibex_status_t request_wait(ibex_request *r) {
     }
     r->release();
     return st == IBEX_OK ? IBEX_OK : fail(st, "%s", detail.c_str());
+}
+
+void request_poke(ibex_request *r) {
+    ibex_comm *c = r->comm;
+    if (!c || request_done(r)) return;
+    std::unique_lock dl(c->drive_mu, std::try_to_lock);
+    if (dl.owns_lock()) drive_pass(c);
 }
 
 ibex_status_t comm_drain(ibex_comm *c) {

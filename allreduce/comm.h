@@ -1,10 +1,14 @@
 // A communicator: its bootstrap star (failure channel), its executor (QPs, data path), a
-// registration cache, and a FIFO stream of collectives run by one progress thread. The
-// thread busy-polls only briefly, then sleeps on the CQ's descriptor, the bootstrap
-// sockets and a wake-up eventfd, so many ranks can share few cores.
+// registration cache, and a FIFO stream of collectives. The stream is driven by whoever
+// holds the communicator's drive lock: a caller blocked in ibex_wait (or a blocking
+// collective) takes it and runs the stream itself, as MPI and NCCL's proxy-less paths do,
+// so a small collective costs no thread hand-offs; otherwise the progress thread runs it in
+// the background. Both busy-poll only briefly, then sleep on the CQ's descriptor, the
+// bootstrap sockets and a wake-up eventfd, so many ranks can share few cores.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -24,6 +28,7 @@
 // A collective's completion, shared by the caller and the progress thread; whichever lets
 // go last frees it.
 struct ibex_request {
+    ibex_comm *comm = nullptr; // the stream it belongs to (driven by a waiting caller)
     std::mutex mu;
     std::condition_variable cv;
     bool done = false;
@@ -57,12 +62,21 @@ struct CommOptions {
     bool forced = false;
     Algo algo = Algo::ring;
     ExecutorParams exec;
-    int spin_us = 50;
+    int spin_us = 50;       // the progress thread's busy-poll after the last movement
+    int wait_spin_us = -1;  // a waiting caller's; -1: 1 ms when this host's ranks fit its cores, else spin_us
+    int handover_us = 200;  // the thread's pause after a caller hands the stream back
     bool probe = true;
 };
 
 // Reads config (may be NULL) and IBEX_* variables.
 ibex_status_t comm_options(const ibex_comm_config_t *config, CommOptions *out);
+
+// What the stream's driver keeps between passes; only the holder of drive_mu touches it.
+struct DriveState {
+    Op op;
+    bool have = false; // op is the running one
+    std::chrono::steady_clock::time_point last_activity, last_move, last_boot_check;
+};
 
 } // namespace ibex::coll
 
@@ -84,6 +98,14 @@ struct ibex_comm {
     std::thread thread;
     int wake_fd = -1;
 
+    // The stream's driver: the progress thread, or a caller waiting on a request. Callers
+    // announce themselves in waiters; the thread then hands the lock over and sleeps on
+    // driver_cv (with mu) until none is left.
+    std::mutex drive_mu;
+    ibex::coll::DriveState drive;
+    std::atomic<int> waiters{0};
+    std::condition_variable driver_cv;
+
     std::mutex mu;
     std::condition_variable idle_cv;
     std::deque<ibex::coll::Op> queue;
@@ -99,7 +121,10 @@ namespace ibex::coll {
 ibex_status_t comm_create(int nranks, const char *id_text, int rank, const CommOptions &opt, ibex_comm **out);
 // Queues an op; fails at once (without queueing) when the communicator is in error.
 ibex_status_t comm_submit(ibex_comm *c, Op &&op, ibex_request **req);
+// Waits for r, driving the stream meanwhile; frees r and returns its status.
 ibex_status_t request_wait(ibex_request *r);
+// One non-blocking pass of the stream when nobody else drives it (ibex_test).
+void request_poke(ibex_request *r);
 // Blocks until every queued op has finished.
 ibex_status_t comm_drain(ibex_comm *c);
 ibex_status_t comm_split(ibex_comm *c, int color, int key, ibex_comm **out);

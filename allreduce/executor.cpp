@@ -1,5 +1,6 @@
 #include "allreduce/executor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -27,7 +28,11 @@ uint64_t now_ns() {
             .count());
 }
 
-int rx_depth(const ExecutorParams &p) { return 4 * p.window + 8; }
+int eager_slots(const ExecutorParams &p) { return p.eager_bytes ? p.eager_slots : 0; }
+int rx_depth(const ExecutorParams &p) { return 4 * p.window + 8 + eager_slots(p); }
+// Immediate data of a data message: the sequence number, and whether it went to an eager slot.
+constexpr uint32_t kImmEager = 1u << 31;
+constexpr uint32_t kImmSeqMask = 0xffffff;
 
 } // namespace
 
@@ -37,6 +42,8 @@ Executor::~Executor() {
         if (c.rx_mr) ibex_dereg_mr(c.rx_mr);
         if (c.staging_mr) ibex_dereg_mr(c.staging_mr);
         std::free(c.staging);
+        if (c.eager_mr) ibex_dereg_mr(c.eager_mr);
+        std::free(c.eager);
     }
     if (cq_) ibex_destroy_cq(cq_);
     if (pd_) ibex_dealloc_pd(pd_);
@@ -51,7 +58,7 @@ ibex_status_t Executor::open(const char *device, int rank, int nranks, const std
     chan_of_.assign(static_cast<size_t>(nranks), -1);
     if (ibex_status_t st = ibex_open_device(device, nullptr, &ctx_); st != IBEX_OK) return st;
     if (ibex_status_t st = ibex_alloc_pd(ctx_, &pd_); st != IBEX_OK) return st;
-    const uint32_t send_wr = static_cast<uint32_t>(4 * params.window + 16);
+    const uint32_t send_wr = static_cast<uint32_t>(4 * params.window + 16 + eager_slots(params));
     const uint32_t recv_wr = static_cast<uint32_t>(rx_depth(params));
     const int cqe = static_cast<int>((send_wr + recv_wr) * (peers.size() ? peers.size() : 1) + 64);
     if (ibex_status_t st = ibex_create_cq(ctx_, cqe, &cq_); st != IBEX_OK) return st;
@@ -73,8 +80,44 @@ ibex_status_t Executor::open(const char *device, int rank, int nranks, const std
         if (ibex_status_t st = ibex_reg_mr(pd_, c.rx.data(), c.rx.size(), IBEX_ACCESS_LOCAL_WRITE, &c.rx_mr);
             st != IBEX_OK)
             return st;
+        if (eager_slots(params)) {
+            const size_t bytes = params.eager_bytes * static_cast<size_t>(params.eager_slots);
+            c.eager = static_cast<uint8_t *>(std::aligned_alloc(4096, (bytes + 4095) & ~size_t(4095)));
+            if (!c.eager) return fail(IBEX_ERR_NO_MEMORY, "eager ring of %zu bytes", bytes);
+            if (ibex_status_t st =
+                    ibex_reg_mr(pd_, c.eager, bytes, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE, &c.eager_mr);
+                st != IBEX_OK)
+                return st;
+        }
     }
     return IBEX_OK;
+}
+
+ibex_status_t Executor::announce() {
+    for (size_t ci = 0; ci < chans_.size(); ++ci) {
+        Channel &c = chans_[ci];
+        if (!c.eager) continue;
+        Credit m{};
+        m.kind = Ctl::eager_ring;
+        m.seq = static_cast<uint32_t>(params_.eager_slots);
+        m.len = static_cast<uint32_t>(params_.eager_bytes);
+        m.addr = reinterpret_cast<uintptr_t>(c.eager);
+        m.rkey = ibex_mr_rkey(c.eager_mr);
+        if (ibex_status_t st = send_control(c, ci, m); st != IBEX_OK)
+            return fail(st, "announcing the eager ring to rank %d: %s", c.rank, ibex_last_error());
+    }
+    return IBEX_OK;
+}
+
+ibex_status_t Executor::send_control(Channel &c, size_t ci, const Credit &m) {
+    ibex_sge_t sge{reinterpret_cast<uintptr_t>(&m), sizeof m, 0};
+    ibex_send_wr_t wr{};
+    wr.wr_id = wr_id(kCredit, ci, 0);
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBEX_WR_SEND;
+    wr.send_flags = IBEX_SEND_SIGNALED | IBEX_SEND_INLINE;
+    return ibex_post_send(c.qp, &wr, nullptr);
 }
 
 std::vector<ibex_ep_addr_t> Executor::local_addrs() {
@@ -135,7 +178,9 @@ ibex_status_t Executor::start(Schedule &&s, ibex_datatype_t type, ibex_redop_t o
         c.sends.clear();
         c.recvs.clear();
         c.slot_of.clear();
+        c.eager_slot_of.clear();
         c.next_send = c.next_credit = c.next_arrival = c.next_apply = 0;
+        c.recv_base = c.arrive_seq;
     }
     for (size_t i = 0; i < n; ++i) {
         const Step &st = sched_.steps[i];
@@ -157,6 +202,8 @@ ibex_status_t Executor::start(Schedule &&s, ibex_datatype_t type, ibex_redop_t o
         } else {
             c.recvs.push_back(static_cast<int>(i));
             c.slot_of.push_back(-1);
+            c.eager_slot_of.push_back(-1);
+            if (is_eager(st.bytes)) continue; // lands in the eager ring
             if (st.kind == StepKind::recv_reduce) {
                 if (st.bytes > params_.slice_bytes)
                     return fail(IBEX_ERR_INTERNAL, "reduction step of %zu bytes exceeds the staging slot", st.bytes);
@@ -168,6 +215,15 @@ ibex_status_t Executor::start(Schedule &&s, ibex_datatype_t type, ibex_redop_t o
         }
     }
     active_ = true;
+    // Eager slices that came ahead of this collective take their places now.
+    for (int ci : op_chans_) {
+        Channel &c = chans_[static_cast<size_t>(ci)];
+        while (!c.early.empty() && c.next_arrival < c.recvs.size()) {
+            const uint32_t len = c.early.front();
+            c.early.pop_front();
+            if (ibex_status_t st = match_arrival(c, true, len); st != IBEX_OK) return st;
+        }
+    }
     return IBEX_OK;
 }
 
@@ -177,14 +233,35 @@ void Executor::mark_done(int i) {
     ++done_;
 }
 
-ibex_status_t Executor::arrived(Channel &c, uint32_t imm) {
-    if (c.next_arrival >= c.recvs.size() || !active_)
-        return fail(IBEX_ERR_INTERNAL, "rank %d wrote data this rank never asked for", c.rank);
-    if (imm != (c.arrive_seq & 0xffffff))
-        return fail(IBEX_ERR_INTERNAL, "rank %d: data sequence %u, expected %u", c.rank, imm, c.arrive_seq & 0xffffff);
+ibex_status_t Executor::arrived(Channel &c, const ibex_wc_t &wc) {
+    const uint32_t seq = wc.imm_data & kImmSeqMask;
+    const uint32_t expect = (c.arrive_seq + static_cast<uint32_t>(c.early.size())) & kImmSeqMask;
+    if (seq != expect) return fail(IBEX_ERR_INTERNAL, "rank %d: data sequence %u, expected %u", c.rank, seq, expect);
+    const bool eager = (wc.imm_data & kImmEager) != 0;
+    if (!c.early.empty() || !active_ || c.next_arrival >= c.recvs.size()) {
+        // Only an eager slice can come before its collective starts here (the peer is one
+        // collective ahead); it waits in its slot.
+        if (!eager) return fail(IBEX_ERR_INTERNAL, "rank %d wrote data this rank never asked for", c.rank);
+        c.early.push_back(wc.byte_len);
+        return IBEX_OK;
+    }
+    return match_arrival(c, eager, wc.byte_len);
+}
+
+ibex_status_t Executor::match_arrival(Channel &c, bool eager, uint32_t byte_len) {
+    const int i = c.recvs[c.next_arrival];
+    const Step &st = sched_.steps[static_cast<size_t>(i)];
+    if (eager != is_eager(st.bytes) || (eager && byte_len != st.bytes))
+        return fail(IBEX_ERR_INVALID_ARGUMENT,
+                    "rank %d sent %u bytes where this rank expects %zu: the ranks called different collectives, "
+                    "counts or types (or set IBEX_COMM_EAGER differently)",
+                    c.rank, byte_len, st.bytes);
+    if (eager)
+        c.eager_slot_of[c.next_arrival] =
+            static_cast<int>(c.eager_arrived++ % static_cast<uint32_t>(params_.eager_slots));
+    else if (st.kind == StepKind::recv_copy) mark_done(i);
     ++c.arrive_seq;
-    const int i = c.recvs[c.next_arrival++];
-    if (sched_.steps[static_cast<size_t>(i)].kind == StepKind::recv_copy) mark_done(i);
+    ++c.next_arrival;
     return IBEX_OK;
 }
 
@@ -205,13 +282,30 @@ ibex_status_t Executor::handle(const ibex_wc_t &wc, bool *did) {
     case kRecv: {
         const uint32_t idx = wr_value(wc.wr_id);
         if (wc.opcode == IBEX_WC_RECV_RDMA_WITH_IMM) {
-            if (ibex_status_t st = arrived(c, wc.imm_data); st != IBEX_OK) return st;
+            if (ibex_status_t st = arrived(c, wc); st != IBEX_OK) return st;
         } else {
             if (wc.byte_len != sizeof(Credit))
                 return fail(IBEX_ERR_INTERNAL, "rank %d sent a %u-byte control message", c.rank, wc.byte_len);
             Credit cr;
             std::memcpy(&cr, c.rx.data() + idx * kRxBytes, sizeof cr);
-            c.credits.push_back(cr);
+            switch (cr.kind) {
+            case Ctl::credit: c.credits.push_back(cr); break;
+            case Ctl::eager_ring:
+                if (c.peer_eager_known || !cr.seq || !cr.len)
+                    return fail(IBEX_ERR_INTERNAL, "rank %d announced a bad eager ring", c.rank);
+                c.peer_eager_known = true;
+                c.peer_eager_addr = cr.addr;
+                c.peer_eager_rkey = cr.rkey;
+                c.peer_eager_slot_bytes = cr.len;
+                c.peer_eager_slots = cr.seq;
+                break;
+            case Ctl::eager_return:
+                if (cr.seq - c.eager_freed > c.eager_sent - c.eager_freed)
+                    return fail(IBEX_ERR_INTERNAL, "rank %d handed back eager slots it never had", c.rank);
+                c.eager_freed = cr.seq;
+                break;
+            default: return fail(IBEX_ERR_INTERNAL, "rank %d sent an unknown control message", c.rank);
+            }
         }
         return post_recv(c, idx);
     }
@@ -222,19 +316,12 @@ ibex_status_t Executor::handle(const ibex_wc_t &wc, bool *did) {
 ibex_status_t Executor::advance(bool *did) {
     for (int ci : op_chans_) {
         Channel &c = chans_[static_cast<size_t>(ci)];
-        // Post sends whose data is ready and whose destination has been announced.
-        while (c.next_send < c.sends.size() && !c.credits.empty()) {
+        // Post sends whose data is ready and whose destination is known: the next eager slot
+        // of the peer for a small slice, else an announced buffer.
+        while (c.next_send < c.sends.size()) {
             const int i = c.sends[c.next_send];
             const Step &st = sched_.steps[static_cast<size_t>(i)];
             if (!ready(st)) break;
-            const Credit cr = c.credits.front();
-            if (cr.seq != (c.send_seq & 0xffffffffu))
-                return fail(IBEX_ERR_INTERNAL, "rank %d: credit %u, expected %u", c.rank, cr.seq, c.send_seq);
-            if (cr.len != st.bytes)
-                return fail(IBEX_ERR_INVALID_ARGUMENT,
-                            "rank %d expects %u bytes where this rank sends %zu: the ranks called different "
-                            "collectives, counts or types",
-                            c.rank, cr.len, st.bytes);
             ibex_sge_t sge{reinterpret_cast<uintptr_t>(st.src), static_cast<uint32_t>(st.bytes), lkey_[static_cast<size_t>(i)]};
             ibex_send_wr_t wr{};
             wr.wr_id = wr_id(kData, static_cast<size_t>(ci), static_cast<uint32_t>(i));
@@ -242,25 +329,53 @@ ibex_status_t Executor::advance(bool *did) {
             wr.num_sge = st.bytes ? 1 : 0;
             wr.opcode = IBEX_WR_RDMA_WRITE_WITH_IMM;
             wr.send_flags = IBEX_SEND_SIGNALED;
-            wr.imm_data = c.send_seq & 0xffffff;
-            wr.wr.rdma.remote_addr = cr.addr;
-            wr.wr.rdma.rkey = cr.rkey;
+            wr.imm_data = c.send_seq & kImmSeqMask;
+            const bool eager = is_eager(st.bytes);
+            if (eager) {
+                if (!c.peer_eager_known || c.eager_sent - c.eager_freed >= c.peer_eager_slots) break;
+                if (st.bytes > c.peer_eager_slot_bytes)
+                    return fail(IBEX_ERR_INVALID_ARGUMENT,
+                                "rank %d takes eager slices of up to %u bytes, this rank sends %zu: set "
+                                "IBEX_COMM_EAGER alike on every rank",
+                                c.rank, c.peer_eager_slot_bytes, st.bytes);
+                wr.imm_data |= kImmEager;
+                wr.wr.rdma.remote_addr = c.peer_eager_addr + uint64_t(c.eager_sent % c.peer_eager_slots) * c.peer_eager_slot_bytes;
+                wr.wr.rdma.rkey = c.peer_eager_rkey;
+            } else {
+                if (c.credits.empty()) break;
+                const Credit &cr = c.credits.front();
+                if (cr.seq != c.send_seq)
+                    return fail(IBEX_ERR_INTERNAL, "rank %d: credit %u, expected %u", c.rank, cr.seq, c.send_seq);
+                if (cr.len != st.bytes)
+                    return fail(IBEX_ERR_INVALID_ARGUMENT,
+                                "rank %d expects %u bytes where this rank sends %zu: the ranks called different "
+                                "collectives, counts or types",
+                                c.rank, cr.len, st.bytes);
+                wr.wr.rdma.remote_addr = cr.addr;
+                wr.wr.rdma.rkey = cr.rkey;
+            }
             const ibex_status_t st2 = ibex_post_send(c.qp, &wr, nullptr);
             if (st2 == IBEX_ERR_QUEUE_FULL) break;
             if (st2 != IBEX_OK) return fail(st2, "sending to rank %d: %s", c.rank, ibex_last_error());
-            c.credits.pop_front();
+            if (eager) ++c.eager_sent;
+            else c.credits.pop_front();
             ++c.send_seq;
             ++c.next_send;
             *did = true;
         }
-        // Announce destinations for receives that may start.
-        while (c.next_credit < c.recvs.size() &&
-               c.next_credit - c.next_arrival < static_cast<size_t>(params_.window)) {
+        // Announce destinations for receives that may start (eager ones need none).
+        // (Eager slices may arrive before the loop passes them: next_arrival can lead.)
+        while (c.next_credit < c.recvs.size() && c.next_credit < c.next_arrival + static_cast<size_t>(params_.window)) {
             const int i = c.recvs[c.next_credit];
             const Step &st = sched_.steps[static_cast<size_t>(i)];
+            if (is_eager(st.bytes)) {
+                ++c.next_credit;
+                continue;
+            }
             if (!ready(st)) break;
             Credit cr{};
-            cr.seq = c.credit_seq;
+            cr.kind = Ctl::credit;
+            cr.seq = c.recv_base + static_cast<uint32_t>(c.next_credit);
             cr.len = static_cast<uint32_t>(st.bytes);
             if (st.kind == StepKind::recv_reduce) {
                 if (c.free_slots.empty()) break;
@@ -272,18 +387,10 @@ ibex_status_t Executor::advance(bool *did) {
                 cr.addr = reinterpret_cast<uintptr_t>(st.dst);
                 cr.rkey = rkey_[static_cast<size_t>(i)];
             }
-            ibex_sge_t sge{reinterpret_cast<uintptr_t>(&cr), sizeof cr, 0};
-            ibex_send_wr_t wr{};
-            wr.wr_id = wr_id(kCredit, static_cast<size_t>(ci), 0);
-            wr.sg_list = &sge;
-            wr.num_sge = 1;
-            wr.opcode = IBEX_WR_SEND;
-            wr.send_flags = IBEX_SEND_SIGNALED | IBEX_SEND_INLINE;
-            const ibex_status_t st2 = ibex_post_send(c.qp, &wr, nullptr);
+            const ibex_status_t st2 = send_control(c, static_cast<size_t>(ci), cr);
             if (st2 == IBEX_ERR_QUEUE_FULL) break;
             if (st2 != IBEX_OK) return fail(st2, "announcing to rank %d: %s", c.rank, ibex_last_error());
             if (st.kind == StepKind::recv_reduce) c.free_slots.pop_back();
-            ++c.credit_seq;
             ++c.next_credit;
             *did = true;
         }
@@ -291,7 +398,27 @@ ibex_status_t Executor::advance(bool *did) {
         while (c.next_apply < c.next_arrival) {
             const int i = c.recvs[c.next_apply];
             const Step &st = sched_.steps[static_cast<size_t>(i)];
-            if (st.kind == StepKind::recv_reduce) {
+            if (const int eslot = c.eager_slot_of[c.next_apply]; eslot >= 0) {
+                // An eager slice: its destination was never announced, so it waits here until
+                // the destination may be written.
+                if (!ready(st)) break;
+                if (st.kind == StepKind::recv_reduce && st.apply_dep >= 0 && !done_flag_[static_cast<size_t>(st.apply_dep)])
+                    break;
+                const uint8_t *landed = c.eager + static_cast<size_t>(eslot) * params_.eager_bytes;
+                if (st.kind == StepKind::recv_reduce) {
+                    const size_t count = st.bytes / elem_;
+                    const void *left = st.landed_first ? static_cast<const void *>(landed) : st.src;
+                    const void *right = st.landed_first ? st.src : static_cast<const void *>(landed);
+                    if (ibex_status_t rs = reduce_into_any(st.dst, left, right, count, type_, op_); rs != IBEX_OK) return rs;
+                    if (st.finalize && op_ == IBEX_AVG)
+                        if (ibex_status_t rs = finalize_avg_any(st.dst, count, type_, nranks_); rs != IBEX_OK) return rs;
+                } else if (st.bytes) {
+                    if (ibex_status_t rs = copy_any(st.dst, landed, st.bytes); rs != IBEX_OK) return rs;
+                }
+                ++c.eager_consumed;
+                mark_done(i);
+                *did = true;
+            } else if (st.kind == StepKind::recv_reduce) {
                 if (st.apply_dep >= 0 && !done_flag_[static_cast<size_t>(st.apply_dep)]) break;
                 const int slot = c.slot_of[c.next_apply];
                 const uint8_t *landed = c.staging + static_cast<size_t>(slot) * params_.slice_bytes;
@@ -307,6 +434,15 @@ ibex_status_t Executor::advance(bool *did) {
                 *did = true;
             }
             ++c.next_apply;
+        }
+        // Hand consumed eager slots back, half a ring at a time.
+        if (c.eager && c.eager_consumed - c.eager_returned >= static_cast<uint32_t>(std::max(1, params_.eager_slots / 2))) {
+            Credit m{};
+            m.kind = Ctl::eager_return;
+            m.seq = c.eager_consumed;
+            const ibex_status_t st2 = send_control(c, static_cast<size_t>(ci), m);
+            if (st2 == IBEX_OK) c.eager_returned = c.eager_consumed;
+            else if (st2 != IBEX_ERR_QUEUE_FULL) return fail(st2, "returning eager slots to rank %d: %s", c.rank, ibex_last_error());
         }
     }
     while (next_local_ < locals_.size()) {
@@ -357,6 +493,22 @@ void Executor::shut_down() {
     }
     active_ = false;
     shut_ = true;
+}
+
+std::string Executor::stall_detail() const {
+    std::string out;
+    char buf[256];
+    for (int ci : op_chans_) {
+        const Channel &c = chans_[static_cast<size_t>(ci)];
+        std::snprintf(buf, sizeof buf,
+                      "[rank %d: sends %zu/%zu, credits held %zu, announced %zu, arrived %zu, applied %zu of %zu; "
+                      "eager out %u (freed %u, ring %s), eager in %u (consumed %u, returned %u, early %zu)]",
+                      c.rank, c.next_send, c.sends.size(), c.credits.size(), c.next_credit, c.next_arrival,
+                      c.next_apply, c.recvs.size(), c.eager_sent, c.eager_freed, c.peer_eager_known ? "known" : "unknown",
+                      c.eager_arrived, c.eager_consumed, c.eager_returned, c.early.size());
+        out += buf;
+    }
+    return out;
 }
 
 int Executor::waiting_on() const {

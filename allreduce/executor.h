@@ -2,7 +2,11 @@
 // and the engine that runs a Schedule over them.
 //
 // Credits: a receiver announces, per step, where the sender may write (address, rkey,
-// length) in a small inline SEND. For a plain copy that is the user's own recvbuf (zero
+// length) in a small inline SEND. Small slices skip that round trip: each receiver
+// announces once, at connection, a ring of eager slots; the sender writes a slice of up to
+// eager_bytes into the next slot at once, and the receiver hands consumed slots back in
+// batches (one SEND per half ring), so a latency-bound collective pays one message latency
+// per step instead of two. For a plain copy that is the user's own recvbuf (zero
 // copy); for a reduction it is a staging slot, folded into place by the reduction itself.
 // The sender then moves the bytes with one RDMA WRITE_WITH_IMM whose immediate carries
 // the sequence number, so the receiver learns "slice landed" from its CQ alone. Sequence
@@ -26,6 +30,8 @@ struct ExecutorParams {
     size_t slice_bytes = 128 << 10; // largest transfer per WR, and staging slot size
     int slots = 8;                  // staging slots per peer
     int window = 16;                // credits outstanding per peer
+    size_t eager_bytes = 8 << 10;   // slices up to this go to eager slots (0: never)
+    int eager_slots = 32;           // eager ring slots per peer
 };
 
 class Executor {
@@ -42,6 +48,8 @@ public:
     std::vector<ibex_ep_addr_t> local_addrs();
     // remote[p]: peer p's QP address for this rank. Connects and posts receives.
     ibex_status_t connect(const std::vector<ibex_ep_addr_t> &remote);
+    // Tells every peer where its eager ring is; once every rank has connected.
+    ibex_status_t announce();
 
     ibex_context_t *context() const { return ctx_; }
     ibex_pd_t *pd() const { return pd_; }
@@ -66,14 +74,20 @@ public:
     void shut_down();
     // A rank this rank is still waiting on (for error messages), or -1.
     int waiting_on() const;
+    // Where each channel of the running collective stands (for a timeout's log line).
+    std::string stall_detail() const;
 
 private:
+    // Every control message. credit: seq is the data sequence number the announced
+    // buffer is for. eager_ring: the receiver's ring (addr, rkey, len = slot bytes, seq =
+    // slots). eager_return: seq = eager slots consumed so far, over the channel's life.
+    enum class Ctl : uint32_t { credit = 0, eager_ring = 1, eager_return = 2 };
     struct Credit {
         uint32_t seq;
         uint32_t len;
         uint64_t addr;
         uint32_t rkey;
-        uint32_t pad;
+        Ctl kind;
     };
     struct Channel {
         int rank = -1;
@@ -85,9 +99,21 @@ private:
         uint8_t *staging = nullptr;
         ibex_mr_t *staging_mr = nullptr;
         std::vector<int> free_slots;
-        // Lifetime sequence numbers.
-        uint32_t send_seq = 0, credit_seq = 0, arrive_seq = 0;
+        // Lifetime sequence numbers of data messages (eager or not), both directions.
+        uint32_t send_seq = 0, arrive_seq = 0;
+        uint32_t recv_base = 0; // arrive_seq at the start of the running collective
         std::deque<Credit> credits;
+        // This rank's eager ring (the peer writes into it) and what is consumed / handed back.
+        uint8_t *eager = nullptr;
+        ibex_mr_t *eager_mr = nullptr;
+        uint32_t eager_arrived = 0, eager_consumed = 0, eager_returned = 0;
+        std::deque<uint32_t> early; // lengths of eager slices that came before their collective
+        std::vector<int> eager_slot_of; // per recv index: the eager slot it landed in, or -1
+        // The peer's ring, as announced, and how many of its slots this rank has used.
+        bool peer_eager_known = false;
+        uint64_t peer_eager_addr = 0;
+        uint32_t peer_eager_rkey = 0, peer_eager_slot_bytes = 0, peer_eager_slots = 0;
+        uint32_t eager_sent = 0, eager_freed = 0;
         // The running collective's steps with this peer, in order.
         std::vector<int> sends, recvs;
         std::vector<int> slot_of; // per recv index
@@ -95,10 +121,13 @@ private:
     };
 
     ibex_status_t post_recv(Channel &c, uint32_t idx);
+    ibex_status_t send_control(Channel &c, size_t ci, const Credit &m);
+    bool is_eager(size_t bytes) const { return params_.eager_bytes && bytes <= params_.eager_bytes; }
     ibex_status_t ensure_staging(Channel &c);
     ibex_status_t handle(const ibex_wc_t &wc, bool *did);
     ibex_status_t advance(bool *did);
-    ibex_status_t arrived(Channel &c, uint32_t imm);
+    ibex_status_t arrived(Channel &c, const ibex_wc_t &wc);
+    ibex_status_t match_arrival(Channel &c, bool eager, uint32_t byte_len);
     bool ready(const Step &s) const {
         for (int d : s.dep)
             if (d >= 0 && !done_flag_[static_cast<size_t>(d)]) return false;
