@@ -284,6 +284,16 @@ void drive_idle(ibex_comm *c, std::unique_lock<std::mutex> &dl, int spin_us) {
         return;
     }
     if (!c->exec.arm()) return;
+    // Announce the nap before the last look at the queue: a submission either lands in that
+    // look or sees the flag and writes wake_fd.
+    c->driver_asleep.store(true, std::memory_order_seq_cst);
+    {
+        std::lock_guard l(c->mu);
+        if (!c->queue.empty() || c->aborting || c->stopping) {
+            c->driver_asleep.store(false, std::memory_order_relaxed);
+            return;
+        }
+    }
     pollfd pfd[8];
     nfds_t n = 0;
     pfd[n++] = {c->exec.cq_fd(), POLLIN, 0};
@@ -295,6 +305,7 @@ void drive_idle(ibex_comm *c, std::unique_lock<std::mutex> &dl, int spin_us) {
         wait_ms = static_cast<int>(std::clamp<int64_t>(c->opt.timeout_ms - ms_since(d.last_activity) + 1, 1, 100));
     dl.unlock();
     const int r = ::poll(pfd, n, wait_ms);
+    c->driver_asleep.store(false, std::memory_order_relaxed);
     dl.lock();
     bool boot_ready = ms_since(d.last_boot_check) >= 100;
     if (r > 0) {
@@ -332,10 +343,18 @@ void progress_main(ibex_comm *c) {
             dl.unlock();
             {
                 std::unique_lock l(c->mu);
-                c->driver_cv.wait_for(l, std::chrono::milliseconds(100), [&] {
-                    return c->waiters.load(std::memory_order_acquire) == 0 || c->aborting;
-                });
-                c->driver_cv.wait_for(l, std::chrono::microseconds(c->opt.handover_us), [&] { return c->aborting; });
+                c->driver_cv.wait_for(l, std::chrono::milliseconds(1), [&] { return c->aborting || c->stopping; });
+            }
+            dl.lock();
+            if (!c->aborting) continue;
+        } else if (const int64_t since = Clock::now().time_since_epoch().count() -
+                                         c->last_waiter_ns.load(std::memory_order_acquire);
+                   since < int64_t(c->opt.handover_us) * 1000) {
+            dl.unlock();
+            {
+                std::unique_lock l(c->mu);
+                c->driver_cv.wait_for(l, std::chrono::nanoseconds(int64_t(c->opt.handover_us) * 1000 - since),
+                                      [&] { return c->aborting || c->stopping; });
             }
             dl.lock();
             if (!c->aborting) continue;
@@ -573,7 +592,7 @@ ibex_status_t comm_submit(ibex_comm *c, Op &&op, ibex_request **req) {
         }
         c->queue.push_back(std::move(op));
     }
-    wake(c);
+    if (c->driver_asleep.load(std::memory_order_seq_cst)) wake(c);
     *req = r;
     return IBEX_OK;
 }
@@ -618,10 +637,10 @@ ibex_status_t request_wait(ibex_request *r) {
             }
         }
         {
+            // No wake-up: the thread looks again within a millisecond (see ibex_comm).
             std::lock_guard l(c->mu);
+            c->last_waiter_ns.store(Clock::now().time_since_epoch().count(), std::memory_order_release);
             c->waiters.fetch_sub(1, std::memory_order_acq_rel);
-            // Wake the thread only for work left behind (queued behind r).
-            if (c->running_op || !c->queue.empty()) c->driver_cv.notify_all();
         }
         // Last touch of c: whatever is still queued goes back to the progress thread.
     }

@@ -100,11 +100,16 @@ struct ibex_comm {
 
     // The stream's driver: the progress thread, or a caller waiting on a request. Callers
     // announce themselves in waiters; the thread then hands the lock over and sleeps on
-    // driver_cv (with mu) until none is left.
+    // driver_cv (with mu), looking again every millisecond, until none has driven for
+    // handover_us: a caller waiting on one request after another is back long before, and
+    // nobody pays a wake-up per request.
     std::mutex drive_mu;
     ibex::coll::DriveState drive;
     std::atomic<int> waiters{0};
+    std::atomic<int64_t> last_waiter_ns{0}; // when the last caller stopped driving (steady clock)
     std::condition_variable driver_cv;
+    // The driver sleeps in poll(): only then does a submission need to write wake_fd.
+    std::atomic<bool> driver_asleep{false};
 
     std::mutex mu;
     std::condition_variable idle_cv;
