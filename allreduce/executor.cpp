@@ -96,13 +96,13 @@ ibex_status_t Executor::open(const char *device, int rank, int nranks, const std
 ibex_status_t Executor::announce() {
     for (size_t ci = 0; ci < chans_.size(); ++ci) {
         Channel &c = chans_[ci];
-        if (!c.eager) continue;
+        // Sent with eager slices off too (len 0): ranks must agree on which slices are eager.
         Credit m{};
         m.kind = Ctl::eager_ring;
-        m.seq = static_cast<uint32_t>(params_.eager_slots);
+        m.seq = static_cast<uint32_t>(eager_slots(params_));
         m.len = static_cast<uint32_t>(params_.eager_bytes);
         m.addr = reinterpret_cast<uintptr_t>(c.eager);
-        m.rkey = ibex_mr_rkey(c.eager_mr);
+        m.rkey = c.eager_mr ? ibex_mr_rkey(c.eager_mr) : 0;
         if (ibex_status_t st = send_control(c, ci, m); st != IBEX_OK)
             return fail(st, "announcing the eager ring to rank %d: %s", c.rank, ibex_last_error());
     }
@@ -291,7 +291,12 @@ ibex_status_t Executor::handle(const ibex_wc_t &wc, bool *did) {
             switch (cr.kind) {
             case Ctl::credit: c.credits.push_back(cr); break;
             case Ctl::eager_ring:
-                if (c.peer_eager_known || !cr.seq || !cr.len)
+                if (cr.len != params_.eager_bytes)
+                    return fail(IBEX_ERR_INVALID_ARGUMENT,
+                                "rank %d sends slices of up to %u bytes eagerly, this rank %zu: set IBEX_COMM_EAGER "
+                                "alike on every rank",
+                                c.rank, cr.len, params_.eager_bytes);
+                if (c.peer_eager_known || (cr.len && !cr.seq))
                     return fail(IBEX_ERR_INTERNAL, "rank %d announced a bad eager ring", c.rank);
                 c.peer_eager_known = true;
                 c.peer_eager_addr = cr.addr;
