@@ -3,29 +3,82 @@
 // The sink's figure is the path's limit for that frame size (both copies memif makes
 // included). EAL starts with ibex's own defaults (IBEX_DPDK_ARGS applies).
 //
-//   ibex_dpdk_raw sink   <socket> [seconds]            serves the socket, prints the rate
-//   ibex_dpdk_raw source <socket> [seconds] [frame]    connects and sends
-// Output (one line): role frames=N seconds=S mpps=X gbits=Y frame=B
+// Mode `roce` adds, per frame, the least any RoCEv2 endpoint must do on this path, and
+// nothing else: the source writes Ethernet/IPv4/UDP/BTH headers and computes the ICRC over
+// the frame (with ibex's CRC kernel); the sink verifies the ICRC and copies the payload
+// into a 64 KiB destination buffer (as an RDMA WRITE lands in a registered region). Its
+// rate is the ceiling for a soft RoCE engine here, one engine's worth of protocol short.
+//
+//   ibex_dpdk_raw sink   <socket> [seconds] [frame] [raw|roce]   serves the socket, prints the rate
+//   ibex_dpdk_raw source <socket> [seconds] [frame] [raw|roce]   connects and sends
+// Output (one line): role frames=N seconds=S mpps=X gbits=Y frame=B mode=M icrc_bad=K
+// (gbits counts whole frames; the sink's frame is the length it received).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <rte_bus_vdev.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 
+#include "transport/soft/codec/icrc.h"
+#include "transport/soft/codec/roce.h"
 #include "transport/soft/dpdk/eal.h"
+#include "transport/soft/dpdk/frame.h"
 
 namespace {
 
 constexpr uint16_t kBurst = 64;
+constexpr size_t kL2L3 = 14 + 20 + 8; // Ethernet, IPv4, UDP
+constexpr size_t kDestBytes = 65536;   // the sink's destination region, reused as ibex_write_bw does
+const ibex::soft::NetAddr kSrc{0x0afe0002u, ibex::roce::kUdpPort}, kDst{0x0afe0001u, ibex::roce::kUdpPort};
 
 int usage() {
-    std::fprintf(stderr, "usage: ibex_dpdk_raw sink|source <socket> [seconds] [frame bytes]\n");
+    std::fprintf(stderr, "usage: ibex_dpdk_raw sink|source <socket> [seconds] [frame bytes] [raw|roce]\n");
     return 2;
+}
+
+ibex::roce::IcrcIpv4Fields icrc_fields() {
+    ibex::roce::IcrcIpv4Fields f;
+    f.src_ip = kSrc.ip;
+    f.dst_ip = kDst.ip;
+    f.src_port = kSrc.port;
+    f.dst_port = kDst.port;
+    return f;
+}
+
+// Source, roce mode: headers (a WRITE MIDDLE) and ICRC of one frame of `frame` bytes.
+void make_roce_frame(uint8_t *d, uint32_t frame, uint32_t psn) {
+    using namespace ibex::roce;
+    const uint32_t transport = frame - uint32_t(kL2L3); // BTH .. ICRC
+    ibex::soft::dpdk::write_roce_headers(d, {}, {{2, 0, 0, 0, 0, 2}}, {{2, 0, 0, 0, 0, 1}}, kSrc, kDst, 2, transport);
+    Bth b;
+    b.opcode = kWriteMiddle;
+    b.dest_qp = 0x11;
+    b.psn = psn;
+    encode_bth(d + kL2L3, b);
+    const iovec whole{d + kL2L3, transport - kIcrcLen};
+    store_icrc(d + frame - kIcrcLen, icrc_ipv4(icrc_fields(), std::span<const iovec>(&whole, 1), whole.iov_len));
+}
+
+// Sink, roce mode: true if the ICRC holds, and then the payload is in dest.
+bool take_roce_frame(const uint8_t *d, uint32_t frame, uint8_t *dest, size_t *dest_off) {
+    using namespace ibex::roce;
+    if (frame < kL2L3 + kBthLen + kIcrcLen) return false;
+    const size_t transport = frame - kL2L3 - kIcrcLen;
+    const iovec whole{const_cast<uint8_t *>(d + kL2L3), transport};
+    if (icrc_ipv4(icrc_fields(), std::span<const iovec>(&whole, 1), transport) != load_icrc(d + frame - kIcrcLen))
+        return false;
+    const size_t payload = transport - kBthLen;
+    if (*dest_off + payload > kDestBytes) *dest_off = 0;
+    std::memcpy(dest + *dest_off, d + kL2L3 + kBthLen, payload);
+    *dest_off += payload;
+    return true;
 }
 
 } // namespace
@@ -36,7 +89,11 @@ int main(int argc, char **argv) {
     if (role != "sink" && role != "source") return usage();
     const std::string sock = argv[2];
     const double seconds = argc > 3 ? std::atof(argv[3]) : 5.0;
-    const uint32_t frame = argc > 4 ? uint32_t(std::atoi(argv[4])) : 4150;
+    const uint32_t frame = argc > 4 ? uint32_t(std::atoi(argv[4])) : 4154;
+    const std::string mode = argc > 5 ? argv[5] : "raw";
+    if (mode != "raw" && mode != "roce") return usage();
+    const bool roce = mode == "roce";
+    if (roce && frame < kL2L3 + ibex::roce::kBthLen + ibex::roce::kIcrcLen) return usage();
     if (ibex::soft::dpdk::ensure_eal() != IBEX_OK) {
         std::fprintf(stderr, "ibex_dpdk_raw: EAL did not start\n");
         return 1;
@@ -70,7 +127,10 @@ int main(int argc, char **argv) {
         return 1;
     }
     using Clock = std::chrono::steady_clock;
-    uint64_t frames = 0;
+    uint64_t frames = 0, bytes = 0, icrc_bad = 0;
+    uint32_t psn = 0, last_len = 0;
+    std::vector<uint8_t> dest(kDestBytes);
+    size_t dest_off = 0;
     rte_mbuf *m[kBurst];
     Clock::time_point start{}, last{};
     bool started = false;
@@ -84,6 +144,14 @@ int main(int argc, char **argv) {
                 if (!started) start = now, started = true;
                 last = now;
                 frames += n;
+                for (uint16_t i = 0; i < n; ++i) {
+                    last_len = m[i]->pkt_len;
+                    bytes += last_len;
+                    // memif hands a frame longer than its buffer size over in segments.
+                    if (roce && (m[i]->nb_segs != 1 ||
+                                 !take_roce_frame(rte_pktmbuf_mtod(m[i], const uint8_t *), m[i]->data_len, dest.data(), &dest_off)))
+                        ++icrc_bad;
+                }
                 rte_pktmbuf_free_bulk(m, n);
             } else if (started && now - last > std::chrono::milliseconds(500)) {
                 break;
@@ -95,16 +163,22 @@ int main(int argc, char **argv) {
         const auto end = start + std::chrono::duration<double>(seconds);
         while ((last = Clock::now()) < end) {
             if (rte_pktmbuf_alloc_bulk(pool, m, kBurst) != 0) continue;
-            for (auto *b : m) b->data_len = uint16_t(frame), b->pkt_len = frame;
+            for (auto *b : m) {
+                b->data_len = uint16_t(frame), b->pkt_len = frame;
+                if (roce) make_roce_frame(rte_pktmbuf_mtod(b, uint8_t *), frame, psn++);
+            }
             const uint16_t sent = rte_eth_tx_burst(port, 0, m, kBurst);
             frames += sent;
+            bytes += uint64_t(sent) * frame;
+            last_len = frame;
             if (sent < kBurst) rte_pktmbuf_free_bulk(m + sent, kBurst - sent);
         }
         usleep(700000); // the sink notices the end
     }
     const double s = started ? std::chrono::duration<double>(last - start).count() : 0;
-    std::printf("%s frames=%llu seconds=%.3f mpps=%.3f gbits=%.2f frame=%u\n", role.c_str(), (unsigned long long)frames, s,
-                s > 0 ? frames / s / 1e6 : 0.0, s > 0 ? frames * double(frame) * 8 / s / 1e9 : 0.0, frame);
+    std::printf("%s frames=%llu seconds=%.3f mpps=%.3f gbits=%.2f frame=%u mode=%s icrc_bad=%llu\n", role.c_str(),
+                (unsigned long long)frames, s, s > 0 ? frames / s / 1e6 : 0.0, s > 0 ? double(bytes) * 8 / s / 1e9 : 0.0,
+                last_len, mode.c_str(), (unsigned long long)icrc_bad);
     rte_eth_dev_stop(port);
     rte_eth_dev_close(port);
     rte_vdev_uninit("net_memif_raw");

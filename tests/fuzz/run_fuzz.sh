@@ -67,7 +67,8 @@ engine_srcs+=("$src/runtime/cuda/memory.cpp")
 # dpdk: device names are parsed everywhere; the port itself is the no-DPDK stand-in here.
 engine_srcs+=("$src/transport/soft/dpdk/device_spec.cpp" "$src/transport/soft/dpdk/dpdk_unavailable.cpp")
 fuzz_srcs=("$src/tests/fuzz/fuzz_receive_path.cpp")
-gen_srcs=("$src/tests/fuzz/gen_seeds.cpp" "$src/transport/soft/codec/roce.cpp" "$src/transport/soft/codec/icrc.cpp")
+gen_srcs=("$src/tests/fuzz/gen_seeds.cpp" "$src/transport/soft/codec/roce.cpp" "$src/transport/soft/codec/icrc.cpp"
+          "$src/transport/soft/codec/crc32_wide.cpp")
 
 # Incremental build through a generated ninja file (header dependencies tracked), or a
 # plain parallel compile when ninja is absent.

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <isa-l/crc.h>
 
+#include "transport/soft/codec/crc32_wide.h"
 #include "transport/soft/codec/roce.h"
 
 namespace ibex::roce {
@@ -11,10 +12,16 @@ namespace {
 
 constexpr size_t kPrefixLen = 8 + 20 + 8; // LRH stand-in, IPv4, UDP
 
+uint32_t crc32_isal(uint32_t crc, const void *data, size_t len) {
+    return crc32_gzip_refl(crc, static_cast<const unsigned char *>(data), len);
+}
+
 } // namespace
 
 uint32_t crc32(uint32_t crc, const void *data, size_t len) {
-    return crc32_gzip_refl(crc, static_cast<const unsigned char *>(data), len);
+    // Chosen once: the 256-bit folding kernel where the CPU has it, else ISA-L's.
+    static const auto kernel = crc32_wide_available() ? &crc32_wide : &crc32_isal;
+    return kernel(crc, data, len);
 }
 
 uint32_t icrc_ipv4(const IcrcIpv4Fields &f, std::span<const iovec> pieces, size_t transport_len) {
