@@ -275,9 +275,16 @@ Pass drive_pass(ibex_comm *c) {
 // one message latency away, the next op one call away); then sleep until a completion, a
 // new op, a bootstrap message or the next deadline. dl holds drive_mu and is released while
 // asleep or yielding, so a caller can take the stream over.
-void drive_idle(ibex_comm *c, std::unique_lock<std::mutex> &dl, int spin_us) {
+// own_core: this thread has a core to itself (a caller on a host whose ranks fit its
+// cores): it spins on the CPU's pause instruction and yields only now and then, as MPI's
+// busy-polling does; otherwise every idle pass yields the core.
+void drive_idle(ibex_comm *c, std::unique_lock<std::mutex> &dl, int spin_us, bool own_core) {
     DriveState &d = c->drive;
     if (Clock::now() < d.last_move + std::chrono::microseconds(spin_us)) {
+        if (own_core && (++d.idle_passes & 63) != 0) {
+            for (int i = 0; i < 16; ++i) __builtin_ia32_pause();
+            return;
+        }
         dl.unlock();
         sched_yield();
         dl.lock();
@@ -361,7 +368,7 @@ void progress_main(ibex_comm *c) {
         }
         const Pass p = drive_pass(c);
         if (p == Pass::stop) break;
-        if (p == Pass::idle) drive_idle(c, dl, c->opt.spin_us);
+        if (p == Pass::idle) drive_idle(c, dl, c->opt.spin_us, false);
     }
     // Aborting or stopping: nothing runs any more.
     if (d.have) {
@@ -533,7 +540,8 @@ ibex_status_t comm_create(int nranks, const char *id_text, int rank, const CommO
         if (ibex_status_t st = count_local_ranks(c, &local); st != IBEX_OK) return bail(st);
         cpu_set_t cpus;
         const int ncpu = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-        c->opt.wait_spin_us = local <= ncpu ? 1000 : c->opt.spin_us;
+        c->opt.own_core = local <= ncpu;
+        c->opt.wait_spin_us = c->opt.own_core ? 1000 : c->opt.spin_us;
     }
     c->peers = needed_peers(rank, nranks);
     if (ibex_status_t st = c->exec.open(opt.device.c_str(), rank, nranks, c->peers, opt.exec); st != IBEX_OK) {
@@ -633,7 +641,7 @@ ibex_status_t request_wait(ibex_request *r) {
                     stopped = true; // the progress thread finishes what is left
                     break;
                 }
-                if (p == Pass::idle) drive_idle(c, dl, c->opt.wait_spin_us);
+                if (p == Pass::idle) drive_idle(c, dl, c->opt.wait_spin_us, c->opt.own_core);
             }
         }
         {

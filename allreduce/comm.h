@@ -65,6 +65,7 @@ struct CommOptions {
     int spin_us = 50;       // the progress thread's busy-poll after the last movement
     int wait_spin_us = -1;  // a waiting caller's; -1: 1 ms when this host's ranks fit its cores, else spin_us
     int handover_us = 200;  // the thread's pause after a caller hands the stream back
+    bool own_core = false;  // every rank of this host can have a core (set at creation)
     bool probe = true;
 };
 
@@ -75,6 +76,7 @@ ibex_status_t comm_options(const ibex_comm_config_t *config, CommOptions *out);
 struct DriveState {
     Op op;
     bool have = false; // op is the running one
+    unsigned idle_passes = 0;
     std::chrono::steady_clock::time_point last_activity, last_move, last_boot_check;
 };
 

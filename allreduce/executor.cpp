@@ -12,7 +12,7 @@
 namespace ibex::coll {
 namespace {
 
-enum WrKind : uint64_t { kData = 1, kCredit = 2, kRecv = 3 };
+enum WrKind : uint64_t { kData = 1, kCredit = 2, kRecv = 3, kEagerData = 4 };
 constexpr size_t kRxBytes = 32;
 
 uint64_t wr_id(WrKind k, size_t chan, uint32_t value) {
@@ -44,6 +44,8 @@ Executor::~Executor() {
         std::free(c.staging);
         if (c.eager_mr) ibex_dereg_mr(c.eager_mr);
         std::free(c.eager);
+        if (c.eager_tx_mr) ibex_dereg_mr(c.eager_tx_mr);
+        std::free(c.eager_tx);
     }
     if (cq_) ibex_destroy_cq(cq_);
     if (pd_) ibex_dealloc_pd(pd_);
@@ -86,6 +88,11 @@ ibex_status_t Executor::open(const char *device, int rank, int nranks, const std
             if (!c.eager) return fail(IBEX_ERR_NO_MEMORY, "eager ring of %zu bytes", bytes);
             if (ibex_status_t st =
                     ibex_reg_mr(pd_, c.eager, bytes, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE, &c.eager_mr);
+                st != IBEX_OK)
+                return st;
+            c.eager_tx = static_cast<uint8_t *>(std::aligned_alloc(4096, (bytes + 4095) & ~size_t(4095)));
+            if (!c.eager_tx) return fail(IBEX_ERR_NO_MEMORY, "eager send buffers of %zu bytes", bytes);
+            if (ibex_status_t st = ibex_reg_mr(pd_, c.eager_tx, bytes, IBEX_ACCESS_LOCAL_WRITE, &c.eager_tx_mr);
                 st != IBEX_OK)
                 return st;
         }
@@ -195,7 +202,7 @@ ibex_status_t Executor::start(Schedule &&s, ibex_datatype_t type, ibex_redop_t o
         ibex_mr_t *mr = nullptr;
         if (st.kind == StepKind::send) {
             c.sends.push_back(static_cast<int>(i));
-            if (st.bytes) {
+            if (st.bytes && !is_eager(st.bytes)) { // eager slices leave from the channel's own buffers
                 if (ibex_status_t e = cache.get(st.src, st.bytes, &mr); e != IBEX_OK) return e;
                 lkey_[i] = ibex_mr_lkey(mr);
             }
@@ -277,6 +284,9 @@ ibex_status_t Executor::handle(const ibex_wc_t &wc, bool *did) {
     case kData:
         mark_done(static_cast<int>(wr_value(wc.wr_id)));
         return IBEX_OK;
+    case kEagerData:
+        ++c.eager_tx_done; // its send buffer may be reused
+        return IBEX_OK;
     case kCredit:
         return IBEX_OK;
     case kRecv: {
@@ -337,12 +347,23 @@ ibex_status_t Executor::advance(bool *did) {
             wr.imm_data = c.send_seq & kImmSeqMask;
             const bool eager = is_eager(st.bytes);
             if (eager) {
-                if (!c.peer_eager_known || c.eager_sent - c.eager_freed >= c.peer_eager_slots) break;
+                const uint32_t own_slots = static_cast<uint32_t>(params_.eager_slots);
+                if (!c.peer_eager_known || c.eager_sent - c.eager_freed >= c.peer_eager_slots ||
+                    c.eager_sent - c.eager_tx_done >= own_slots)
+                    break;
                 if (st.bytes > c.peer_eager_slot_bytes)
                     return fail(IBEX_ERR_INVALID_ARGUMENT,
                                 "rank %d takes eager slices of up to %u bytes, this rank sends %zu: set "
                                 "IBEX_COMM_EAGER alike on every rank",
                                 c.rank, c.peer_eager_slot_bytes, st.bytes);
+                // Copied out first, so the step is done once posted: the collective need not
+                // wait for the peer's acknowledgement, and the caller may reuse src at once.
+                uint8_t *bounce = c.eager_tx + size_t(c.eager_sent % own_slots) * params_.eager_bytes;
+                if (st.bytes)
+                    if (ibex_status_t rs = copy_any(bounce, st.src, st.bytes); rs != IBEX_OK) return rs;
+                sge = ibex_sge_t{reinterpret_cast<uintptr_t>(bounce), static_cast<uint32_t>(st.bytes),
+                                 ibex_mr_lkey(c.eager_tx_mr)};
+                wr.wr_id = wr_id(kEagerData, static_cast<size_t>(ci), 0);
                 wr.imm_data |= kImmEager;
                 wr.wr.rdma.remote_addr = c.peer_eager_addr + uint64_t(c.eager_sent % c.peer_eager_slots) * c.peer_eager_slot_bytes;
                 wr.wr.rdma.rkey = c.peer_eager_rkey;
@@ -362,8 +383,12 @@ ibex_status_t Executor::advance(bool *did) {
             const ibex_status_t st2 = ibex_post_send(c.qp, &wr, nullptr);
             if (st2 == IBEX_ERR_QUEUE_FULL) break;
             if (st2 != IBEX_OK) return fail(st2, "sending to rank %d: %s", c.rank, ibex_last_error());
-            if (eager) ++c.eager_sent;
-            else c.credits.pop_front();
+            if (eager) {
+                ++c.eager_sent;
+                mark_done(i);
+            } else {
+                c.credits.pop_front();
+            }
             ++c.send_seq;
             ++c.next_send;
             *did = true;

@@ -114,6 +114,11 @@ private:
         uint64_t peer_eager_addr = 0;
         uint32_t peer_eager_rkey = 0, peer_eager_slot_bytes = 0, peer_eager_slots = 0;
         uint32_t eager_sent = 0, eager_freed = 0;
+        // Send buffers for eager slices (as many as this rank's own ring has slots); one is
+        // reused once the send that used it completed.
+        uint8_t *eager_tx = nullptr;
+        ibex_mr_t *eager_tx_mr = nullptr;
+        uint32_t eager_tx_done = 0;
         // The running collective's steps with this peer, in order.
         std::vector<int> sends, recvs;
         std::vector<int> slot_of; // per recv index
