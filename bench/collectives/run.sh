@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ibex_allreduce_perf beside Open MPI's MPI_Allreduce on this host, in one go: for each
 # rank count, ibex over each device given (soft provider: udp:lo; the DPDK port when a
-# dpdk:... device is given), and MPI_Allreduce over Open MPI's TCP BTL and its
+# dpdk:... device is given; "dpdk:switch" joins any number of ranks' memif ports through
+# ibex_switch), and MPI_Allreduce over Open MPI's TCP BTL and its
 # shared-memory BTL (vader), same sizes, f32 sum, out-of-place. Prints per rank count a
 # table of time and busbw per size and the ratio of each ibex device's busbw to each MPI's.
 #
@@ -38,6 +39,7 @@ done
 mkdir -p "$OUT"
 
 PERF=$BUILD/tools/ibex_allreduce_perf/ibex_allreduce_perf
+SWITCH=$BUILD/tools/ibex_switch/ibex_switch
 [[ -x $PERF ]] || { echo "run.sh: $PERF not built (cmake --build $BUILD --target ibex_allreduce_perf)" >&2; exit 2; }
 command -v mpicc >/dev/null && command -v mpirun >/dev/null ||
     { echo "run.sh: mpicc/mpirun missing (apt-get install libopenmpi-dev openmpi-bin)" >&2; exit 2; }
@@ -75,8 +77,25 @@ for n in $RANKS; do
     for dev in $DEVICES; do
         label=${dev%%,*}                          # "dpdk:memif:/x.sock,ip=..." -> "dpdk:memif"
         label=$(cut -d: -f1-2 <<<"$label")
+        rankdev=$dev
+        if [[ $dev == dpdk:switch ]]; then
+            # Any rank count over DPDK: each rank's memif port meets ibex_switch, which
+            # forwards by destination IP (unshaped: --rate far above what the CPU moves).
+            ports=()
+            for ((r = 0; r < n; r++)); do ports+=("$OUT/sw$n-$r.sock=10.79.0.$((10 + r))"); done
+            "$SWITCH" --memif "$(IFS=,; echo "${ports[*]}")" --rate 1000000 --buffer $((64 << 20)) --no-ecn \
+                >"$OUT/switch_$n.log" 2>&1 &
+            switch_pid=$!
+            sleep 1
+            rankdev="dpdk:memif:$OUT/sw$n-{rank}.sock,role=client,ip=10.79.0.1{rank}"
+            ((n <= 10)) || { echo "run.sh: dpdk:switch takes at most 10 ranks" >&2; rankdev=none; }
+        fi
         measure "ibex_${dev//[^A-Za-z0-9]/_}_$n" "ibex:$label" ibex_cols \
-            "$PERF" -np "$n" -b "$MIN" -e "$MAX" -f 2 -n "$ITERS" -w "$WARMUP" -d float -o sum --device "$dev"
+            "$PERF" -np "$n" -b "$MIN" -e "$MAX" -f 2 -n "$ITERS" -w "$WARMUP" -d float -o sum --device "$rankdev"
+        if [[ $dev == dpdk:switch ]]; then
+            kill "$switch_pid" 2>/dev/null || true
+            wait "$switch_pid" 2>/dev/null || true
+        fi
     done
     # Open MPI's TCP BTL skips loopback unless told; ibex's soft provider runs on lo too.
     measure "mpi_tcp_$n" ompi:tcp mpi_cols "${MPIRUN[@]}" -np "$n" --mca btl tcp,self --mca btl_tcp_if_include lo \

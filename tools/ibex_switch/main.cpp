@@ -39,6 +39,7 @@ void usage() {
                  "  --pause [--xoff BYTES --xon BYTES]   PFC-style pause per egress queue\n"
                  "  --duration SEC     stop after SEC seconds (default: until SIGINT/SIGTERM)\n"
                  "  --sample-us US     time-series period (default 1000)\n"
+                 "  --spin-us US       keep polling this long after a packet before sleeping (default 200)\n"
                  "  --csv PATH         write the per-port time series\n"
                  "incast mode (endpoints in this process; port 0 is the receiver):\n"
                  "  --incast N [--dcqcn off|paper|mlx5] [--line-rate MBPS] [--message BYTES] [--outstanding K]\n");
@@ -116,6 +117,9 @@ int main(int argc, char **argv) {
         } else if (a == "--sample-us") {
             need_num("--sample-us");
             cfg.sample_ns = uint64_t(v * 1000);
+        } else if (a == "--spin-us") {
+            need_num("--spin-us");
+            cfg.spin_ns = uint64_t(v * 1000);
         } else if (a == "--incast") {
             need_num("--incast");
             incast = true;

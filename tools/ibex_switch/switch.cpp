@@ -7,6 +7,7 @@
 #include <cstring>
 #include <ctime>
 #include <poll.h>
+#include <sched.h>
 #include <sys/prctl.h>
 
 #include "tools/ibex_switch/udp_port_io.h"
@@ -199,11 +200,21 @@ void Switch::run(const std::atomic<bool> &stop, uint64_t duration_ns) {
     prctl(PR_SET_TIMERSLACK, 1000UL);
     const uint64_t start = now_ns();
     std::vector<pollfd> fds;
+    bool blind_port = false; // a port that cannot wake the switch
+    for (const Port &p : ports_) blind_port = blind_port || p.io->wait_fd() < 0;
+    uint64_t last_busy = start;
     while (!stop.load(std::memory_order_relaxed)) {
         const uint64_t now = now_ns();
         if (duration_ns && now - start >= duration_ns) break;
-        if (poll(now)) continue;
-        uint64_t wake = now + 1'000'000;
+        if (poll(now)) {
+            last_busy = now;
+            continue;
+        }
+        if (blind_port && now - last_busy < cfg_.spin_ns) {
+            sched_yield();
+            continue;
+        }
+        uint64_t wake = now + (blind_port ? cfg_.idle_poll_ns : 1'000'000);
         if (const uint64_t d = next_departure()) wake = std::min(wake, d);
         wake = std::min(wake, next_sample_);
         if (wake <= now) continue;

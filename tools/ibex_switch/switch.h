@@ -38,6 +38,12 @@ struct SwitchConfig {
     // would fall with every late wake-up (the queue then grows for want of CPU, not link).
     uint64_t burst_ns = 1'000'000;
     uint64_t sample_ns = 1'000'000; // queue/counter sampling period for the time series
+    // With a port that has no wake-up descriptor (memif has no rx interrupts), keep polling
+    // this long after a packet before sleeping; such a port is otherwise looked at only
+    // once per sleep.
+    uint64_t spin_ns = 200'000;
+    // Longest sleep while such a port is open: a frame waits at most this long.
+    uint64_t idle_poll_ns = 50'000;
     uint64_t seed = 1;
 };
 
