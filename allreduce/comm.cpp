@@ -230,7 +230,7 @@ Pass drive_pass(ibex_comm *c) {
             c->idle_cv.notify_all();
             return Pass::moved;
         }
-        d.last_activity = Clock::now();
+        d.last_activity = d.last_move = Clock::now(); // a new op: its first replies are a latency away
     }
     bool did = false;
     if (ibex_status_t st = c->exec.progress(&did); st != IBEX_OK) {
