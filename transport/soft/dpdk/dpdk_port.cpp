@@ -69,7 +69,12 @@ struct LcoreRegistration {
     LcoreRegistration &operator=(const LcoreRegistration &) = delete;
 };
 
-inline void ensure_lcore() { thread_local LcoreRegistration reg; }
+void register_this_thread() { thread_local LcoreRegistration reg; }
+// Once registered, rte_lcore_id() answers and the thread_local above is not looked up again.
+inline void ensure_lcore() {
+    if (rte_lcore_id() == LCORE_ID_ANY) [[unlikely]]
+        register_this_thread();
+}
 
 std::string ip_text(uint32_t ip) {
     char b[20];
@@ -110,6 +115,7 @@ public:
     ~DpdkPort() override {
         release_held();
         for (uint16_t i = stash_pos_; i < stash_count_; ++i) rte_pktmbuf_free(stash_[i]);
+        for (uint16_t i = hdr_stash_pos_; i < hdr_stash_count_; ++i) rte_pktmbuf_free(hdr_stash_[i]);
         for (auto &u : unresolved_) rte_pktmbuf_free(u.m);
         // On EAL's interrupt thread, where memif handles its peer's disconnect: 22.11 can
         // crash when both disconnect the same device at once.
@@ -193,7 +199,6 @@ public:
     void send(std::span<const TxPacket> pkts) override {
         ensure_lcore();
         uint16_t n = 0;
-        const uint64_t now = now_ns();
         for (const TxPacket &p : pkts) {
             if (n == kBurst) {
                 transmit(n);
@@ -205,6 +210,7 @@ public:
                 if (m) tx_[n++] = m;
                 continue;
             }
+            const uint64_t now = now_ns();
             ask(p.dst.ip, now);
             if (unresolved_.size() < kUnresolvedMax) {
                 ++stats_.tx_unresolved;
@@ -311,11 +317,22 @@ private:
         if (rte_eth_tx_burst(opened_.port_id, 0, &m, 1) != 1) rte_pktmbuf_free(m);
     }
 
+    // A fresh header-pool mbuf. A zero-copy frame takes three (headers, payload, trailer):
+    // they are taken from the pool a burst at a time.
+    rte_mbuf *hdr_mbuf() {
+        if (hdr_stash_pos_ == hdr_stash_count_) {
+            hdr_stash_pos_ = hdr_stash_count_ = 0;
+            if (rte_pktmbuf_alloc_bulk(hdr_pool_, hdr_stash_, kBurst) != 0) return rte_pktmbuf_alloc(hdr_pool_);
+            hdr_stash_count_ = kBurst;
+        }
+        return hdr_stash_[hdr_stash_pos_++];
+    }
+
     // Appends a copy of [p, p + len) to the chain ending at *tail.
     bool append_copy(rte_mbuf *head, rte_mbuf **tail, const void *p, uint32_t len) {
         rte_mbuf *t = *tail;
         if (RTE_MBUF_HAS_EXTBUF(t) || rte_pktmbuf_tailroom(t) < len) {
-            rte_mbuf *n = rte_pktmbuf_alloc(len <= kHeaderRoom ? hdr_pool_ : pool_);
+            rte_mbuf *n = len <= kHeaderRoom ? hdr_mbuf() : rte_pktmbuf_alloc(pool_);
             if (!n || rte_pktmbuf_tailroom(n) < len) {
                 rte_pktmbuf_free(n);
                 return false;
@@ -355,7 +372,7 @@ private:
             if (eligible) ++stats_.tx_copied;
             return m;
         }
-        rte_mbuf *head = rte_pktmbuf_alloc(hdr_pool_);
+        rte_mbuf *head = hdr_mbuf();
         if (!head) {
             ++stats_.tx_dropped;
             return nullptr;
@@ -369,7 +386,7 @@ private:
         for (int i = 0; i < p.npieces && ok; ++i) {
             const iovec &v = p.pieces[i];
             if (i > 0 && v.iov_len >= kZeroCopyMin) {
-                rte_mbuf *m = rte_pktmbuf_alloc(hdr_pool_);
+                rte_mbuf *m = hdr_mbuf();
                 if (m && regions_->attach(m, v.iov_base, static_cast<uint32_t>(v.iov_len))) {
                     tail->next = m;
                     tail = m;
@@ -473,6 +490,9 @@ private:
     uint16_t stash_count_ = 0;
     rte_mbuf *held_[kBurst];
     uint16_t held_count_ = 0;
+    rte_mbuf *hdr_stash_[kBurst];
+    uint16_t hdr_stash_pos_ = 0;
+    uint16_t hdr_stash_count_ = 0;
     uint8_t linear_[kBurst][9216];
 
     struct Unresolved {
