@@ -36,17 +36,29 @@ constexpr uint32_t kImmSeqMask = 0xffffff;
 
 } // namespace
 
+Executor::RegisteredBuffer::~RegisteredBuffer() {
+    if (mr_) ibex_dereg_mr(mr_);
+    std::free(data_);
+}
+
+ibex_status_t Executor::RegisteredBuffer::allocate(ibex_pd_t *pd, size_t bytes, unsigned access, const char *what) {
+    data_ = static_cast<uint8_t *>(std::aligned_alloc(4096, (bytes + 4095) & ~size_t(4095)));
+    if (!data_) return fail(IBEX_ERR_NO_MEMORY, "%s of %zu bytes", what, bytes);
+    if (ibex_status_t st = ibex_reg_mr(pd, data_, bytes, access, &mr_); st != IBEX_OK) {
+        std::free(data_);
+        data_ = nullptr; // stays empty, so a later call may try again
+        mr_ = nullptr;
+        return st;
+    }
+    return IBEX_OK;
+}
+
 Executor::~Executor() {
     for (Channel &c : chans_) {
         if (c.qp) ibex_destroy_qp(c.qp);
         if (c.rx_mr) ibex_dereg_mr(c.rx_mr);
-        if (c.staging_mr) ibex_dereg_mr(c.staging_mr);
-        std::free(c.staging);
-        if (c.eager_mr) ibex_dereg_mr(c.eager_mr);
-        std::free(c.eager);
-        if (c.eager_tx_mr) ibex_dereg_mr(c.eager_tx_mr);
-        std::free(c.eager_tx);
     }
+    chans_.clear(); // registered buffers go before the PD
     if (cq_) ibex_destroy_cq(cq_);
     if (pd_) ibex_dealloc_pd(pd_);
     if (ctx_) ibex_close_device(ctx_);
@@ -84,15 +96,11 @@ ibex_status_t Executor::open(const char *device, int rank, int nranks, const std
             return st;
         if (eager_slots(params)) {
             const size_t bytes = params.eager_bytes * static_cast<size_t>(params.eager_slots);
-            c.eager = static_cast<uint8_t *>(std::aligned_alloc(4096, (bytes + 4095) & ~size_t(4095)));
-            if (!c.eager) return fail(IBEX_ERR_NO_MEMORY, "eager ring of %zu bytes", bytes);
-            if (ibex_status_t st =
-                    ibex_reg_mr(pd_, c.eager, bytes, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE, &c.eager_mr);
+            if (ibex_status_t st = c.eager.allocate(pd_, bytes, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE,
+                                                    "eager ring");
                 st != IBEX_OK)
                 return st;
-            c.eager_tx = static_cast<uint8_t *>(std::aligned_alloc(4096, (bytes + 4095) & ~size_t(4095)));
-            if (!c.eager_tx) return fail(IBEX_ERR_NO_MEMORY, "eager send buffers of %zu bytes", bytes);
-            if (ibex_status_t st = ibex_reg_mr(pd_, c.eager_tx, bytes, IBEX_ACCESS_LOCAL_WRITE, &c.eager_tx_mr);
+            if (ibex_status_t st = c.eager_tx.allocate(pd_, bytes, IBEX_ACCESS_LOCAL_WRITE, "eager send buffers");
                 st != IBEX_OK)
                 return st;
         }
@@ -108,8 +116,8 @@ ibex_status_t Executor::announce() {
         m.kind = Ctl::eager_ring;
         m.seq = static_cast<uint32_t>(eager_slots(params_));
         m.len = static_cast<uint32_t>(params_.eager_bytes);
-        m.addr = reinterpret_cast<uintptr_t>(c.eager);
-        m.rkey = c.eager_mr ? ibex_mr_rkey(c.eager_mr) : 0;
+        m.addr = reinterpret_cast<uintptr_t>(c.eager.data());
+        m.rkey = c.eager.mr() ? ibex_mr_rkey(c.eager.mr()) : 0;
         if (ibex_status_t st = send_control(c, ci, m); st != IBEX_OK)
             return fail(st, "announcing the eager ring to rank %d: %s", c.rank, ibex_last_error());
     }
@@ -156,13 +164,21 @@ ibex_status_t Executor::post_recv(Channel &c, uint32_t idx) {
 ibex_status_t Executor::ensure_staging(Channel &c) {
     if (c.staging) return IBEX_OK;
     const size_t bytes = params_.slice_bytes * static_cast<size_t>(params_.slots);
-    c.staging = static_cast<uint8_t *>(std::aligned_alloc(4096, (bytes + 4095) & ~size_t(4095)));
-    if (!c.staging) return fail(IBEX_ERR_NO_MEMORY, "staging area of %zu bytes", bytes);
     if (ibex_status_t st =
-            ibex_reg_mr(pd_, c.staging, bytes, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE, &c.staging_mr);
+            c.staging.allocate(pd_, bytes, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE, "staging area");
         st != IBEX_OK)
         return st;
     for (int i = params_.slots - 1; i >= 0; --i) c.free_slots.push_back(i);
+    return IBEX_OK;
+}
+
+ibex_status_t Executor::reduce_landed(const Step &st, const uint8_t *landed) {
+    const size_t count = st.bytes / elem_;
+    // *_any: GPU buffers take the CUDA kernels (allreduce/cuda/dispatch.h).
+    const void *left = st.landed_first ? static_cast<const void *>(landed) : st.src;
+    const void *right = st.landed_first ? st.src : static_cast<const void *>(landed);
+    if (ibex_status_t rs = reduce_into_any(st.dst, left, right, count, type_, op_); rs != IBEX_OK) return rs;
+    if (st.finalize && op_ == IBEX_AVG) return finalize_avg_any(st.dst, count, type_, nranks_);
     return IBEX_OK;
 }
 
@@ -358,11 +374,11 @@ ibex_status_t Executor::advance(bool *did) {
                                 c.rank, c.peer_eager_slot_bytes, st.bytes);
                 // Copied out first, so the step is done once posted: the collective need not
                 // wait for the peer's acknowledgement, and the caller may reuse src at once.
-                uint8_t *bounce = c.eager_tx + size_t(c.eager_sent % own_slots) * params_.eager_bytes;
+                uint8_t *bounce = c.eager_tx.data() + size_t(c.eager_sent % own_slots) * params_.eager_bytes;
                 if (st.bytes)
                     if (ibex_status_t rs = copy_any(bounce, st.src, st.bytes); rs != IBEX_OK) return rs;
                 sge = ibex_sge_t{reinterpret_cast<uintptr_t>(bounce), static_cast<uint32_t>(st.bytes),
-                                 ibex_mr_lkey(c.eager_tx_mr)};
+                                 ibex_mr_lkey(c.eager_tx.mr())};
                 wr.wr_id = wr_id(kEagerData, static_cast<size_t>(ci), 0);
                 wr.imm_data |= kImmEager;
                 wr.wr.rdma.remote_addr = c.peer_eager_addr + uint64_t(c.eager_sent % c.peer_eager_slots) * c.peer_eager_slot_bytes;
@@ -411,8 +427,8 @@ ibex_status_t Executor::advance(bool *did) {
                 if (c.free_slots.empty()) break;
                 const int slot = c.free_slots.back();
                 c.slot_of[c.next_credit] = slot;
-                cr.addr = reinterpret_cast<uintptr_t>(c.staging) + static_cast<size_t>(slot) * params_.slice_bytes;
-                cr.rkey = ibex_mr_rkey(c.staging_mr);
+                cr.addr = reinterpret_cast<uintptr_t>(c.staging.data()) + static_cast<size_t>(slot) * params_.slice_bytes;
+                cr.rkey = ibex_mr_rkey(c.staging.mr());
             } else {
                 cr.addr = reinterpret_cast<uintptr_t>(st.dst);
                 cr.rkey = rkey_[static_cast<size_t>(i)];
@@ -434,14 +450,9 @@ ibex_status_t Executor::advance(bool *did) {
                 if (!ready(st)) break;
                 if (st.kind == StepKind::recv_reduce && st.apply_dep >= 0 && !done_flag_[static_cast<size_t>(st.apply_dep)])
                     break;
-                const uint8_t *landed = c.eager + static_cast<size_t>(eslot) * params_.eager_bytes;
+                const uint8_t *landed = c.eager.data() + static_cast<size_t>(eslot) * params_.eager_bytes;
                 if (st.kind == StepKind::recv_reduce) {
-                    const size_t count = st.bytes / elem_;
-                    const void *left = st.landed_first ? static_cast<const void *>(landed) : st.src;
-                    const void *right = st.landed_first ? st.src : static_cast<const void *>(landed);
-                    if (ibex_status_t rs = reduce_into_any(st.dst, left, right, count, type_, op_); rs != IBEX_OK) return rs;
-                    if (st.finalize && op_ == IBEX_AVG)
-                        if (ibex_status_t rs = finalize_avg_any(st.dst, count, type_, nranks_); rs != IBEX_OK) return rs;
+                    if (ibex_status_t rs = reduce_landed(st, landed); rs != IBEX_OK) return rs;
                 } else if (st.bytes) {
                     if (ibex_status_t rs = copy_any(st.dst, landed, st.bytes); rs != IBEX_OK) return rs;
                 }
@@ -451,14 +462,8 @@ ibex_status_t Executor::advance(bool *did) {
             } else if (st.kind == StepKind::recv_reduce) {
                 if (st.apply_dep >= 0 && !done_flag_[static_cast<size_t>(st.apply_dep)]) break;
                 const int slot = c.slot_of[c.next_apply];
-                const uint8_t *landed = c.staging + static_cast<size_t>(slot) * params_.slice_bytes;
-                const size_t count = st.bytes / elem_;
-                // *_any: GPU buffers take the CUDA kernels (allreduce/cuda/dispatch.h).
-                const void *left = st.landed_first ? static_cast<const void *>(landed) : st.src;
-                const void *right = st.landed_first ? st.src : static_cast<const void *>(landed);
-                if (ibex_status_t rs = reduce_into_any(st.dst, left, right, count, type_, op_); rs != IBEX_OK) return rs;
-                if (st.finalize && op_ == IBEX_AVG)
-                    if (ibex_status_t rs = finalize_avg_any(st.dst, count, type_, nranks_); rs != IBEX_OK) return rs;
+                const uint8_t *landed = c.staging.data() + static_cast<size_t>(slot) * params_.slice_bytes;
+                if (ibex_status_t rs = reduce_landed(st, landed); rs != IBEX_OK) return rs;
                 c.free_slots.push_back(slot);
                 mark_done(i);
                 *did = true;

@@ -15,17 +15,10 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using ibex::test::ms_since;
 using ibex::test::RankCtx;
 
-long ms_since(Clock::time_point t) {
-    return static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count());
-}
-
-ibex_status_t init(RankCtx &ctx, ibex_comm_t **comm) {
-    ibex_comm_config_t cfg = IBEX_COMM_CONFIG_INIT;
-    cfg.timeout_ms = 20000;
-    return ibex_comm_init_rank(comm, ctx.nranks, &ctx.id, ctx.rank, &cfg);
-}
+ibex_status_t init(RankCtx &ctx, ibex_comm_t **comm) { return ibex::test::init_comm(ctx, comm, 20000); }
 
 // The last rank starts each round 200 ms after the others, whose slices are then already
 // in its ring; every result is still exact.
@@ -88,26 +81,9 @@ TEST(Eager, RingSlotsAreReusedOverManyRounds) {
 }
 
 // Counts that differ between ranks on the eager path: named, on every rank, at once.
-int small_mismatch_body(RankCtx &ctx) {
-    ibex_comm_t *comm = nullptr;
-    RANK_CHECK_OK(ctx, init(ctx, &comm));
-    float x[8] = {1, 1, 1, 1, 1, 1, 1, 1};
-    const size_t count = ctx.rank == 1 ? 5 : 8;
-    const auto t0 = Clock::now();
-    const ibex_status_t st = ibex_allreduce(x, x, count, IBEX_F32, IBEX_SUM, comm, nullptr);
-    RANK_CHECK(ctx, st != IBEX_OK, "mismatched allreduce succeeded");
-    ctx.say("rank %d: %s after %ld ms: %s", ctx.rank, ibex_strerror(st), ms_since(t0), ibex_last_error());
-    RANK_CHECK(ctx, ms_since(t0) < 10000, "error only after %ld ms", ms_since(t0));
-    RANK_CHECK_OK(ctx, ibex_comm_abort(comm));
-    return 0;
-}
-
 TEST(Eager, MismatchedSmallCountsAreNamed) {
-    auto out = ibex::test::run_ranks(2, small_mismatch_body, 60);
-    bool named = false;
-    for (auto &o : out) named = named || o.text.find("different collectives, counts or types") != std::string::npos;
-    ibex::test::expect_all_passed(out, true);
-    EXPECT_TRUE(named) << "no rank explained the mismatch";
+    ibex::test::expect_mismatch_named(
+        ibex::test::run_ranks(2, [](RankCtx &ctx) { return ibex::test::mismatched_count_body(ctx, 8, 5); }, 60));
 }
 
 // Ranks configured with different eager limits disagree on how a slice travels: a clear

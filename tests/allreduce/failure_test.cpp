@@ -3,6 +3,9 @@
 // (timeout), and ibex_comm_abort() freeing a communicator stuck waiting on a peer.
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <thread>
@@ -13,30 +16,30 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using ibex::test::ms_since;
 using ibex::test::RankCtx;
 
-long ms_since(Clock::time_point t) {
-    return static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count());
-}
-
 ibex_status_t init(RankCtx &ctx, ibex_comm_t **comm, int timeout_ms) {
-    ibex_comm_config_t cfg = IBEX_COMM_CONFIG_INIT;
-    cfg.timeout_ms = timeout_ms;
-    return ibex_comm_init_rank(comm, ctx.nranks, &ctx.id, ctx.rank, &cfg);
+    return ibex::test::init_comm(ctx, comm, timeout_ms);
 }
 
 // The victim starts a large allreduce and is SIGKILLed a moment later; the others must
 // fail well before the (long) timeout, and stay failed.
-int killed_body(RankCtx &ctx, int victim) {
+// warmed_up: shared by the forked ranks, counts those past the first allreduce; the victim
+// dies only after all of them are, so none can lose the first one to the kill.
+int killed_body(RankCtx &ctx, int victim, std::atomic<int> *warmed_up) {
     constexpr int kTimeoutMs = 20000;
     ibex_comm_t *comm = nullptr;
     RANK_CHECK_OK(ctx, init(ctx, &comm, kTimeoutMs));
     std::vector<float> buf(4 << 20, 1.0f); // 16 MiB: still moving when the victim dies
     RANK_CHECK_OK(ctx, ibex_allreduce(buf.data(), buf.data(), 64, IBEX_F32, IBEX_SUM, comm, nullptr));
+    warmed_up->fetch_add(1);
     ibex_request_t *req = nullptr;
     const auto t0 = Clock::now();
     RANK_CHECK_OK(ctx, ibex_allreduce(buf.data(), buf.data(), buf.size(), IBEX_F32, IBEX_SUM, comm, &req));
     if (ctx.rank == victim) {
+        for (int i = 0; i < 10000 && warmed_up->load() < ctx.nranks; ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
         ::raise(SIGKILL);
     }
@@ -58,7 +61,11 @@ int killed_body(RankCtx &ctx, int victim) {
 }
 
 void check_killed(int n, int victim) {
-    auto out = ibex::test::run_ranks(n, [&](RankCtx &ctx) { return killed_body(ctx, victim); }, 60);
+    void *shared = ::mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(shared, MAP_FAILED);
+    auto *warmed_up = new (shared) std::atomic<int>(0);
+    auto out = ibex::test::run_ranks(n, [&](RankCtx &ctx) { return killed_body(ctx, victim, warmed_up); }, 60);
+    ::munmap(shared, sizeof(std::atomic<int>));
     for (int r = 0; r < n; ++r) {
         std::printf("%s", out[r].text.c_str());
         if (r == victim) {
@@ -107,26 +114,9 @@ TEST(Failure, SilentRankTimesOut) {
 
 // Ranks that call the same collective with different counts: a clear error everywhere,
 // found from the credit lengths, not a hang or a timeout.
-int mismatch_body(RankCtx &ctx) {
-    ibex_comm_t *comm = nullptr;
-    RANK_CHECK_OK(ctx, init(ctx, &comm, 20000));
-    std::vector<float> x(4096, 1.0f);
-    const size_t count = ctx.rank == 1 ? 3000 : 4096;
-    const auto t0 = Clock::now();
-    const ibex_status_t st = ibex_allreduce(x.data(), x.data(), count, IBEX_F32, IBEX_SUM, comm, nullptr);
-    RANK_CHECK(ctx, st != IBEX_OK, "mismatched allreduce succeeded");
-    ctx.say("rank %d: %s after %ld ms: %s", ctx.rank, ibex_strerror(st), ms_since(t0), ibex_last_error());
-    RANK_CHECK(ctx, ms_since(t0) < 10000, "error only after %ld ms", ms_since(t0));
-    RANK_CHECK_OK(ctx, ibex_comm_abort(comm));
-    return 0;
-}
-
 TEST(Failure, MismatchedCountsFailEverywhere) {
-    auto out = ibex::test::run_ranks(3, mismatch_body, 60);
-    bool named = false;
-    for (auto &o : out) named = named || o.text.find("different collectives, counts or types") != std::string::npos;
-    ibex::test::expect_all_passed(out, true);
-    EXPECT_TRUE(named) << "no rank explained the mismatch";
+    ibex::test::expect_mismatch_named(
+        ibex::test::run_ranks(3, [](RankCtx &ctx) { return ibex::test::mismatched_count_body(ctx, 4096, 3000); }, 60));
 }
 
 // Rank 0 is stuck in an allreduce that rank 1 never joins; abort frees it at once (the

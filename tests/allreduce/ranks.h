@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <ibex/coll.h>
 
+#include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <functional>
@@ -105,3 +106,43 @@ inline void expect_all_passed(const std::vector<RankOutcome> &out, bool echo = f
             return 11;                                                                                    \
         }                                                                                                 \
     } while (0)
+
+namespace ibex::test {
+
+inline long ms_since(std::chrono::steady_clock::time_point t) {
+    return static_cast<long>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t).count());
+}
+
+inline ibex_status_t init_comm(RankCtx &ctx, ibex_comm_t **comm, int timeout_ms) {
+    ibex_comm_config_t cfg = IBEX_COMM_CONFIG_INIT;
+    cfg.timeout_ms = timeout_ms;
+    return ibex_comm_init_rank(comm, ctx.nranks, &ctx.id, ctx.rank, &cfg);
+}
+
+// Rank 1 reduces short_count floats where the others reduce count: every rank must get an
+// error within 10 s (well inside the 20 s timeout), then abort cleanly.
+inline int mismatched_count_body(RankCtx &ctx, size_t count, size_t short_count) {
+    ibex_comm_t *comm = nullptr;
+    RANK_CHECK_OK(ctx, init_comm(ctx, &comm, 20000));
+    std::vector<float> x(count, 1.0f);
+    const auto t0 = std::chrono::steady_clock::now();
+    const ibex_status_t st =
+        ibex_allreduce(x.data(), x.data(), ctx.rank == 1 ? short_count : count, IBEX_F32, IBEX_SUM, comm, nullptr);
+    RANK_CHECK(ctx, st != IBEX_OK, "mismatched allreduce succeeded");
+    ctx.say("rank %d: %s after %ld ms: %s", ctx.rank, ibex_strerror(st), ms_since(t0), ibex_last_error());
+    RANK_CHECK(ctx, ms_since(t0) < 10000, "error only after %ld ms", ms_since(t0));
+    RANK_CHECK_OK(ctx, ibex_comm_abort(comm));
+    return 0;
+}
+
+// Every rank passed, and at least one named the mismatch.
+inline void expect_mismatch_named(const std::vector<RankOutcome> &out) {
+    bool named = false;
+    for (const RankOutcome &o : out)
+        named = named || o.text.find("different collectives, counts or types") != std::string::npos;
+    expect_all_passed(out, true);
+    EXPECT_TRUE(named) << "no rank explained the mismatch";
+}
+
+} // namespace ibex::test

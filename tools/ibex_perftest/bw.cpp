@@ -36,7 +36,9 @@ public:
     }
 
     // Runs one size; *sent and *received get this side's figures (iters 0 when idle).
-    bool run(uint64_t size, bool sends, bool receives, BwResult *sent, BwResult *received) {
+    // met: when this side entered the meeting before the size, which no peer's first send
+    // can precede; a receiver times from there.
+    bool run(uint64_t size, bool sends, bool receives, uint64_t met, BwResult *sent, BwResult *received) {
         const uint32_t nq = static_cast<uint32_t>(s_.res.qps.size());
         const bool timed = o_.duration > 0;
         const uint64_t per_qp = timed ? UINT64_MAX : o_.iters;
@@ -151,9 +153,11 @@ public:
         }
         *received = BwResult{size, 0, 0, 0, 0};
         if (receives && received_) {
-            // From the start (both sides leave the same barrier) to the last arrival;
-            // arrivals taken in one poll share a timestamp, so no peak is claimed.
-            *received = bw_result_avg(size, received_, start, last_recv_ns_, o_.report_gbits);
+            // From this side's entry into the meeting (a receiver descheduled after it would
+            // otherwise find the first messages already there and claim an impossible rate)
+            // to the last arrival; arrivals taken in one poll share a timestamp, so no peak
+            // is claimed.
+            *received = bw_result_avg(size, received_, std::min(met, start), last_recv_ns_, o_.report_gbits);
         }
         return true;
     }
@@ -299,9 +303,10 @@ int run_bw(const Options &o) {
         BwResult last;
         for (uint64_t size : sizes) {
             const std::string at = "size " + std::to_string(size) + ": ";
+            const uint64_t met = now_ns();
             if ((o.bidirectional || send) && !s.sync(kPeerTimeoutMs, &err)) return fail(s, at + err);
             BwResult tx, rx;
-            if (!flow.run(size, sends, receives, &tx, &rx)) return fail(s, at + flow.err);
+            if (!flow.run(size, sends, receives, met, &tx, &rx)) return fail(s, at + flow.err);
             // perftest's -a loop of WRITE/READ meets again after each bidirectional run
             // (its single-size path and the atomic test do not).
             const bool write_or_read = o.test.verb == Verb::write || o.test.verb == Verb::read;
