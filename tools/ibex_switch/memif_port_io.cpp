@@ -1,5 +1,6 @@
 #include "tools/ibex_switch/memif_port_io.h"
 
+#include <chrono>
 #include <cstring>
 #include <sstream>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include "transport/soft/dpdk/eal.h"
 #include "transport/soft/dpdk/ethdev_attach.h"
 #include "transport/soft/dpdk/frame.h"
+#include "transport/soft/dpdk/leave_gate.h"
 
 namespace ibex::sw {
 namespace dp = ibex::soft::dpdk;
@@ -44,6 +46,7 @@ public:
         dp::Mac endpoint_mac; // learned from the endpoint's frames
         bool endpoint_known = false;
         bool attached = false;
+        dp::LeaveGate gate; // closed while the endpoint leaves (memif's disconnect race)
         std::vector<Held> pending, given;
     };
 
@@ -128,6 +131,7 @@ public:
         const int j = link_of(to.ip);
         if (j < 0 || !links_[j].endpoint_known || len < 14 + 20 || len > kFrameRoom) return false;
         Link &l = links_[size_t(j)];
+        if (!usable(l)) return false;
         rte_mbuf *m = rte_pktmbuf_alloc(pool_);
         if (!m) return false;
         uint8_t *p = reinterpret_cast<uint8_t *>(rte_pktmbuf_append(m, uint16_t(len)));
@@ -184,10 +188,41 @@ private:
         transmit(l, &m, 1);
     }
 
+    static uint64_t now_ns() {
+        return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            std::chrono::steady_clock::now().time_since_epoch())
+                            .count());
+    }
+
+    // False while the link's endpoint is leaving (leave_gate.h): no burst may touch it.
+    static bool usable(Link &l) {
+        if (l.gate.open()) return true;
+        rte_eth_link link{};
+        const bool up = rte_eth_link_get_nowait(l.opened.port_id, &link) == 0 && link.link_status;
+        bool stayed = false;
+        return l.gate.reopens(up, now_ns(), &stayed);
+    }
+
+    // The endpoint closes its port: answer that this side stopped polling it (the last
+    // burst on the link until it cycles).
+    void endpoint_leaving(Link &l) {
+        rte_mbuf *m = rte_pktmbuf_alloc(pool_);
+        if (!m) return;
+        uint8_t *p = reinterpret_cast<uint8_t *>(rte_pktmbuf_append(m, 60));
+        if (!p) {
+            rte_pktmbuf_free(m);
+            return;
+        }
+        dp::write_leave(p, dp::LeaveOp::stopped, l.mac);
+        transmit(l, &m, 1);
+        l.gate.peer_leaving(now_ns());
+    }
+
     void poll_links() {
         rte_mbuf *burst[kBurst];
         for (size_t i = 0; i < links_.size(); ++i) {
             Link &in = links_[i];
+            if (!usable(in)) continue;
             const uint16_t n = rte_eth_rx_burst(in.opened.port_id, 0, burst, kBurst);
             for (uint16_t k = 0; k < n; ++k) {
                 rte_mbuf *m = burst[k];
@@ -197,7 +232,9 @@ private:
                     in.endpoint_mac = f.src_mac;
                     in.endpoint_known = true;
                 }
-                if (f.kind == dp::FrameKind::kArp) answer_arp(in, f);
+                if (f.kind == dp::FrameKind::kArp && in.gate.open()) answer_arp(in, f);
+                if (f.kind == dp::FrameKind::kLeave && f.leave_op == dp::LeaveOp::leaving && in.gate.open())
+                    endpoint_leaving(in);
                 const int j = f.kind == dp::FrameKind::kRoce ? link_of(f.pkt.dst.ip) : -1;
                 if (j < 0 || links_[size_t(j)].pending.size() >= kPendingMax) {
                     rte_pktmbuf_free(m);

@@ -1,11 +1,14 @@
 #include "transport/soft/dpdk/dpdk_port.h"
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
+
+#include <thread>
 
 #include <rte_arp.h>
 #include <rte_bus.h>
@@ -24,6 +27,7 @@
 #include "transport/soft/dpdk/eal.h"
 #include "transport/soft/dpdk/ethdev_attach.h"
 #include "transport/soft/dpdk/frame.h"
+#include "transport/soft/dpdk/leave_gate.h"
 #include "transport/soft/dpdk/neighbour_table.h"
 #include "transport/soft/dpdk/tx_regions.h"
 
@@ -37,6 +41,7 @@ constexpr uint32_t kHeaderRoom = 256;       // header mbufs: Ethernet .. BTH/RET
 constexpr uint32_t kZeroCopyMin = 512;      // shorter payload pieces are cheaper to copy
 constexpr uint64_t kArpInterval = 1000000;  // ns between ARP requests for one address
 constexpr uint64_t kTxWaitNs = 2000000;     // how long a full TX ring is retried before dropping
+constexpr uint64_t kLeaveWaitNs = 200000000; // how long a closing memif port waits for its peer to stop polling
 // Frames waiting for their neighbour's ARP reply (as the kernel's unresolved queue): the
 // first packets of a connection are not lost to resolution.
 constexpr size_t kUnresolvedMax = 1024;
@@ -117,6 +122,7 @@ public:
         for (uint16_t i = stash_pos_; i < stash_count_; ++i) rte_pktmbuf_free(stash_[i]);
         for (uint16_t i = hdr_stash_pos_; i < hdr_stash_count_; ++i) rte_pktmbuf_free(hdr_stash_[i]);
         for (auto &u : unresolved_) rte_pktmbuf_free(u.m);
+        if (spec_.target == Target::kMemif && gate_.open() && link_up()) say_leaving();
         // On EAL's interrupt thread, where memif handles its peer's disconnect: 22.11 can
         // crash when both disconnect the same device at once.
         // (The request owns its copy of what it needs: on a timeout it may still run later.)
@@ -198,6 +204,10 @@ public:
 
     void send(std::span<const TxPacket> pkts) override {
         ensure_lcore();
+        if (!gate_.open() && still_quiet()) [[unlikely]] {
+            stats_.tx_dropped += pkts.size(); // the peer has left: the wire drops, RC notices
+            return;
+        }
         uint16_t n = 0;
         for (const TxPacket &p : pkts) {
             if (n == kBurst) {
@@ -226,6 +236,8 @@ public:
     int recv(std::span<RxPacket> out) override {
         ensure_lcore();
         release_held();
+        if (!gate_.open() && still_quiet()) [[unlikely]]
+            return 0;
         int k = 0;
         const uint16_t want = static_cast<uint16_t>(std::min<size_t>(out.size(), kBurst));
         while (k < int(want)) {
@@ -240,6 +252,7 @@ public:
                 ++k;
             } else {
                 rte_pktmbuf_free(m);
+                if (!gate_.open()) return k; // the peer is leaving: no burst until it has
             }
         }
         if (!unresolved_.empty()) flush_unresolved();
@@ -289,6 +302,49 @@ private:
         }
         unresolved_.resize(keep);
         transmit(n);
+    }
+
+    // After a memif peer said it is leaving (leave_gate.h): true while the port must be left alone.
+    bool still_quiet() {
+        bool stayed = false;
+        if (!gate_.reopens(link_up(), now_ns(), &stayed)) return true;
+        if (stayed) IBEX_LOG(warn, "dpdk %s: the peer said it was leaving but stayed; polling again", spec_name().c_str());
+        return false;
+    }
+
+    void send_leave(LeaveOp op) {
+        rte_mbuf *m = rte_pktmbuf_alloc(hdr_pool_);
+        if (!m) return;
+        const size_t len = write_leave(rte_pktmbuf_mtod(m, uint8_t *), op, mac_);
+        m->data_len = static_cast<uint16_t>(len);
+        m->pkt_len = static_cast<uint32_t>(len);
+        if (rte_eth_tx_burst(opened_.port_id, 0, &m, 1) != 1) rte_pktmbuf_free(m);
+    }
+
+    // Closing a connected memif port: tell the peer, and wait (bounded) until it has stopped
+    // polling, or is leaving too, or is gone; only then may the disconnect unmap its rings.
+    void say_leaving() {
+        send_leave(LeaveOp::leaving);
+        const uint64_t end = now_ns() + kLeaveWaitNs;
+        rte_mbuf *burst[kBurst];
+        bool answered = false;
+        while (!answered && link_up() && now_ns() < end) {
+            const uint16_t n = rte_eth_rx_burst(opened_.port_id, 0, burst, kBurst);
+            for (uint16_t i = 0; i < n; ++i) {
+                const rte_mbuf *m = burst[i];
+                const ParsedFrame f = parse_frame(rte_pktmbuf_mtod(m, const uint8_t *), m->data_len, local_.port);
+                if (f.kind == FrameKind::kLeave) {
+                    // Both ends closing at once: each stops here and answers the other.
+                    if (f.leave_op == LeaveOp::leaving) send_leave(LeaveOp::stopped);
+                    answered = true;
+                }
+            }
+            if (n) rte_pktmbuf_free_bulk(burst, n);
+            else std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+        if (!answered && link_up())
+            IBEX_LOG(info, "dpdk %s: the memif peer did not confirm it stopped polling within %llu ms (not an ibex port?)",
+                     spec_name().c_str(), (unsigned long long)(kLeaveWaitNs / 1000000));
     }
 
     bool link_up() const {
@@ -457,6 +513,14 @@ private:
             *out = f.pkt;
             return true;
         }
+        if (f.kind == FrameKind::kLeave) {
+            if (f.leave_op == LeaveOp::leaving) {
+                send_leave(LeaveOp::stopped); // the last burst on this port until the link cycles
+                gate_.peer_leaving(now_ns());
+                ++stats_.peer_leaves;
+            }
+            return false;
+        }
         if (f.kind == FrameKind::kArp) {
             if (f.arp_sender_ip && !f.arp_sender_mac.is_zero()) neigh_.learn(f.arp_sender_ip, f.arp_sender_mac);
             if (f.arp_op == RTE_ARP_OP_REQUEST && f.arp_target_ip == local_.ip) {
@@ -479,6 +543,7 @@ private:
     bool multi_seg_;
     L2Options l2_;
     Mac mac_;
+    LeaveGate gate_;
     NeighbourTable neigh_;
     uint32_t sleep_us_ = 200;
     int intr_fd_ = -1;

@@ -71,6 +71,21 @@ size_t write_arp(uint8_t *out, const L2Options &o, uint16_t op, const Mac &src_m
     return len < 60 ? 60 : len; // minimum frame without FCS
 }
 
+namespace {
+constexpr uint8_t kLeaveMagic[4] = {'I', 'B', 'X', 'L'};
+}
+
+size_t write_leave(uint8_t *out, LeaveOp op, const Mac &src_mac) {
+    std::memset(out, 0, 60);
+    auto *eth = reinterpret_cast<rte_ether_hdr *>(out);
+    std::memcpy(eth->dst_addr.addr_bytes, kBroadcast.b, 6);
+    std::memcpy(eth->src_addr.addr_bytes, src_mac.b, 6);
+    eth->ether_type = rte_cpu_to_be_16(kLeaveEtherType);
+    std::memcpy(out + sizeof *eth, kLeaveMagic, sizeof kLeaveMagic);
+    out[sizeof *eth + sizeof kLeaveMagic] = static_cast<uint8_t>(op);
+    return 60;
+}
+
 ParsedFrame parse_frame(const uint8_t *p, size_t len, uint16_t roce_port) {
     ParsedFrame f;
     if (len < sizeof(rte_ether_hdr)) return f;
@@ -83,6 +98,14 @@ ParsedFrame parse_frame(const uint8_t *p, size_t len, uint16_t roce_port) {
         if (len < off + sizeof(rte_vlan_hdr)) return f;
         type = rte_be_to_cpu_16(reinterpret_cast<const rte_vlan_hdr *>(p + off)->eth_proto);
         off += sizeof(rte_vlan_hdr);
+    }
+    if (type == kLeaveEtherType) {
+        if (len < off + sizeof kLeaveMagic + 1 || std::memcmp(p + off, kLeaveMagic, sizeof kLeaveMagic) != 0) return f;
+        const uint8_t op = p[off + sizeof kLeaveMagic];
+        if (op != uint8_t(LeaveOp::leaving) && op != uint8_t(LeaveOp::stopped)) return f;
+        f.kind = FrameKind::kLeave;
+        f.leave_op = static_cast<LeaveOp>(op);
+        return f;
     }
     if (type == RTE_ETHER_TYPE_ARP) {
         if (len < off + sizeof(rte_arp_hdr)) return f;

@@ -39,7 +39,16 @@ size_t write_arp(uint8_t *out, const L2Options &o, uint16_t op, const Mac &src_m
                  uint32_t dst_ip);
 inline constexpr size_t kArpFrameMax = 64;
 
-enum class FrameKind { kOther, kRoce, kArp };
+// A memif peer about to disconnect says so first, and waits until this side has stopped
+// polling: DPDK 22.11's memif unmaps a port's rings when its peer disconnects without
+// synchronising with rx/tx bursts running on that port, so a burst caught mid-way crashes.
+// The frame: broadcast, EtherType 0x88B5 (IEEE 802 local experimental), the magic "IBXL"
+// and one byte of op, padded to 60 bytes.
+inline constexpr uint16_t kLeaveEtherType = 0x88B5;
+enum class LeaveOp : uint8_t { leaving = 1, stopped = 2 };
+size_t write_leave(uint8_t *out, LeaveOp op, const Mac &src_mac);
+
+enum class FrameKind { kOther, kRoce, kArp, kLeave };
 
 struct ParsedFrame {
     FrameKind kind = FrameKind::kOther;
@@ -52,6 +61,8 @@ struct ParsedFrame {
     Mac arp_sender_mac;
     uint32_t arp_sender_ip = 0;
     uint32_t arp_target_ip = 0;
+    // kLeave
+    LeaveOp leave_op = LeaveOp::leaving;
 };
 
 // Classifies one contiguous frame. A RoCE frame needs IPv4 without options, a valid header

@@ -2,7 +2,8 @@
 // a valid Ethernet(/802.1Q)/IPv4/UDP frame whose IP fields agree with the ICRC the engine
 // computed from addresses alone (checked against the ICRC recomputed from the real IP
 // header bytes), carry DSCP/ECN/PCP as configured, and parse back to the same RxPacket.
-// ARP frames and the neighbour table are checked here too; no device is needed.
+// ARP frames, the neighbour table, the memif leave frame and its gate are checked here
+// too; no device is needed.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -10,6 +11,7 @@
 
 #include "transport/soft/codec/icrc.h"
 #include "transport/soft/dpdk/frame.h"
+#include "transport/soft/dpdk/leave_gate.h"
 #include "transport/soft/dpdk/neighbour_table.h"
 
 using namespace ibex::soft;
@@ -175,4 +177,41 @@ TEST(DpdkFrame, NeighbourTableStaticWinsAndAsksAreRateLimited) {
     EXPECT_EQ(*t.find(2), kB);
     EXPECT_TRUE(t.learn(1, kB)) << "a learned entry follows the network";
     EXPECT_EQ(*t.find(1), kB);
+}
+
+TEST(LeaveFrame, RoundTripsAndRejectsForeignFrames) {
+    uint8_t buf[64];
+    const Mac mac{{0x02, 0, 0, 0, 0, 7}};
+    ASSERT_EQ(write_leave(buf, LeaveOp::leaving, mac), 60u);
+    ParsedFrame f = parse_frame(buf, 60, 4791);
+    EXPECT_EQ(f.kind, FrameKind::kLeave);
+    EXPECT_EQ(f.leave_op, LeaveOp::leaving);
+    EXPECT_EQ(f.src_mac, mac);
+    EXPECT_EQ(f.dst_mac, kBroadcast);
+    write_leave(buf, LeaveOp::stopped, mac);
+    EXPECT_EQ(parse_frame(buf, 60, 4791).leave_op, LeaveOp::stopped);
+    buf[14] = 'X'; // another protocol on the experimental EtherType
+    EXPECT_EQ(parse_frame(buf, 60, 4791).kind, FrameKind::kOther);
+    write_leave(buf, LeaveOp::stopped, mac);
+    buf[18] = 9; // unknown op
+    EXPECT_EQ(parse_frame(buf, 60, 4791).kind, FrameKind::kOther);
+    EXPECT_EQ(parse_frame(buf, 17, 4791).kind, FrameKind::kOther) << "truncated";
+}
+
+TEST(LeaveGate, ClosedUntilTheLinkCyclesOrThePeerStays) {
+    LeaveGate g;
+    bool stayed = true;
+    EXPECT_TRUE(g.open());
+    g.peer_leaving(1000);
+    EXPECT_FALSE(g.open());
+    EXPECT_FALSE(g.reopens(true, 2000, &stayed)) << "still connected: the disconnect is coming";
+    EXPECT_FALSE(g.reopens(false, 3000, &stayed)) << "down: no peer to poll";
+    EXPECT_FALSE(g.reopens(false, 4000 + LeaveGate::kMaxQuietNs, &stayed)) << "down has no deadline";
+    EXPECT_TRUE(g.reopens(true, 5000 + LeaveGate::kMaxQuietNs, &stayed)) << "a new peer connected";
+    EXPECT_FALSE(stayed);
+    EXPECT_TRUE(g.open());
+    g.peer_leaving(0);
+    EXPECT_FALSE(g.reopens(true, LeaveGate::kMaxQuietNs - 1, &stayed));
+    EXPECT_TRUE(g.reopens(true, LeaveGate::kMaxQuietNs, &stayed)) << "said it leaves but stayed";
+    EXPECT_TRUE(stayed);
 }

@@ -1,0 +1,50 @@
+// Whether a memif port may be polled, around its peer's departure. DPDK 22.11's memif
+// unmaps a port's rings when the peer disconnects, without synchronising with rx/tx bursts
+// on that port: a burst caught mid-way reads unmapped memory. So a closing ibex port first
+// says "leaving" (frame.h) and waits until its peer answers "stopped"; the peer then
+// leaves the port alone until the link has gone down and come up again (a new peer's
+// connect maps the rings before it raises the link). Pure state, tested without a device.
+#pragma once
+
+#include <cstdint>
+
+namespace ibex::soft::dpdk {
+
+class LeaveGate {
+public:
+    // How long a peer that said it is leaving may stay connected before it is believed
+    // to have changed its mind.
+    static constexpr uint64_t kMaxQuietNs = 2'000'000'000;
+
+    bool open() const { return state_ == State::open; }
+    void peer_leaving(uint64_t now) {
+        state_ = State::until_down;
+        deadline_ = now + kMaxQuietNs;
+    }
+    // While closed: true once bursts are safe again, given the link as it is now. *stayed:
+    // reopened because the peer never went.
+    bool reopens(bool link_up, uint64_t now, bool *stayed) {
+        *stayed = false;
+        if (state_ == State::until_down) {
+            if (!link_up) {
+                state_ = State::until_up;
+            } else if (now < deadline_) {
+                return false;
+            } else {
+                *stayed = true;
+                state_ = State::open;
+                return true;
+            }
+        }
+        if (state_ == State::until_up && !link_up) return false;
+        state_ = State::open;
+        return true;
+    }
+
+private:
+    enum class State : uint8_t { open, until_down, until_up };
+    State state_ = State::open;
+    uint64_t deadline_ = 0;
+};
+
+} // namespace ibex::soft::dpdk
