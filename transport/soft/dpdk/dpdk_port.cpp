@@ -87,6 +87,36 @@ std::string ip_text(uint32_t ip) {
     return b;
 }
 
+bool link_is_up(uint16_t port_id) {
+    rte_eth_link link{};
+    return rte_eth_link_get_nowait(port_id, &link) == 0 && link.link_status;
+}
+
+void restart_device(void *p) {
+    const auto port_id = static_cast<uint16_t>(reinterpret_cast<uintptr_t>(p));
+    rte_eth_dev_stop(port_id);
+    rte_eth_dev_start(port_id);
+}
+
+// Waits (bounded) for the link of a port that is not a memif server. A memif client may
+// have connected between the server's probe, which creates the socket, and its start:
+// 22.11's server then refuses the client ("ID not found") and the client never tries again.
+// So a memif client whose link stays down reconnects, at growing intervals.
+void wait_for_link(uint16_t port_id, bool memif_client) {
+    constexpr int kTotalMs = 2000;
+    int waited = 0;
+    for (int interval = 25; waited < kTotalMs; interval *= 2) {
+        for (int i = 0; i < interval && waited < kTotalMs; ++i, ++waited) {
+            if (link_is_up(port_id)) return;
+            usleep(1000);
+        }
+        if (!memif_client || waited >= kTotalMs || link_is_up(port_id)) continue;
+        IBEX_LOG(debug, "dpdk port %u: memif link still down after %d ms: reconnecting", port_id, waited);
+        // Stop and start on EAL's interrupt thread, where memif runs its control channel.
+        run_on_interrupt_thread(&restart_device, reinterpret_cast<void *>(uintptr_t(port_id)));
+    }
+}
+
 class DpdkPort final : public Port {
 public:
     DpdkPort(const DeviceSpec &spec, const Opened &o, NetAddr local, rte_mempool *pool, rte_mempool *hdr_pool,
@@ -322,35 +352,41 @@ private:
     }
 
     // Closing a connected memif port: tell the peer, and wait (bounded) until it has stopped
-    // polling, or is leaving too, or is gone; only then may the disconnect unmap its rings.
+    // polling or is gone; only then may the disconnect unmap its rings.
     void say_leaving() {
         send_leave(LeaveOp::leaving);
         const uint64_t end = now_ns() + kLeaveWaitNs;
         rte_mbuf *burst[kBurst];
-        bool answered = false;
-        while (!answered && link_up() && now_ns() < end) {
+        bool answered = false, yielded = false;
+        while (!answered && !yielded && link_up() && now_ns() < end) {
             const uint16_t n = rte_eth_rx_burst(opened_.port_id, 0, burst, kBurst);
             for (uint16_t i = 0; i < n; ++i) {
                 const rte_mbuf *m = burst[i];
                 const ParsedFrame f = parse_frame(rte_pktmbuf_mtod(m, const uint8_t *), m->data_len, local_.port);
-                if (f.kind == FrameKind::kLeave) {
-                    // Both ends closing at once: each stops here and answers the other.
-                    if (f.leave_op == LeaveOp::leaving) send_leave(LeaveOp::stopped);
-                    answered = true;
+                if (f.kind != FrameKind::kLeave) continue;
+                if (f.leave_op == LeaveOp::stopped) answered = true;
+                // Both ends closing at once: one must disconnect first while the other
+                // touches nothing. The server yields: it answers, then only watches the link.
+                else if (opened_.memif_server && !yielded) {
+                    send_leave(LeaveOp::stopped);
+                    yielded = true;
                 }
             }
             if (n) rte_pktmbuf_free_bulk(burst, n);
             else std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+        if (yielded) {
+            // No burst from here on; the client disconnects once it reads the answer.
+            const uint64_t until = now_ns() + kLeaveWaitNs;
+            while (link_up() && now_ns() < until) std::this_thread::sleep_for(std::chrono::microseconds(50));
+            return;
         }
         if (!answered && link_up())
             IBEX_LOG(info, "dpdk %s: the memif peer did not confirm it stopped polling within %llu ms (not an ibex port?)",
                      spec_name().c_str(), (unsigned long long)(kLeaveWaitNs / 1000000));
     }
 
-    bool link_up() const {
-        rte_eth_link link{};
-        return rte_eth_link_get_nowait(opened_.port_id, &link) == 0 && link.link_status;
-    }
+    bool link_up() const { return link_is_up(opened_.port_id); }
 
     void release_held() {
         if (held_count_) rte_pktmbuf_free_bulk(held_, held_count_);
@@ -681,14 +717,7 @@ std::unique_ptr<Port> open_dpdk_port(const DpdkPortOptions &opts, ibex_status_t 
 
     // A client's link comes up once the server answers; wait for it (bounded) so the first
     // packets are not lost. A server waits for no one.
-    if (!o.memif_server) {
-        for (int i = 0; i < 2000; ++i) {
-            rte_eth_link link{};
-            rte_eth_link_get_nowait(o.port_id, &link);
-            if (link.link_status) break;
-            usleep(1000);
-        }
-    }
+    if (!o.memif_server) wait_for_link(o.port_id, spec.target == Target::kMemif);
 
     // A bus device (a NIC) DMAs from the payload pages, which must be registered and mapped.
     rte_device *dma_dev = nullptr;

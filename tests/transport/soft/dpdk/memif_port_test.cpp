@@ -10,12 +10,19 @@
 #include <chrono>
 #include <thread>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "support/child_process.h"
 #include "transport/soft/dpdk/dpdk_port.h"
+#include "transport/soft/dpdk/eal.h"
+
+#include <rte_bus_vdev.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
 
 using namespace ibex::soft;
+using namespace ibex::soft::dpdk;
 using namespace ibex::test;
 
 namespace {
@@ -243,6 +250,118 @@ TEST(DpdkMemifPort, ClosingPortWaitsForItsPeerToStopPolling) {
     ASSERT_TRUE(dpdk_port_stats(*survivor, &s));
     EXPECT_EQ(reached, kRounds) << "every new peer was served";
     EXPECT_EQ(s.peer_leaves, uint64_t(kRounds)) << "each departure was announced and answered";
+}
+
+// Both ends closing at once: each says it is leaving while the other does; the server
+// yields (answers, then touches nothing) and the client disconnects first. Before, each
+// answered the other and both disconnected, and one could still be writing its answer
+// into rings the other's disconnect had unmapped (a SIGSEGV inside memif).
+TEST(DpdkMemifPort, BothEndsClosingAtOnceSurvive) {
+    const std::string sock = socket_path() + ".both";
+    const std::string server = "dpdk:memif:" + sock +
+                               ",role=server,ip=10.61.0.1,mac=02:00:00:3d:00:01,neigh=10.61.0.2@02:00:00:3d:00:02";
+    const std::string client = "dpdk:memif:" + sock +
+                               ",role=client,ip=10.61.0.2,mac=02:00:00:3d:00:02,neigh=10.61.0.1@02:00:00:3d:00:01";
+    constexpr int kRounds = 8;
+    int linked = 0;
+    for (int round = 0; round < kRounds; ++round) {
+        ibex_status_t st;
+        DpdkPortOptions so, co;
+        so.device = server;
+        co.device = client;
+        std::unique_ptr<Port> ends[2];
+        ends[0] = open_dpdk_port(so, &st);
+        ASSERT_TRUE(ends[0]) << "round " << round << ": " << ibex_last_error();
+        ends[1] = open_dpdk_port(co, &st);
+        ASSERT_TRUE(ends[1]) << "round " << round << ": " << ibex_last_error();
+        std::atomic<int> heard{0};
+        std::atomic<bool> go{false};
+        std::thread sides[2];
+        for (int e = 0; e < 2; ++e) {
+            sides[e] = std::thread([&, e] {
+                uint8_t bytes[64] = {};
+                TxPacket p;
+                p.dst = {e == 0 ? kParentIp : kChildIp, 4791};
+                p.pieces[0] = {bytes, sizeof bytes};
+                p.npieces = 1;
+                p.len = sizeof bytes;
+                RxPacket pkts[32];
+                bool got = false;
+                const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+                // Traffic both ways until told to close, so both are mid-poll when they do.
+                while (!go.load() && std::chrono::steady_clock::now() < end) {
+                    ends[e]->send(std::span<const TxPacket>(&p, 1));
+                    if (ends[e]->recv(pkts) > 0 && !got) {
+                        got = true;
+                        ++heard;
+                    }
+                }
+                ends[e].reset();
+            });
+        }
+        const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (heard.load() < 2 && std::chrono::steady_clock::now() < end) usleep(200);
+        if (heard.load() == 2) ++linked;
+        go = true;
+        sides[0].join();
+        sides[1].join();
+    }
+    EXPECT_EQ(linked, kRounds) << "both ends heard each other before every close";
+}
+
+// A client that connects after the server's probe created the socket but before the
+// server started: DPDK 22.11's server refuses it ("ID not found") and its client never
+// tries again, so the link stayed down and every packet was lost. The port reconnects.
+TEST(DpdkMemifPort, ClientRefusedByAnUnstartedServerReconnects) {
+    ASSERT_EQ(ensure_eal(), IBEX_OK) << ibex_last_error();
+    const std::string sock = socket_path() + ".early";
+    unlink(sock.c_str());
+    const std::string vdev = "net_memif_early" + std::to_string(getpid());
+    ASSERT_EQ(rte_vdev_init(vdev.c_str(), ("role=server,socket=" + sock + ",socket-abstract=no").c_str()), 0);
+    uint16_t server_id = 0;
+    ASSERT_EQ(rte_eth_dev_get_port_by_name(vdev.c_str(), &server_id), 0);
+    rte_mempool *pool = rte_pktmbuf_pool_create(("early" + std::to_string(getpid())).c_str(), 1023, 0, 0,
+                                                RTE_MBUF_DEFAULT_BUF_SIZE, static_cast<int>(rte_socket_id()));
+    ASSERT_NE(pool, nullptr);
+    rte_eth_conf conf{};
+    ASSERT_EQ(rte_eth_dev_configure(server_id, 1, 1, &conf), 0);
+    ASSERT_EQ(rte_eth_rx_queue_setup(server_id, 0, 256, rte_eth_dev_socket_id(server_id), nullptr, pool), 0);
+    ASSERT_EQ(rte_eth_tx_queue_setup(server_id, 0, 256, rte_eth_dev_socket_id(server_id), nullptr), 0);
+
+    // The socket exists, the server is not started: the client's first handshake fails.
+    std::thread late_start([&] {
+        usleep(100000);
+        rte_eth_dev_start(server_id);
+    });
+    ibex_status_t st;
+    DpdkPortOptions co;
+    co.device = "dpdk:memif:" + sock + ",role=client,ip=10.61.0.2,neigh=10.61.0.1@02:00:00:3d:00:01";
+    auto client = open_dpdk_port(co, &st);
+    late_start.join();
+    ASSERT_TRUE(client) << ibex_last_error();
+
+    uint8_t bytes[64] = {};
+    TxPacket p;
+    p.dst = {kChildIp, 4791};
+    p.pieces[0] = {bytes, sizeof bytes};
+    p.npieces = 1;
+    p.len = sizeof bytes;
+    int received = 0;
+    rte_mbuf *burst[32];
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!received && std::chrono::steady_clock::now() < end) {
+        client->send(std::span<const TxPacket>(&p, 1));
+        usleep(1000);
+        const uint16_t n = rte_eth_rx_burst(server_id, 0, burst, 32);
+        received += n;
+        if (n) rte_pktmbuf_free_bulk(burst, n);
+    }
+    EXPECT_GT(received, 0) << "the client's frames reach the server once it has started";
+    client.reset();
+    rte_eth_dev_stop(server_id);
+    rte_eth_dev_close(server_id);
+    rte_vdev_uninit(vdev.c_str());
+    rte_mempool_free(pool);
 }
 
 TEST(DpdkMemifPort, BadEalArgumentsGiveAClearError) {
