@@ -545,7 +545,9 @@ ibex_status_t comm_create(int nranks, const char *id_text, int rank, const CommO
     }
     c->peers = needed_peers(rank, nranks);
     if (ibex_status_t st = c->exec.open(opt.device.c_str(), rank, nranks, c->peers, opt.exec); st != IBEX_OK) {
-        std::string d = std::string("opening ") + opt.device + ": " + ibex_last_error();
+        // The device's own errors mostly name it already.
+        const std::string detail = ibex_last_error();
+        const std::string d = detail.rfind(opt.device, 0) == 0 ? detail : "opening " + opt.device + ": " + detail;
         fail(st, "%s", d.c_str());
         return bail(st);
     }

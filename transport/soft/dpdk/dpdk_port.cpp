@@ -101,20 +101,24 @@ void restart_device(void *p) {
 // Waits (bounded) for the link of a port that is not a memif server. A memif client may
 // have connected between the server's probe, which creates the socket, and its start:
 // 22.11's server then refuses the client ("ID not found") and the client never tries again.
-// So a memif client whose link stays down reconnects, at growing intervals.
-void wait_for_link(uint16_t port_id, bool memif_client) {
-    constexpr int kTotalMs = 2000;
+// So a memif client whose link stays down reconnects, at growing intervals. True once the
+// link is up.
+constexpr int kLinkWaitMs = 2000;     // any port that is not a memif server
+constexpr int kMemifLinkWaitMs = 5000; // a memif client: its server may still be starting
+bool wait_for_link(uint16_t port_id, bool memif_client) {
+    const int total = memif_client ? kMemifLinkWaitMs : kLinkWaitMs;
     int waited = 0;
-    for (int interval = 25; waited < kTotalMs; interval *= 2) {
-        for (int i = 0; i < interval && waited < kTotalMs; ++i, ++waited) {
-            if (link_is_up(port_id)) return;
+    for (int interval = 25; waited < total; interval *= 2) {
+        for (int i = 0; i < interval && waited < total; ++i, ++waited) {
+            if (link_is_up(port_id)) return true;
             usleep(1000);
         }
-        if (!memif_client || waited >= kTotalMs || link_is_up(port_id)) continue;
+        if (!memif_client || waited >= total || link_is_up(port_id)) continue;
         IBEX_LOG(debug, "dpdk port %u: memif link still down after %d ms: reconnecting", port_id, waited);
         // Stop and start on EAL's interrupt thread, where memif runs its control channel.
         run_on_interrupt_thread(&restart_device, reinterpret_cast<void *>(uintptr_t(port_id)));
     }
+    return link_is_up(port_id);
 }
 
 class DpdkPort final : public Port {
@@ -717,7 +721,17 @@ std::unique_ptr<Port> open_dpdk_port(const DpdkPortOptions &opts, ibex_status_t 
 
     // A client's link comes up once the server answers; wait for it (bounded) so the first
     // packets are not lost. A server waits for no one.
-    if (!o.memif_server) wait_for_link(o.port_id, spec.target == Target::kMemif);
+    const bool memif_client = spec.target == Target::kMemif && !o.memif_server;
+    if (!o.memif_server && !wait_for_link(o.port_id, memif_client) && memif_client) {
+        // Nothing would ever arrive: say so now rather than as a retry timeout later.
+        const ibex_status_t st =
+            fail(IBEX_ERR_REMOTE, "%s: the memif server on %s did not accept this client within %d ms (a memif socket "
+                 "joins exactly two ports: one socket per pair of ranks, or ibex_switch for more)",
+                 opts.device.c_str(), o.memif_socket.c_str(), kMemifLinkWaitMs);
+        run_on_interrupt_thread(&close_device, new Opened(o));
+        o.vdev_name.clear();
+        return fail_pools(st);
+    }
 
     // A bus device (a NIC) DMAs from the payload pages, which must be registered and mapped.
     rte_device *dma_dev = nullptr;

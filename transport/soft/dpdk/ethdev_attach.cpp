@@ -101,6 +101,7 @@ ibex_status_t attach_device(const DeviceSpec &spec, const std::string &device, O
             for (int i = 0; i < 5000 && !(stat(sock.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)); ++i) usleep(1000);
         }
         o->memif_server = role == MemifRole::kServer;
+        o->memif_socket = sock;
         if (o->memif_server) o->server_socket = sock;
         const int64_t rsize = config::get_int("IBEX_DPDK_MEMIF_RSIZE", 11, 8, 14);
         o->rx_slots = 1u << rsize;

@@ -22,6 +22,7 @@ struct Opened {
     int lock_fd = -1;      // memif server chosen by lock: held while the port lives
     std::string lock_path;
     std::string server_socket; // memif server: its socket file
+    std::string memif_socket;  // memif, either role: the socket's path
 };
 
 // Creates (or finds) the ethdev `spec` names; fills *o. Errors are recorded (ibex::fail).

@@ -364,6 +364,43 @@ TEST(DpdkMemifPort, ClientRefusedByAnUnstartedServerReconnects) {
     rte_mempool_free(pool);
 }
 
+// memif joins two ports: a third process's client on the same socket is refused by the
+// server, and its open says so instead of succeeding with a link that never comes up.
+TEST(DpdkMemifPort, ThirdPortOnASocketGetsAClearError) {
+    const std::string base = "dpdk:memif:" + socket_path() + ".three";
+    ChildProcess third;
+    ASSERT_TRUE(third.start(
+        [&](int fd) {
+            char go = 0;
+            if (!recv_all(fd, &go, 1, 20000)) return 2;
+            ibex_status_t st;
+            DpdkPortOptions o;
+            o.device = base + ",role=client,ip=10.61.0.3";
+            auto port = open_dpdk_port(o, &st);
+            char msg[512] = {};
+            std::snprintf(msg, sizeof msg, "%d|%s", port ? 0 : int(st), port ? "" : ibex_last_error());
+            return send_all(fd, msg, sizeof msg) ? 0 : 1;
+        },
+        40));
+    ibex_status_t st;
+    DpdkPortOptions so, co;
+    so.device = base + ",role=server,ip=10.61.0.1";
+    co.device = base + ",role=client,ip=10.61.0.2";
+    auto server = open_dpdk_port(so, &st);
+    ASSERT_TRUE(server) << ibex_last_error();
+    auto client = open_dpdk_port(co, &st);
+    ASSERT_TRUE(client) << ibex_last_error();
+    const char go = 1;
+    ASSERT_TRUE(send_all(third.fd(), &go, 1));
+    char msg[512] = {};
+    ASSERT_TRUE(recv_all(third.fd(), msg, sizeof msg, 30000));
+    const std::string m(msg);
+    EXPECT_EQ(m.substr(0, m.find('|')), std::to_string(int(IBEX_ERR_REMOTE))) << m;
+    EXPECT_NE(m.find("did not accept this client"), std::string::npos) << m;
+    EXPECT_NE(m.find("exactly two ports"), std::string::npos) << m;
+    EXPECT_EQ(third.wait_exit(10000), 0);
+}
+
 TEST(DpdkMemifPort, BadEalArgumentsGiveAClearError) {
     ChildProcess child;
     ASSERT_TRUE(child.start(
