@@ -47,20 +47,29 @@ protected:
         std::memset(mem, fill, kRegionLen);
         IBEX_ASSERT_OK(ibex_reg_mr(b.pd, mem, kRegionLen, kAllAccess, &region));
     }
-    // Waits until `byte` shows `want` (the transfer is under way), then deregisters the
+    // Waits until `first` shows `want` (the transfer is under way), then deregisters the
     // region, makes its pages inaccessible and expects the WR to fail with REM_ACCESS_ERR.
-    void pull_region_mid_transfer(const uint8_t *byte, uint8_t want, const char *what) {
+    // False when there was nothing to judge: `last` shows that the whole transfer had landed
+    // before the region went (the host descheduled this thread for the whole transfer), and
+    // the WR succeeded; the caller tries again.
+    bool pull_region_mid_transfer(const uint8_t *first, const uint8_t *last, uint8_t want, const char *what) {
         const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-        while (*reinterpret_cast<const volatile uint8_t *>(byte) != want && std::chrono::steady_clock::now() < end) {
+        while (*reinterpret_cast<const volatile uint8_t *>(first) != want && std::chrono::steady_clock::now() < end) {
         }
-        ASSERT_EQ(*reinterpret_cast<const volatile uint8_t *>(byte), want) << what << " never started";
-        IBEX_ASSERT_OK(ibex_dereg_mr(region));
-        ASSERT_EQ(mprotect(mem, kRegionLen, PROT_NONE), 0);
+        EXPECT_EQ(*reinterpret_cast<const volatile uint8_t *>(first), want) << what << " never started";
+        EXPECT_EQ(ibex_dereg_mr(region), IBEX_OK) << ibex_last_error();
+        const bool landed = *reinterpret_cast<const volatile uint8_t *>(last) == want;
+        EXPECT_EQ(mprotect(mem, kRegionLen, PROT_NONE), 0);
         auto wc = a.wait(1);
-        ASSERT_EQ(wc.size(), 1u);
-        EXPECT_EQ(wc[0].status, IBEX_WC_REM_ACCESS_ERR) << ibex_wc_status_str(wc[0].status);
         munmap(mem, kRegionLen);
+        if (wc.size() == 1 && wc[0].status == IBEX_WC_SUCCESS && landed) return false;
+        EXPECT_EQ(wc.size(), 1u);
+        if (wc.size() == 1) {
+            EXPECT_EQ(wc[0].status, IBEX_WC_REM_ACCESS_ERR) << ibex_wc_status_str(wc[0].status);
+        }
+        return true;
     }
+    static constexpr int kPullAttempts = 4;
     static constexpr size_t kRegionLen = 1 << 20;
     void *mem = nullptr;
     ibex_mr_t *region = nullptr;
@@ -356,19 +365,29 @@ TEST_F(QpLifecycle, SendLargerThanReceiveFailsBothSides) {
 TEST_F(QpLifecycle, DeregisteredTargetIsNotTouchedByTheRestOfAWrite) {
     // MTU 1024 and a window of 16 packets: the 1,024 packets take 64 round trips, so the
     // region goes away while most of the message is still to come.
-    slow_pair_with_region(0x500, 0);
-    if (HasFatalFailure()) return;
-    std::fill(a.buf.begin(), a.buf.end(), 0x77);
-    IBEX_ASSERT_OK(a.post_rdma(IBEX_WR_RDMA_WRITE, 1, 0, kRegionLen, reinterpret_cast<uintptr_t>(mem), ibex_mr_rkey(region)));
-    pull_region_mid_transfer(static_cast<const uint8_t *>(mem), 0x77, "the WRITE");
+    for (int attempt = 0; attempt < kPullAttempts; ++attempt) {
+        slow_pair_with_region(0x500 + attempt * 0x10000, 0);
+        if (HasFatalFailure()) return;
+        std::fill(a.buf.begin(), a.buf.end(), 0x77);
+        IBEX_ASSERT_OK(a.post_rdma(IBEX_WR_RDMA_WRITE, 1, 0, kRegionLen, reinterpret_cast<uintptr_t>(mem), ibex_mr_rkey(region)));
+        const auto *target = static_cast<const uint8_t *>(mem);
+        if (pull_region_mid_transfer(target, target + kRegionLen - 1, 0x77, "the WRITE")) return;
+    }
+    GTEST_SKIP() << "in " << kPullAttempts << " tries the whole WRITE landed before the region could be pulled "
+                 << "(this host descheduled the test thread each time): nothing to judge";
 }
 
 // The same for READ responses still queued when the source region goes away.
 TEST_F(QpLifecycle, DeregisteredSourceIsNotReadByQueuedResponses) {
-    slow_pair_with_region(0x600, 0x66);
-    if (HasFatalFailure()) return;
-    IBEX_ASSERT_OK(a.post_rdma(IBEX_WR_RDMA_READ, 1, 0, kRegionLen, reinterpret_cast<uintptr_t>(mem), ibex_mr_rkey(region)));
-    pull_region_mid_transfer(a.buf.data(), 0x66, "the READ");
+    for (int attempt = 0; attempt < kPullAttempts; ++attempt) {
+        slow_pair_with_region(0x600 + attempt * 0x10000, 0x66);
+        if (HasFatalFailure()) return;
+        std::fill(a.buf.begin(), a.buf.end(), 0);
+        IBEX_ASSERT_OK(a.post_rdma(IBEX_WR_RDMA_READ, 1, 0, kRegionLen, reinterpret_cast<uintptr_t>(mem), ibex_mr_rkey(region)));
+        if (pull_region_mid_transfer(a.buf.data(), a.buf.data() + kRegionLen - 1, 0x66, "the READ")) return;
+    }
+    GTEST_SKIP() << "in " << kPullAttempts << " tries the whole READ was answered before the region could be pulled "
+                 << "(this host descheduled the test thread each time): nothing to judge";
 }
 
 // 64 QPs on each of two contexts, pairwise connected, all WRITE, READ and SEND at once;
