@@ -29,6 +29,7 @@
 #include "transport/soft/dpdk/frame.h"
 #include "transport/soft/dpdk/leave_gate.h"
 #include "transport/soft/dpdk/neighbour_table.h"
+#include "transport/soft/dpdk/prefault.h"
 #include "transport/soft/dpdk/tx_regions.h"
 
 namespace ibex::soft {
@@ -149,6 +150,9 @@ public:
         sleep_us_ = spec.sleep_us ? spec.sleep_us
                                   : static_cast<uint32_t>(config::get_int("IBEX_DPDK_SLEEP_US", 200, 1, 1000000));
         setup_wait();
+        prefault_mempool(pool_);
+        prefault_mempool(hdr_pool_);
+        rings_warm_ = spec_.target != Target::kMemif;
     }
 
     ~DpdkPort() override {
@@ -272,6 +276,8 @@ public:
         release_held();
         if (!gate_.open() && still_quiet()) [[unlikely]]
             return 0;
+        if (!rings_warm_) [[unlikely]]
+            warm_rings();
         int k = 0;
         const uint16_t want = static_cast<uint16_t>(std::min<size_t>(out.size(), kBurst));
         while (k < int(want)) {
@@ -338,43 +344,61 @@ private:
         transmit(n);
     }
 
+    // Once a memif link is up, its rings are mapped: prefault them (prefault.h). Again
+    // after the peer has left, since a new peer brings new regions.
+    void warm_rings() {
+        if (!link_up()) return;
+        const uint64_t t0 = now_ns();
+        const size_t bytes = prefault_memif_regions();
+        rings_warm_ = true;
+        IBEX_LOG(debug, "dpdk %s: prefaulted %zu KiB of memif regions in %llu us", spec_name().c_str(), bytes / 1024,
+                 (unsigned long long)((now_ns() - t0) / 1000));
+    }
+
     // After a memif peer said it is leaving (leave_gate.h): true while the port must be left alone.
     bool still_quiet() {
+        if (answer_until_) [[unlikely]] {
+            if (send_leave(LeaveOp::stopped) || now_ns() > answer_until_) answer_until_ = 0;
+            return true;
+        }
         bool stayed = false;
         if (!gate_.reopens(link_up(), now_ns(), &stayed)) return true;
         if (stayed) IBEX_LOG(warn, "dpdk %s: the peer said it was leaving but stayed; polling again", spec_name().c_str());
         return false;
     }
 
-    void send_leave(LeaveOp op) {
+    // False when the ring had no room: memif hands the sender receive slots only as its
+    // peer receives, so a peer that has not received since it connected takes nothing.
+    bool send_leave(LeaveOp op) {
         rte_mbuf *m = rte_pktmbuf_alloc(hdr_pool_);
-        if (!m) return;
+        if (!m) return false;
         const size_t len = write_leave(rte_pktmbuf_mtod(m, uint8_t *), op, mac_);
         m->data_len = static_cast<uint16_t>(len);
         m->pkt_len = static_cast<uint32_t>(len);
-        if (rte_eth_tx_burst(opened_.port_id, 0, &m, 1) != 1) rte_pktmbuf_free(m);
+        if (rte_eth_tx_burst(opened_.port_id, 0, &m, 1) == 1) return true;
+        rte_pktmbuf_free(m);
+        return false;
     }
 
     // Closing a connected memif port: tell the peer, and wait (bounded) until it has stopped
     // polling or is gone; only then may the disconnect unmap its rings.
     void say_leaving() {
-        send_leave(LeaveOp::leaving);
+        bool said = send_leave(LeaveOp::leaving);
         const uint64_t end = now_ns() + kLeaveWaitNs;
         rte_mbuf *burst[kBurst];
-        bool answered = false, yielded = false;
-        while (!answered && !yielded && link_up() && now_ns() < end) {
+        bool answered = false, owe_answer = false, yielded = false;
+        while (!answered && link_up() && now_ns() < end) {
+            if (!said) said = send_leave(LeaveOp::leaving); // our receiving gives the peer room
+            // Both ends closing at once: one must disconnect first while the other touches
+            // nothing. The server yields: it answers, then only watches the link.
+            if (owe_answer && (yielded = send_leave(LeaveOp::stopped))) break;
             const uint16_t n = rte_eth_rx_burst(opened_.port_id, 0, burst, kBurst);
             for (uint16_t i = 0; i < n; ++i) {
                 const rte_mbuf *m = burst[i];
                 const ParsedFrame f = parse_frame(rte_pktmbuf_mtod(m, const uint8_t *), m->data_len, local_.port);
                 if (f.kind != FrameKind::kLeave) continue;
                 if (f.leave_op == LeaveOp::stopped) answered = true;
-                // Both ends closing at once: one must disconnect first while the other
-                // touches nothing. The server yields: it answers, then only watches the link.
-                else if (opened_.memif_server && !yielded) {
-                    send_leave(LeaveOp::stopped);
-                    yielded = true;
-                }
+                else if (opened_.memif_server) owe_answer = true;
             }
             if (n) rte_pktmbuf_free_bulk(burst, n);
             else std::this_thread::sleep_for(std::chrono::microseconds(50));
@@ -555,8 +579,11 @@ private:
         }
         if (f.kind == FrameKind::kLeave) {
             if (f.leave_op == LeaveOp::leaving) {
-                send_leave(LeaveOp::stopped); // the last burst on this port until the link cycles
+                // The last burst on this port until the link cycles; a full ring is retried
+                // (still_quiet) while the leaver still waits for it.
+                if (!send_leave(LeaveOp::stopped)) answer_until_ = now_ns() + kLeaveWaitNs / 2;
                 gate_.peer_leaving(now_ns());
+                rings_warm_ = false;
                 ++stats_.peer_leaves;
             }
             return false;
@@ -584,6 +611,8 @@ private:
     L2Options l2_;
     Mac mac_;
     LeaveGate gate_;
+    bool rings_warm_ = true; // false: a memif link whose rings are not yet prefaulted
+    uint64_t answer_until_ = 0; // a "stopped" answer the ring had no room for: retried until then
     NeighbourTable neigh_;
     uint32_t sleep_us_ = 200;
     int intr_fd_ = -1;

@@ -78,10 +78,11 @@ ibex_status_t attach_device(const DeviceSpec &spec, const std::string &device, O
             const std::string r = config::get_string("IBEX_DPDK_MEMIF_ROLE", "auto");
             role = r == "server" ? MemifRole::kServer : r == "client" ? MemifRole::kClient : MemifRole::kAuto;
         }
-        if (role == MemifRole::kAuto) {
-            // The first opener serves the socket and holds "<socket>.lock" while its port
-            // lives; a later opener finds the lock taken and connects. (Probing the socket
-            // by connecting to it would upset the memif server that answers.)
+        if (role != MemifRole::kClient) {
+            // A server holds "<socket>.lock" while its port lives. With no role given, the
+            // first opener serves and a later one finds the lock taken and connects; a
+            // server by name that finds it taken says who has it. (Probing the socket by
+            // connecting to it would upset the memif server that answers.)
             o->lock_path = sock + ".lock";
             o->lock_fd = open(o->lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
             if (o->lock_fd < 0)
@@ -92,6 +93,9 @@ ibex_status_t attach_device(const DeviceSpec &spec, const std::string &device, O
             } else {
                 close(o->lock_fd);
                 o->lock_fd = -1;
+                if (role == MemifRole::kServer)
+                    return fail(IBEX_ERR_ADDRESS_IN_USE, "%s: another process serves %s (it holds %s.lock)", device.c_str(),
+                                sock.c_str(), sock.c_str());
                 role = MemifRole::kClient;
             }
         }
