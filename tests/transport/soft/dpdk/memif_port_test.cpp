@@ -54,6 +54,27 @@ uint64_t fnv(const uint8_t *p, size_t n) {
 
 std::string socket_path() { return "/tmp/ibex-dpdk-port-" + std::to_string(getpid()) + ".sock"; }
 
+// A frame of the 64 bytes at `bytes` to dst_ip's RoCE port.
+TxPacket small_frame(uint8_t *bytes, uint32_t dst_ip) {
+    TxPacket p;
+    p.dst = {dst_ip, 4791};
+    p.pieces[0] = {bytes, 64};
+    p.npieces = 1;
+    p.len = 64;
+    return p;
+}
+
+// Server and client of one in-process memif pair on socket_path() + suffix, each with the
+// other as a static neighbour (no ARP).
+struct PairDevices {
+    std::string server, client;
+};
+PairDevices pair_devices(const std::string &suffix) {
+    const std::string base = "dpdk:memif:" + socket_path() + suffix;
+    return {base + ",role=server,ip=10.61.0.1,mac=02:00:00:3d:00:01,neigh=10.61.0.2@02:00:00:3d:00:02",
+            base + ",role=client,ip=10.61.0.2,mac=02:00:00:3d:00:02,neigh=10.61.0.1@02:00:00:3d:00:01"};
+}
+
 // Child: serve the memif socket, report ready, record `expect` packets (answering ARP
 // while it waits), send the records.
 int child_receiver(int fd, const std::string &device, int expect) {
@@ -205,11 +226,7 @@ TEST(DpdkMemifPort, VlanTagAndFixedDscp) {
 // unmaps the rings under a running burst otherwise); a new peer on the same socket is
 // then served as before.
 TEST(DpdkMemifPort, ClosingPortWaitsForItsPeerToStopPolling) {
-    const std::string sock = socket_path() + ".leave";
-    const std::string server = "dpdk:memif:" + sock +
-                               ",role=server,ip=10.61.0.1,mac=02:00:00:3d:00:01,neigh=10.61.0.2@02:00:00:3d:00:02";
-    const std::string client = "dpdk:memif:" + sock +
-                               ",role=client,ip=10.61.0.2,mac=02:00:00:3d:00:02,neigh=10.61.0.1@02:00:00:3d:00:01";
+    const auto [server, client] = pair_devices(".leave");
     ibex_status_t st;
     DpdkPortOptions so;
     so.device = server;
@@ -233,11 +250,7 @@ TEST(DpdkMemifPort, ClosingPortWaitsForItsPeerToStopPolling) {
         }
         // Traffic until a frame arrives: the link is up both ways before the close.
         uint8_t bytes[64] = {};
-        TxPacket p;
-        p.dst = {kChildIp, 4791};
-        p.pieces[0] = {bytes, sizeof bytes};
-        p.npieces = 1;
-        p.len = sizeof bytes;
+        const TxPacket p = small_frame(bytes, kChildIp);
         const int before = received.load();
         const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
         while (received.load() == before && std::chrono::steady_clock::now() < end) {
@@ -260,11 +273,7 @@ TEST(DpdkMemifPort, ClosingPortWaitsForItsPeerToStopPolling) {
 // answered the other and both disconnected, and one could still be writing its answer
 // into rings the other's disconnect had unmapped (a SIGSEGV inside memif).
 TEST(DpdkMemifPort, BothEndsClosingAtOnceSurvive) {
-    const std::string sock = socket_path() + ".both";
-    const std::string server = "dpdk:memif:" + sock +
-                               ",role=server,ip=10.61.0.1,mac=02:00:00:3d:00:01,neigh=10.61.0.2@02:00:00:3d:00:02";
-    const std::string client = "dpdk:memif:" + sock +
-                               ",role=client,ip=10.61.0.2,mac=02:00:00:3d:00:02,neigh=10.61.0.1@02:00:00:3d:00:01";
+    const auto [server, client] = pair_devices(".both");
     constexpr int kRounds = 8;
     int linked = 0;
     for (int round = 0; round < kRounds; ++round) {
@@ -283,11 +292,7 @@ TEST(DpdkMemifPort, BothEndsClosingAtOnceSurvive) {
         for (int e = 0; e < 2; ++e) {
             sides[e] = std::thread([&, e] {
                 uint8_t bytes[64] = {};
-                TxPacket p;
-                p.dst = {e == 0 ? kParentIp : kChildIp, 4791};
-                p.pieces[0] = {bytes, sizeof bytes};
-                p.npieces = 1;
-                p.len = sizeof bytes;
+                const TxPacket p = small_frame(bytes, e == 0 ? kParentIp : kChildIp);
                 RxPacket pkts[32];
                 bool got = false;
                 const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -344,11 +349,7 @@ TEST(DpdkMemifPort, ClientRefusedByAnUnstartedServerReconnects) {
     ASSERT_TRUE(client) << ibex_last_error();
 
     uint8_t bytes[64] = {};
-    TxPacket p;
-    p.dst = {kChildIp, 4791};
-    p.pieces[0] = {bytes, sizeof bytes};
-    p.npieces = 1;
-    p.len = sizeof bytes;
+    const TxPacket p = small_frame(bytes, kChildIp);
     int received = 0;
     rte_mbuf *burst[32];
     const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -429,21 +430,17 @@ std::pair<size_t, size_t> memif_region_size_and_rss() {
 // first pass over a ring page-faults per buffer and a ping-pong ran ~10x slower for its
 // first ~2000 round trips.
 TEST(DpdkMemifPort, LinkedRingsArePrefaulted) {
-    const std::string base = "dpdk:memif:" + socket_path() + ".warm";
+    const auto [server_dev, client_dev] = pair_devices(".warm");
     ibex_status_t st;
     DpdkPortOptions so, co;
-    so.device = base + ",role=server,ip=10.61.0.1,mac=02:00:00:3d:00:01,neigh=10.61.0.2@02:00:00:3d:00:02";
-    co.device = base + ",role=client,ip=10.61.0.2,mac=02:00:00:3d:00:02,neigh=10.61.0.1@02:00:00:3d:00:01";
+    so.device = server_dev;
+    co.device = client_dev;
     auto server = open_dpdk_port(so, &st);
     ASSERT_TRUE(server) << ibex_last_error();
     auto client = open_dpdk_port(co, &st);
     ASSERT_TRUE(client) << ibex_last_error();
     uint8_t bytes[64] = {};
-    TxPacket p;
-    p.dst = {kChildIp, 4791};
-    p.pieces[0] = {bytes, sizeof bytes};
-    p.npieces = 1;
-    p.len = sizeof bytes;
+    const TxPacket p = small_frame(bytes, kChildIp);
     RxPacket pkts[32];
     int got = 0;
     const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
