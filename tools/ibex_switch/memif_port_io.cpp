@@ -15,6 +15,7 @@
 #include "transport/soft/dpdk/ethdev_attach.h"
 #include "transport/soft/dpdk/frame.h"
 #include "transport/soft/dpdk/leave_gate.h"
+#include "transport/soft/dpdk/prefault.h"
 
 namespace ibex::sw {
 namespace dp = ibex::soft::dpdk;
@@ -23,6 +24,8 @@ namespace {
 constexpr uint16_t kRoceUdpPort = 4791;
 constexpr uint16_t kBurst = 32;
 constexpr uint16_t kRingDesc = 1024;
+// How long an answer to "leaving" is retried: half of what an ibex port waits for it.
+constexpr uint64_t kAnswerRetryNs = 100'000'000;
 // Frames read from a link and waiting for their destination port's recv(); beyond this
 // the switch is not keeping up and the frame is dropped as a full input buffer would.
 constexpr size_t kPendingMax = 1024;
@@ -47,6 +50,8 @@ public:
         bool endpoint_known = false;
         bool attached = false;
         dp::LeaveGate gate; // closed while the endpoint leaves (memif's disconnect race)
+        uint64_t answer_until = 0; // a "stopped" answer the ring had no room for: retried until then
+        bool warm = false;         // the link's memif regions are prefaulted (dp::prefault_memif_regions)
         std::vector<Held> pending, given;
     };
 
@@ -75,6 +80,7 @@ public:
             err = "cannot create the mbuf pool (raise -m in IBEX_DPDK_ARGS)";
             return false;
         }
+        dp::prefault_mempool(pool_);
         links_.resize(specs.size());
         for (size_t i = 0; i < specs.size(); ++i) {
             const std::string device = "dpdk:memif:" + specs[i].socket + ",role=server";
@@ -195,27 +201,44 @@ private:
     }
 
     // False while the link's endpoint is leaving (leave_gate.h): no burst may touch it.
-    static bool usable(Link &l) {
-        if (l.gate.open()) return true;
+    // Prefaults the link's memif regions once it is up (a new endpoint brings new ones).
+    bool usable(Link &l) {
+        if (l.gate.open() && l.warm) [[likely]]
+            return true;
+        if (l.answer_until) {
+            if (answer_stopped(l) || now_ns() > l.answer_until) l.answer_until = 0;
+            return false;
+        }
         rte_eth_link link{};
         const bool up = rte_eth_link_get_nowait(l.opened.port_id, &link) == 0 && link.link_status;
         bool stayed = false;
-        return l.gate.reopens(up, now_ns(), &stayed);
+        if (!l.gate.open() && !l.gate.reopens(up, now_ns(), &stayed)) return false;
+        if (up && !l.warm) {
+            dp::prefault_memif_regions();
+            l.warm = true;
+        }
+        return true;
     }
 
-    // The endpoint closes its port: answer that this side stopped polling it (the last
-    // burst on the link until it cycles).
-    void endpoint_leaving(Link &l) {
+    // False when the ring had no room (the endpoint has not received since it connected).
+    bool answer_stopped(Link &l) {
         rte_mbuf *m = rte_pktmbuf_alloc(pool_);
-        if (!m) return;
+        if (!m) return false;
         uint8_t *p = reinterpret_cast<uint8_t *>(rte_pktmbuf_append(m, 60));
         if (!p) {
             rte_pktmbuf_free(m);
-            return;
+            return false;
         }
         dp::write_leave(p, dp::LeaveOp::stopped, l.mac);
-        transmit(l, &m, 1);
+        return transmit(l, &m, 1) == 1;
+    }
+
+    // The endpoint closes its port: answer that this side stopped polling it (the last
+    // burst on the link until it cycles; retried while the endpoint still waits for it).
+    void endpoint_leaving(Link &l) {
+        if (!answer_stopped(l)) l.answer_until = now_ns() + kAnswerRetryNs;
         l.gate.peer_leaving(now_ns());
+        l.warm = false;
     }
 
     void poll_links() {
