@@ -1,5 +1,6 @@
 #include "transport/soft/dpdk/dpdk_port.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -43,6 +44,7 @@ constexpr uint32_t kZeroCopyMin = 512;      // shorter payload pieces are cheape
 constexpr uint64_t kArpInterval = 1000000;  // ns between ARP requests for one address
 constexpr uint64_t kTxWaitNs = 2000000;     // how long a full TX ring is retried before dropping
 constexpr uint64_t kLeaveWaitNs = 200000000; // how long a closing memif port waits for its peer to stop polling
+constexpr uint64_t kRegionCheckNs = 1000000; // a closed gate reads /proc/self/maps at most this often
 // Frames waiting for their neighbour's ARP reply (as the kernel's unresolved queue): the
 // first packets of a connection are not lost to resolution.
 constexpr size_t kUnresolvedMax = 1024;
@@ -349,7 +351,8 @@ private:
     void warm_rings() {
         if (!link_up()) return;
         const uint64_t t0 = now_ns();
-        const size_t bytes = prefault_memif_regions();
+        ring_inodes_.clear();
+        const size_t bytes = prefault_memif_regions(&ring_inodes_);
         rings_warm_ = true;
         IBEX_LOG(debug, "dpdk %s: prefaulted %zu KiB of memif regions in %llu us", spec_name().c_str(), bytes / 1024,
                  (unsigned long long)((now_ns() - t0) / 1000));
@@ -362,9 +365,28 @@ private:
             return true;
         }
         bool stayed = false;
-        if (!gate_.reopens(link_up(), now_ns(), &stayed)) return true;
+        const uint64_t now = now_ns();
+        const bool up = link_up();
+        // A peer that reconnects between two reads of the link never shows it down; its
+        // predecessor's regions being unmapped says the old connection is gone.
+        if (up && !ring_inodes_.empty() && now >= next_region_check_) {
+            next_region_check_ = now + kRegionCheckNs;
+            if (old_rings_gone()) {
+                gate_.peer_gone();
+                ring_inodes_.clear();
+            }
+        }
+        if (!gate_.reopens(up, now, &stayed)) return true;
         if (stayed) IBEX_LOG(warn, "dpdk %s: the peer said it was leaving but stayed; polling again", spec_name().c_str());
         return false;
+    }
+
+    // None of the memif regions mapped when this link last came up is mapped any more.
+    bool old_rings_gone() const {
+        const std::vector<uint64_t> now = memif_region_inodes();
+        for (uint64_t inode : ring_inodes_)
+            if (std::find(now.begin(), now.end(), inode) != now.end()) return false;
+        return true;
     }
 
     // False when the ring had no room: memif hands the sender receive slots only as its
@@ -612,6 +634,8 @@ private:
     Mac mac_;
     LeaveGate gate_;
     bool rings_warm_ = true; // false: a memif link whose rings are not yet prefaulted
+    std::vector<uint64_t> ring_inodes_; // memif regions mapped when the link last came up
+    uint64_t next_region_check_ = 0;    // while the gate waits: when to look at them again
     uint64_t answer_until_ = 0; // a "stopped" answer the ring had no room for: retried until then
     NeighbourTable neigh_;
     uint32_t sleep_us_ = 200;

@@ -3,7 +3,9 @@
 // on that port: a burst caught mid-way reads unmapped memory. So a closing ibex port first
 // says "leaving" (frame.h) and waits until its peer answers "stopped"; the peer then
 // leaves the port alone until the link has gone down and come up again (a new peer's
-// connect maps the rings before it raises the link). Pure state, tested without a device.
+// connect maps the rings before it raises the link), or until the leaver's shared memory
+// is seen unmapped (a new peer that connected faster than the link was read as down).
+// Pure state, tested without a device.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +22,12 @@ public:
     void peer_leaving(uint64_t now) {
         state_ = State::until_down;
         deadline_ = now + kMaxQuietNs;
+    }
+    // The leaving peer's connection is known to be torn down (its shared memory is gone)
+    // although the link never read as down: a new peer connected in between. The next
+    // reopens() with the link up opens.
+    void peer_gone() {
+        if (state_ == State::until_down) state_ = State::until_up;
     }
     // While closed: true once bursts are safe again, given the link as it is now. *stayed:
     // reopened because the peer never went.

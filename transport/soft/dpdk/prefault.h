@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <vector>
 
 struct rte_mempool;
 
@@ -17,8 +19,13 @@ namespace ibex::soft::dpdk {
 // false where the kernel cannot (before Linux 5.14), which only costs speed.
 bool prefault_range(void *addr, size_t len);
 
-// Every memif region this process has mapped (its own and its peers'); bytes covered.
-size_t prefault_memif_regions();
+// The memif regions this process has mapped (its own and its peers'), by the inode of
+// their memfd: a connection's regions are one memfd per region, mapped by both ends.
+std::vector<uint64_t> memif_region_inodes();
+
+// Prefaults every memif region this process has mapped; bytes covered. The regions'
+// inodes go to *inodes when given.
+size_t prefault_memif_regions(std::vector<uint64_t> *inodes = nullptr);
 
 // The memory chunks of a mempool; bytes covered.
 size_t prefault_mempool(rte_mempool *pool);

@@ -215,3 +215,19 @@ TEST(LeaveGate, ClosedUntilTheLinkCyclesOrThePeerStays) {
     EXPECT_TRUE(g.reopens(true, LeaveGate::kMaxQuietNs, &stayed)) << "said it leaves but stayed";
     EXPECT_TRUE(stayed);
 }
+
+TEST(LeaveGate, PeerGoneOpensOnTheNextLinkUpWithoutADownInBetween) {
+    LeaveGate g;
+    bool stayed = true;
+    g.peer_leaving(1000);
+    EXPECT_FALSE(g.reopens(true, 2000, &stayed)) << "the leaver may still be connected";
+    g.peer_gone(); // its shared memory is unmapped: a new peer holds the link
+    EXPECT_TRUE(g.reopens(true, 3000, &stayed)) << "well before the 2 s limit";
+    EXPECT_FALSE(stayed);
+    g.peer_gone(); // open: nothing to do
+    EXPECT_TRUE(g.open());
+    g.peer_leaving(4000);
+    g.peer_gone();
+    EXPECT_FALSE(g.reopens(false, 5000, &stayed)) << "gone and no new peer yet: still nothing to poll";
+    EXPECT_TRUE(g.reopens(true, 6000, &stayed));
+}
