@@ -24,8 +24,7 @@ namespace {
 constexpr uint16_t kRoceUdpPort = 4791;
 constexpr uint16_t kBurst = 32;
 constexpr uint16_t kRingDesc = 1024;
-// How long an answer to "leaving" is retried: half of what an ibex port waits for it.
-constexpr uint64_t kAnswerRetryNs = 100'000'000;
+
 // Frames read from a link and waiting for their destination port's recv(); beyond this
 // the switch is not keeping up and the frame is dropped as a full input buffer would.
 constexpr size_t kPendingMax = 1024;
@@ -50,7 +49,6 @@ public:
         bool endpoint_known = false;
         bool attached = false;
         dp::LeaveGate gate; // closed while the endpoint leaves (memif's disconnect race)
-        uint64_t answer_until = 0; // a "stopped" answer the ring had no room for: retried until then
         bool warm = false;         // the link's memif regions are prefaulted (dp::prefault_memif_regions)
         std::vector<Held> pending, given;
     };
@@ -205,8 +203,8 @@ private:
     bool usable(Link &l) {
         if (l.gate.open() && l.warm) [[likely]]
             return true;
-        if (l.answer_until) {
-            if (answer_stopped(l) || now_ns() > l.answer_until) l.answer_until = 0;
+        if (l.gate.answer_due(now_ns())) {
+            if (dp::send_leave(l.opened.port_id, pool_, dp::LeaveOp::stopped, l.mac)) l.gate.answer_sent();
             return false;
         }
         rte_eth_link link{};
@@ -220,24 +218,10 @@ private:
         return true;
     }
 
-    // False when the ring had no room (the endpoint has not received since it connected).
-    bool answer_stopped(Link &l) {
-        rte_mbuf *m = rte_pktmbuf_alloc(pool_);
-        if (!m) return false;
-        uint8_t *p = reinterpret_cast<uint8_t *>(rte_pktmbuf_append(m, 60));
-        if (!p) {
-            rte_pktmbuf_free(m);
-            return false;
-        }
-        dp::write_leave(p, dp::LeaveOp::stopped, l.mac);
-        return transmit(l, &m, 1) == 1;
-    }
-
     // The endpoint closes its port: answer that this side stopped polling it (the last
     // burst on the link until it cycles; retried while the endpoint still waits for it).
     void endpoint_leaving(Link &l) {
-        if (!answer_stopped(l)) l.answer_until = now_ns() + kAnswerRetryNs;
-        l.gate.peer_leaving(now_ns());
+        l.gate.peer_leaving(now_ns(), dp::send_leave(l.opened.port_id, pool_, dp::LeaveOp::stopped, l.mac));
         l.warm = false;
     }
 

@@ -43,7 +43,7 @@ constexpr uint32_t kHeaderRoom = 256;       // header mbufs: Ethernet .. BTH/RET
 constexpr uint32_t kZeroCopyMin = 512;      // shorter payload pieces are cheaper to copy
 constexpr uint64_t kArpInterval = 1000000;  // ns between ARP requests for one address
 constexpr uint64_t kTxWaitNs = 2000000;     // how long a full TX ring is retried before dropping
-constexpr uint64_t kLeaveWaitNs = 200000000; // how long a closing memif port waits for its peer to stop polling
+constexpr uint64_t kLeaveWaitNs = LeaveGate::kLeaverWaitNs; // how long a closing memif port waits for its peer
 constexpr uint64_t kRegionCheckNs = 1000000; // a closed gate reads /proc/self/maps at most this often
 // Frames waiting for their neighbour's ARP reply (as the kernel's unresolved queue): the
 // first packets of a connection are not lost to resolution.
@@ -360,8 +360,8 @@ private:
 
     // After a memif peer said it is leaving (leave_gate.h): true while the port must be left alone.
     bool still_quiet() {
-        if (answer_until_) [[unlikely]] {
-            if (send_leave(LeaveOp::stopped) || now_ns() > answer_until_) answer_until_ = 0;
+        if (gate_.answer_due(now_ns())) [[unlikely]] {
+            if (send_leave(LeaveOp::stopped)) gate_.answer_sent();
             return true;
         }
         bool stayed = false;
@@ -389,18 +389,7 @@ private:
         return true;
     }
 
-    // False when the ring had no room: memif hands the sender receive slots only as its
-    // peer receives, so a peer that has not received since it connected takes nothing.
-    bool send_leave(LeaveOp op) {
-        rte_mbuf *m = rte_pktmbuf_alloc(hdr_pool_);
-        if (!m) return false;
-        const size_t len = write_leave(rte_pktmbuf_mtod(m, uint8_t *), op, mac_);
-        m->data_len = static_cast<uint16_t>(len);
-        m->pkt_len = static_cast<uint32_t>(len);
-        if (rte_eth_tx_burst(opened_.port_id, 0, &m, 1) == 1) return true;
-        rte_pktmbuf_free(m);
-        return false;
-    }
+    bool send_leave(LeaveOp op) { return dpdk::send_leave(opened_.port_id, hdr_pool_, op, mac_); }
 
     // Closing a connected memif port: tell the peer, and wait (bounded) until it has stopped
     // polling or is gone; only then may the disconnect unmap its rings.
@@ -603,8 +592,7 @@ private:
             if (f.leave_op == LeaveOp::leaving) {
                 // The last burst on this port until the link cycles; a full ring is retried
                 // (still_quiet) while the leaver still waits for it.
-                if (!send_leave(LeaveOp::stopped)) answer_until_ = now_ns() + kLeaveWaitNs / 2;
-                gate_.peer_leaving(now_ns());
+                gate_.peer_leaving(now_ns(), send_leave(LeaveOp::stopped));
                 rings_warm_ = false;
                 ++stats_.peer_leaves;
             }
@@ -636,7 +624,6 @@ private:
     bool rings_warm_ = true; // false: a memif link whose rings are not yet prefaulted
     std::vector<uint64_t> ring_inodes_; // memif regions mapped when the link last came up
     uint64_t next_region_check_ = 0;    // while the gate waits: when to look at them again
-    uint64_t answer_until_ = 0; // a "stopped" answer the ring had no room for: retried until then
     NeighbourTable neigh_;
     uint32_t sleep_us_ = 200;
     int intr_fd_ = -1;

@@ -4,8 +4,10 @@
 
 #include <rte_arp.h>
 #include <rte_byteorder.h>
+#include <rte_ethdev.h>
 #include <rte_ether.h>
 #include <rte_ip.h>
+#include <rte_mbuf.h>
 #include <rte_udp.h>
 
 namespace ibex::soft::dpdk {
@@ -84,6 +86,15 @@ size_t write_leave(uint8_t *out, LeaveOp op, const Mac &src_mac) {
     std::memcpy(out + sizeof *eth, kLeaveMagic, sizeof kLeaveMagic);
     out[sizeof *eth + sizeof kLeaveMagic] = static_cast<uint8_t>(op);
     return 60;
+}
+
+bool send_leave(uint16_t port_id, rte_mempool *pool, LeaveOp op, const Mac &src_mac) {
+    rte_mbuf *m = rte_pktmbuf_alloc(pool);
+    if (!m) return false;
+    auto *p = reinterpret_cast<uint8_t *>(rte_pktmbuf_append(m, 60));
+    if (p && (write_leave(p, op, src_mac), rte_eth_tx_burst(port_id, 0, &m, 1) == 1)) return true;
+    rte_pktmbuf_free(m);
+    return false;
 }
 
 ParsedFrame parse_frame(const uint8_t *p, size_t len, uint16_t roce_port) {

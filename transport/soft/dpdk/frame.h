@@ -8,6 +8,8 @@
 
 #include "transport/soft/port.h"
 
+struct rte_mempool;
+
 namespace ibex::soft::dpdk {
 
 struct Mac {
@@ -47,6 +49,9 @@ inline constexpr size_t kArpFrameMax = 64;
 inline constexpr uint16_t kLeaveEtherType = 0x88B5;
 enum class LeaveOp : uint8_t { leaving = 1, stopped = 2 };
 size_t write_leave(uint8_t *out, LeaveOp op, const Mac &src_mac);
+// One leave frame from an mbuf of `pool` on queue 0 of `port_id`; false when the ring had
+// no room (memif hands a sender slots only as its peer receives) or the pool was empty.
+bool send_leave(uint16_t port_id, rte_mempool *pool, LeaveOp op, const Mac &src_mac);
 
 enum class FrameKind { kOther, kRoce, kArp, kLeave };
 

@@ -17,12 +17,25 @@ public:
     // How long a peer that said it is leaving may stay connected before it is believed
     // to have changed its mind.
     static constexpr uint64_t kMaxQuietNs = 2'000'000'000;
+    // How long a closing ibex port waits for its peer's "stopped" before it disconnects.
+    static constexpr uint64_t kLeaverWaitNs = 200'000'000;
+    // An answer that found no room in the ring is retried for half of that, so it never
+    // goes out after the leaver has given up and disconnected.
+    static constexpr uint64_t kAnswerRetryNs = kLeaverWaitNs / 2;
 
     bool open() const { return state_ == State::open; }
-    void peer_leaving(uint64_t now) {
+    // answered: whether the "stopped" answer went out; if not, answer_due() says when to retry.
+    void peer_leaving(uint64_t now, bool answered = true) {
         state_ = State::until_down;
         deadline_ = now + kMaxQuietNs;
+        answer_until_ = answered ? 0 : now + kAnswerRetryNs;
     }
+    // True while an unsent answer may still be retried (the port is closed meanwhile).
+    bool answer_due(uint64_t now) {
+        if (answer_until_ && now > answer_until_) answer_until_ = 0;
+        return answer_until_ != 0;
+    }
+    void answer_sent() { answer_until_ = 0; }
     // The leaving peer's connection is known to be torn down (its shared memory is gone)
     // although the link never read as down: a new peer connected in between. The next
     // reopens() with the link up opens.
@@ -53,6 +66,7 @@ private:
     enum class State : uint8_t { open, until_down, until_up };
     State state_ = State::open;
     uint64_t deadline_ = 0;
+    uint64_t answer_until_ = 0;
 };
 
 } // namespace ibex::soft::dpdk

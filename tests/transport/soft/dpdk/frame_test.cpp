@@ -216,6 +216,21 @@ TEST(LeaveGate, ClosedUntilTheLinkCyclesOrThePeerStays) {
     EXPECT_TRUE(stayed);
 }
 
+TEST(LeaveGate, AnUnsentAnswerIsDueOnlyWhileTheLeaverStillWaits) {
+    LeaveGate g;
+    g.peer_leaving(1000); // answered at once
+    EXPECT_FALSE(g.answer_due(1000));
+    g.peer_leaving(0, false); // the ring had no room
+    EXPECT_TRUE(g.answer_due(1));
+    EXPECT_TRUE(g.answer_due(LeaveGate::kAnswerRetryNs));
+    EXPECT_FALSE(g.answer_due(LeaveGate::kAnswerRetryNs + 1)) << "the leaver may have given up: touch nothing";
+    EXPECT_LT(LeaveGate::kAnswerRetryNs, LeaveGate::kLeaverWaitNs);
+    g.peer_leaving(10, false);
+    g.answer_sent();
+    EXPECT_FALSE(g.answer_due(11));
+    EXPECT_FALSE(g.open()) << "answering does not reopen the port";
+}
+
 TEST(LeaveGate, PeerGoneOpensOnTheNextLinkUpWithoutADownInBetween) {
     LeaveGate g;
     bool stayed = true;
