@@ -4,7 +4,7 @@
 #include "allreduce/comm.h"
 #include "runtime/bootstrap/launcher_env.h"
 #include "runtime/bootstrap/unique_id.h"
-#include "runtime/status.h"
+#include "runtime/base/status.h"
 
 using ibex::fail;
 using namespace ibex::coll;

@@ -12,9 +12,9 @@
 #include <unistd.h>
 
 #include "runtime/bootstrap/unique_id.h"
-#include "runtime/config.h"
-#include "runtime/log.h"
-#include "runtime/status.h"
+#include "runtime/base/config.h"
+#include "runtime/base/log.h"
+#include "runtime/base/status.h"
 
 namespace ibex::coll {
 namespace {

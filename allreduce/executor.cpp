@@ -7,7 +7,7 @@
 
 #include "allreduce/cpu/reduce.h"
 #include "allreduce/cuda/dispatch.h"
-#include "runtime/status.h"
+#include "runtime/base/status.h"
 
 namespace ibex::coll {
 namespace {

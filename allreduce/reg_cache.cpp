@@ -2,7 +2,7 @@
 
 #include <unistd.h>
 
-#include "runtime/status.h"
+#include "runtime/base/status.h"
 
 namespace ibex::coll {
 namespace {

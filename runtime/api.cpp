@@ -4,7 +4,7 @@
 #include <string>
 
 #include "runtime/binding_defaults.h"
-#include "runtime/status.h"
+#include "runtime/base/status.h"
 #include "transport/provider.h"
 
 using ibex::fail;

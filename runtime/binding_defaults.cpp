@@ -5,8 +5,8 @@
 
 #include <ibex/topology.h>
 
-#include "runtime/config.h"
-#include "runtime/log.h"
+#include "runtime/base/config.h"
+#include "runtime/base/log.h"
 
 namespace ibex {
 

@@ -2,7 +2,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/status.h"
+#include "runtime/base/status.h"
 #include "transport/provider.h"
 
 struct ibex_device_list {

@@ -5,14 +5,16 @@
 #include <cstring>
 #include <string>
 
-#include "runtime/status.h"
-#include "transport/soft/codec/roce.h"
+#include "runtime/base/status.h"
+#include "runtime/base/byte_order.h"
 
 using ibex::fail;
-using ibex::roce::get16;
-using ibex::roce::get32;
-using ibex::roce::put16;
-using ibex::roce::put32;
+using ibex::get16;
+using ibex::get24;
+using ibex::get32;
+using ibex::put16;
+using ibex::put24;
+using ibex::put32;
 
 namespace {
 constexpr uint8_t kWireVersion = 1;
@@ -32,8 +34,8 @@ ibex_status_t ibex_ep_addr_pack(const ibex_ep_addr_t *a, uint8_t *buf, size_t le
     buf[3] = 0;
     std::memcpy(buf + 4, a->gid, 16);
     put16(buf + 20, a->udp_port);
-    ibex::roce::put24(buf + 22, a->qpn & 0xffffff);
-    ibex::roce::put24(buf + 25, a->psn & 0xffffff);
+    put24(buf + 22, a->qpn & 0xffffff);
+    put24(buf + 25, a->psn & 0xffffff);
     return IBEX_OK;
 }
 
@@ -47,8 +49,8 @@ ibex_status_t ibex_ep_addr_unpack(const uint8_t *buf, size_t len, ibex_ep_addr_t
     a->flags = buf[2];
     std::memcpy(a->gid, buf + 4, 16);
     a->udp_port = get16(buf + 20);
-    a->qpn = ibex::roce::get24(buf + 22);
-    a->psn = ibex::roce::get24(buf + 25);
+    a->qpn = get24(buf + 22);
+    a->psn = get24(buf + 25);
     return IBEX_OK;
 }
 

@@ -6,8 +6,8 @@
 #include <cstring>
 
 #include "allreduce/cpu/kernels.h"
-#include "runtime/config.h"
-#include "runtime/log.h"
+#include "runtime/base/config.h"
+#include "runtime/base/log.h"
 
 namespace ibex::coll {
 namespace cpu {

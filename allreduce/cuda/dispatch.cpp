@@ -4,7 +4,7 @@
 
 #include "allreduce/cpu/reduce.h"
 #include "allreduce/cuda/reduce.h"
-#include "runtime/status.h"
+#include "runtime/base/status.h"
 
 #if IBEX_HAVE_CUDA
 #include <cuda_runtime_api.h>

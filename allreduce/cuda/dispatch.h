@@ -8,7 +8,7 @@
 #include <cstddef>
 
 #include "ibex/coll.h"
-#include "runtime/cuda/memory.h"
+#include "runtime/base/cuda_memory.h"
 
 namespace ibex::coll {
 

@@ -5,7 +5,7 @@
 
 #include "allreduce/cuda/elementwise.cuh"
 #include "allreduce/cuda/reduce.h"
-#include "runtime/status.h"
+#include "runtime/base/status.h"
 
 namespace ibex::coll {
 namespace {

@@ -1,6 +1,6 @@
 // Built without CUDA: the kernels' entry points exist and say so.
 #include "allreduce/cuda/reduce.h"
-#include "runtime/status.h"
+#include "runtime/base/status.h"
 
 namespace ibex::coll {
 

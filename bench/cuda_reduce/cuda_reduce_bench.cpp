@@ -9,7 +9,7 @@
 #include <string>
 
 #include "allreduce/cuda/reduce.h"
-#include "runtime/cuda/memory.h"
+#include "runtime/base/cuda_memory.h"
 
 namespace {
 

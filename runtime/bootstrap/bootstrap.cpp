@@ -9,8 +9,8 @@
 
 #include "runtime/bootstrap/socket.h"
 #include "runtime/bootstrap/unique_id.h"
-#include "runtime/log.h"
-#include "runtime/status.h"
+#include "runtime/base/log.h"
+#include "runtime/base/status.h"
 
 namespace ibex::bootstrap {
 namespace {

@@ -3,7 +3,7 @@
 #include <cerrno>
 #include <cstdlib>
 
-#include "runtime/status.h"
+#include "runtime/base/status.h"
 
 namespace ibex::bootstrap {
 namespace {

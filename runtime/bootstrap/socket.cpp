@@ -12,7 +12,7 @@
 #include <thread>
 #include <unistd.h>
 
-#include "runtime/status.h"
+#include "runtime/base/status.h"
 
 namespace ibex::bootstrap {
 namespace {

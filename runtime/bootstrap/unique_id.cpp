@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include "runtime/bootstrap/socket.h"
-#include "runtime/config.h"
-#include "runtime/status.h"
+#include "runtime/base/config.h"
+#include "runtime/base/status.h"
 
 namespace ibex::bootstrap {
 namespace {

@@ -1,5 +1,5 @@
 // The C API's memory-type query (ibex.h, "GPU buffers").
-#include "runtime/cuda/memory.h"
+#include "runtime/base/cuda_memory.h"
 
 extern "C" {
 

@@ -1,6 +1,6 @@
 // The C API of <ibex/topology.h>: argument checks, then the C++ model.
-#include "runtime/config.h"
-#include "runtime/status.h"
+#include "runtime/base/config.h"
+#include "runtime/base/status.h"
 #include "runtime/topology/model.h"
 
 #include <cerrno>

@@ -1,7 +1,7 @@
 // The NIC binding policy: which NIC(s), NUMA node and progress cores a local rank gets.
-#include "runtime/config.h"
-#include "runtime/log.h"
-#include "runtime/status.h"
+#include "runtime/base/config.h"
+#include "runtime/base/log.h"
+#include "runtime/base/status.h"
 #include "runtime/topology/model.h"
 
 #include <algorithm>

@@ -1,7 +1,7 @@
 // Discovery: hwloc reads the machine (or an XML file), and this file decides which of its
 // PCI functions are GPUs and NICs, names them, and records where they sit.
-#include "runtime/log.h"
-#include "runtime/status.h"
+#include "runtime/base/log.h"
+#include "runtime/base/status.h"
 #include "runtime/topology/model.h"
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 // Buffers placed on a NUMA node with libnuma, for registration near the NIC.
-#include "runtime/log.h"
-#include "runtime/status.h"
+#include "runtime/base/log.h"
+#include "runtime/base/status.h"
 
 #include <ibex/topology.h>
 

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "ranks.h"
+#include "tests/allreduce/ranks.h"
 
 namespace {
 

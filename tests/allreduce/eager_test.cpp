@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "ranks.h"
+#include "tests/allreduce/ranks.h"
 
 namespace {
 

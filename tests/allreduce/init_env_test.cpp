@@ -10,8 +10,8 @@
 #include <unistd.h>
 #include <vector>
 
-#include "ranks.h"
-#include "support/free_port.h"
+#include "tests/allreduce/ranks.h"
+#include "tests/support/free_port.h"
 
 namespace {
 

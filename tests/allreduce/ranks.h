@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "runtime/bootstrap/unique_id.h"
-#include "support/child_process.h"
+#include "tests/support/child_process.h"
 
 namespace ibex::test {
 

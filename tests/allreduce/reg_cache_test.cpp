@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "allreduce/reg_cache.h"
-#include "support/endpoint.h"
+#include "tests/support/endpoint.h"
 
 namespace ibex::coll {
 namespace {

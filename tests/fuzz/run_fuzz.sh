@@ -56,14 +56,12 @@ engine_srcs=()
 for f in "$src"/transport/soft/codec/*.cpp "$src"/transport/soft/engine/*.cpp; do engine_srcs+=("$f"); done
 engine_srcs+=("$src/transport/soft/soft_provider.cpp" "$src/transport/soft/udp/udp_port.cpp"
               "$src/transport/provider.cpp")
-for f in status log config api endpoint device binding_defaults; do engine_srcs+=("$src/runtime/$f.cpp"); done
+for f in "$src"/runtime/base/*.cpp; do engine_srcs+=("$f"); done
+for f in api endpoint device binding_defaults; do engine_srcs+=("$src/runtime/$f.cpp"); done
 # The runtime's progress-CPU choice reads the topology (hwloc) and parses cpulists.
 for f in "$src"/runtime/topology/*.cpp; do engine_srcs+=("$f"); done
-engine_srcs+=("$src/runtime/tuning/cpuset.cpp")
 # The engine paces and reacts to CNPs through congestion/ (DCQCN state machines).
 for f in "$src"/congestion/*.cpp "$src"/congestion/dcqcn/*.cpp; do engine_srcs+=("$f"); done
-# GPU staging (engine/staging.cpp) asks where memory lives; built here without CUDA.
-engine_srcs+=("$src/runtime/cuda/memory.cpp")
 # dpdk: device names are parsed everywhere; the port itself is the no-DPDK stand-in here.
 engine_srcs+=("$src/transport/soft/dpdk/device_spec.cpp" "$src/transport/soft/dpdk/dpdk_unavailable.cpp")
 fuzz_srcs=("$src/tests/fuzz/fuzz_receive_path.cpp")

@@ -1,4 +1,4 @@
-#include "bench.h"
+#include "tools/ibex_allreduce_perf/bench.h"
 
 #include <cerrno>
 #include <chrono>
@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "allreduce/cpu/reduce.h"
-#include "check.h"
-#include "report.h"
+#include "tools/ibex_allreduce_perf/check.h"
+#include "tools/ibex_allreduce_perf/report.h"
 
 namespace ibex::collperf {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "ibex/coll.h"
-#include "options.h"
+#include "tools/ibex_allreduce_perf/options.h"
 
 namespace ibex::collperf {
 

@@ -1,4 +1,4 @@
-#include "check.h"
+#include "tools/ibex_allreduce_perf/check.h"
 
 #include <cstring>
 #include <vector>

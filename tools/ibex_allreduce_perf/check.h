@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "ibex/coll.h"
-#include "options.h"
+#include "tools/ibex_allreduce_perf/options.h"
 
 namespace ibex::collperf {
 

@@ -1,4 +1,4 @@
-#include "launch.h"
+#include "tools/ibex_allreduce_perf/launch.h"
 
 #include <cerrno>
 #include <chrono>
@@ -13,7 +13,7 @@
 #include <unistd.h>
 #include <vector>
 
-#include "bench.h"
+#include "tools/ibex_allreduce_perf/bench.h"
 #include "runtime/bootstrap/unique_id.h"
 
 namespace ibex::collperf {

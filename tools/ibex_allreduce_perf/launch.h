@@ -2,7 +2,7 @@
 // srun, torchrun, or IBEX_RANK/IBEX_NRANKS in the environment), or a single rank.
 #pragma once
 
-#include "options.h"
+#include "tools/ibex_allreduce_perf/options.h"
 
 namespace ibex::collperf {
 

@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "launch.h"
-#include "options.h"
+#include "tools/ibex_allreduce_perf/launch.h"
+#include "tools/ibex_allreduce_perf/options.h"
 
 #ifndef IBEX_PERF_DEFAULT_COLL
 #define IBEX_PERF_DEFAULT_COLL allreduce

@@ -1,4 +1,4 @@
-#include "options.h"
+#include "tools/ibex_allreduce_perf/options.h"
 
 #include <cerrno>
 #include <climits>

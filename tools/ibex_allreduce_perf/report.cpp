@@ -1,4 +1,4 @@
-#include "report.h"
+#include "tools/ibex_allreduce_perf/report.h"
 
 namespace ibex::collperf {
 

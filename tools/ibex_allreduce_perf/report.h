@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "options.h"
+#include "tools/ibex_allreduce_perf/options.h"
 
 namespace ibex::collperf {
 

@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <cinttypes>
 
-#include "ibex_perftest/ops.h"
-#include "ibex_perftest/perftest.h"
-#include "ibex_perftest/session.h"
+#include "tools/ibex_perftest/ops.h"
+#include "tools/ibex_perftest/perftest.h"
+#include "tools/ibex_perftest/session.h"
 
 namespace ibex::perftest {
 

@@ -1,9 +1,9 @@
-#include "ibex_perftest/numa.h"
+#include "tools/ibex_perftest/numa.h"
 
 #include <ibex/topology.h>
 #include <sched.h>
 
-#include "runtime/tuning/cpuset.h"
+#include "runtime/base/cpuset.h"
 
 namespace ibex::perftest {
 
@@ -46,11 +46,11 @@ NumaPlacement place_near_nic(const std::string &device, bool enabled) {
         p.summary = "not bound (NIC " + name + " has no single NUMA node)";
     } else {
         p.node = d.numa_node;
-        tuning::CpuSet set;
+        ibex::CpuSet set;
         std::string err;
         cpu_set_t mask;
         CPU_ZERO(&mask);
-        if (d.cpus && tuning::CpuSet::parse_list(d.cpus, set, err, CPU_SETSIZE) && !set.empty()) {
+        if (d.cpus && ibex::CpuSet::parse_list(d.cpus, set, err, CPU_SETSIZE) && !set.empty()) {
             for (unsigned c : set.cpus()) CPU_SET(c, &mask);
             if (sched_setaffinity(0, sizeof mask, &mask) == 0) p.cpus = set.to_list();
         }

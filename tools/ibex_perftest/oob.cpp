@@ -1,4 +1,4 @@
-#include "ibex_perftest/oob.h"
+#include "tools/ibex_perftest/oob.h"
 
 #include <arpa/inet.h>
 #include <cerrno>

@@ -1,6 +1,6 @@
-#include "ibex_perftest/ops.h"
+#include "tools/ibex_perftest/ops.h"
 
-#include "ibex_perftest/rdma.h"
+#include "tools/ibex_perftest/rdma.h"
 
 namespace ibex::perftest {
 

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <string>
 
-#include "ibex_perftest/oob.h"
-#include "ibex_perftest/options.h"
+#include "tools/ibex_perftest/oob.h"
+#include "tools/ibex_perftest/options.h"
 
 namespace ibex::perftest {
 

@@ -1,4 +1,4 @@
-#include "ibex_perftest/options.h"
+#include "tools/ibex_perftest/options.h"
 
 #include <cerrno>
 #include <cstdlib>

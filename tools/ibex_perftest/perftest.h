@@ -2,7 +2,7 @@
 // and kind; the bandwidth runner (bw.cpp) and the latency runner (lat.cpp) serve all verbs.
 #pragma once
 
-#include "ibex_perftest/options.h"
+#include "tools/ibex_perftest/options.h"
 
 namespace ibex::perftest {
 

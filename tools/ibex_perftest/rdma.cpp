@@ -1,4 +1,4 @@
-#include "ibex_perftest/rdma.h"
+#include "tools/ibex_perftest/rdma.h"
 
 #include <ibex/topology.h>
 

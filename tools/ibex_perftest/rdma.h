@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "ibex_perftest/oob.h"
+#include "tools/ibex_perftest/oob.h"
 
 namespace ibex::perftest {
 

@@ -1,4 +1,4 @@
-#include "ibex_perftest/report.h"
+#include "tools/ibex_perftest/report.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -7,7 +7,7 @@
 #include <cstring>
 #include <limits>
 
-#include "runtime/config.h"
+#include "runtime/base/config.h"
 
 namespace ibex::perftest {
 

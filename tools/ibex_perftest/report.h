@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "ibex_perftest/oob.h"
-#include "ibex_perftest/options.h"
+#include "tools/ibex_perftest/oob.h"
+#include "tools/ibex_perftest/options.h"
 
 namespace ibex::perftest {
 

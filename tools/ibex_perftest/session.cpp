@@ -1,4 +1,4 @@
-#include "ibex_perftest/session.h"
+#include "tools/ibex_perftest/session.h"
 
 #include <arpa/inet.h>
 #include <atomic>

@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "ibex_perftest/numa.h"
-#include "ibex_perftest/oob.h"
-#include "ibex_perftest/options.h"
-#include "ibex_perftest/rdma.h"
-#include "ibex_perftest/report.h"
+#include "tools/ibex_perftest/numa.h"
+#include "tools/ibex_perftest/oob.h"
+#include "tools/ibex_perftest/options.h"
+#include "tools/ibex_perftest/rdma.h"
+#include "tools/ibex_perftest/report.h"
 
 namespace ibex::perftest {
 

@@ -1,4 +1,4 @@
-#include "ibex_perftest/perftest.h"
+#include "tools/ibex_perftest/perftest.h"
 
 namespace ibex::perftest {
 

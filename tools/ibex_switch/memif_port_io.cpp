@@ -9,7 +9,7 @@
 #include <rte_ip.h>
 #include <rte_mbuf.h>
 
-#include "runtime/status.h"
+#include "runtime/base/status.h"
 #include "transport/soft/dpdk/device_spec.h"
 #include "transport/soft/dpdk/eal.h"
 #include "transport/soft/dpdk/ethdev_attach.h"

@@ -1,9 +1,9 @@
 // ibexd: keeps each host's NIC interrupts, XPS/RPS masks and ECN/DCQCN settings where
-// they belong. Flags only; the work is in runtime/tuning.
-#include "runtime/tuning/daemon.h"
-#include "runtime/tuning/report.h"
-#include "runtime/tuning/rootfs.h"
-#include "runtime/tuning/sd_notify.h"
+// they belong. Flags only; the work is in the tuning library beside it.
+#include "tools/ibexd/daemon.h"
+#include "tools/ibexd/report.h"
+#include "runtime/base/rootfs.h"
+#include "tools/ibexd/sd_notify.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -80,7 +80,7 @@ int main(int argc, char **argv) {
     if (dry_run + restore + oneshot > 1) return usage_error("--oneshot, --dry-run and --restore exclude each other");
     if (opt.verbose) setenv("IBEX_LOG_LEVEL", "info", 0);
 
-    RootFs fs(root);
+    ibex::RootFs fs(root);
     if (!fs.valid()) {
         std::fprintf(stderr, "ibexd: %s\n", fs.error().c_str());
         return kExitError;

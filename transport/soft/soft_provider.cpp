@@ -11,9 +11,9 @@
 #include <poll.h>
 #include <unistd.h>
 
-#include "runtime/log.h"
-#include "runtime/status.h"
-#include "runtime/tuning/cpuset.h"
+#include "runtime/base/log.h"
+#include "runtime/base/status.h"
+#include "runtime/base/cpuset.h"
 #include "transport/provider.h"
 #include "transport/qp_state.h"
 #include "transport/soft/codec/roce.h"
@@ -76,9 +76,9 @@ ibex_status_t open_device(const char *device, const ibex_context_attr_t *attr, i
     if (!rate_control_config(attr ? attr->dcqcn : nullptr, attr ? attr->dcqcn_line_rate_mbps : 0, cfg.rate, &st))
         return st;
     if (attr && attr->progress_cpus && *attr->progress_cpus) {
-        tuning::CpuSet cpus;
+        ibex::CpuSet cpus;
         std::string err;
-        if (!tuning::CpuSet::parse_list(attr->progress_cpus, cpus, err, CPU_SETSIZE) || cpus.empty())
+        if (!ibex::CpuSet::parse_list(attr->progress_cpus, cpus, err, CPU_SETSIZE) || cpus.empty())
             return fail(IBEX_ERR_INVALID_ARGUMENT, "progress CPUs \"%s\": %s", attr->progress_cpus,
                         err.empty() ? "empty list" : err.c_str());
         cfg.progress_cpus = cpus.cpus();

@@ -62,7 +62,7 @@ DmabufRange dmabuf_range(uint64_t addr, uint64_t length, uint64_t page) {
     return r;
 }
 
-bool peermem_loaded(const tuning::RootFs &fs) {
+bool peermem_loaded(const ibex::RootFs &fs) {
     return fs.is_dir("/sys/module/nvidia_peermem") || fs.is_dir("/sys/module/nv_peer_mem") ||
            fs.exists("/sys/kernel/mm/memory_peers/nv_mem/version");
 }

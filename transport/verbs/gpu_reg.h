@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "runtime/tuning/rootfs.h"
+#include "runtime/base/rootfs.h"
 
 namespace ibex::verbs {
 
@@ -41,7 +41,7 @@ struct DmabufRange {
 DmabufRange dmabuf_range(uint64_t addr, uint64_t length, uint64_t page);
 
 // nvidia-peermem (or the older nv_peer_mem) is loaded.
-bool peermem_loaded(const tuning::RootFs &fs);
+bool peermem_loaded(const ibex::RootFs &fs);
 // IBEX_GPU_REG: auto (default), dmabuf, peermem. False for anything else.
 bool gpu_reg_mode_from_env(GpuRegMode *out, std::string *error);
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "runtime/status.h"
+#include "runtime/base/status.h"
 #include "transport/qp_state.h"
 
 namespace ibex::verbs {

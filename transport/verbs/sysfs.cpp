@@ -111,7 +111,7 @@ bool DeviceSysfs::read_port(int port, PortInfo *out, std::string *error) const {
     std::string state;
     int rc = fs_.read_file(dir + "/state", state);
     if (rc != 0) {
-        *error = dir + "/state: " + tuning::RootFs::describe(rc);
+        *error = dir + "/state: " + ibex::RootFs::describe(rc);
         return false;
     }
     // "4: ACTIVE"; the number is the IB port state.
@@ -168,14 +168,14 @@ void DeviceSysfs::read_counters(int port, ibex_counters_t *out) const {
     out->remote_access_errors = read_u64(h + "resp_remote_access_errors");
 }
 
-int netdev_mtu(const tuning::RootFs &fs, const std::string &ndev) {
+int netdev_mtu(const ibex::RootFs &fs, const std::string &ndev) {
     std::string s;
     if (ndev.empty() || ndev.find('/') != std::string::npos || fs.read_file("/sys/class/net/" + ndev + "/mtu", s) != 0)
         return 0;
     return std::atoi(s.c_str());
 }
 
-std::vector<std::string> list_sysfs_devices(const tuning::RootFs &fs) {
+std::vector<std::string> list_sysfs_devices(const ibex::RootFs &fs) {
     std::vector<std::string> names;
     fs.list_dir(kClassDir, names);
     return names;

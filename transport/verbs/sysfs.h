@@ -1,6 +1,6 @@
 // What the kernel's RDMA core publishes about a device under
 // /sys/class/infiniband/<dev>: ports, their state, the GID table with each entry's RoCE
-// type and network device, and the port counters. Read through tuning::RootFs so tests
+// type and network device, and the port counters. Read through ibex::RootFs so tests
 // point it at a fixture tree and production at "/". Pure file reading: no libibverbs.
 #pragma once
 
@@ -10,7 +10,7 @@
 
 #include <ibex/ibex.h>
 
-#include "runtime/tuning/rootfs.h"
+#include "runtime/base/rootfs.h"
 
 namespace ibex::verbs {
 
@@ -46,7 +46,7 @@ bool gid_is_zero(const uint8_t gid[16]);
 class DeviceSysfs {
 public:
     // root: "/" in production. The device's directory is <root>/sys/class/infiniband/<dev>.
-    DeviceSysfs(const tuning::RootFs &fs, std::string device) : fs_(fs), device_(std::move(device)) {}
+    DeviceSysfs(const ibex::RootFs &fs, std::string device) : fs_(fs), device_(std::move(device)) {}
 
     bool exists() const;
     // Port numbers present under ports/, ascending.
@@ -62,14 +62,14 @@ public:
 private:
     uint64_t read_u64(const std::string &path) const;
 
-    const tuning::RootFs &fs_;
+    const ibex::RootFs &fs_;
     std::string device_;
 };
 
 // MTU of a network device (/sys/class/net/<ndev>/mtu), 0 if unknown.
-int netdev_mtu(const tuning::RootFs &fs, const std::string &ndev);
+int netdev_mtu(const ibex::RootFs &fs, const std::string &ndev);
 
 // Names of the RDMA devices under <root>/sys/class/infiniband, sorted.
-std::vector<std::string> list_sysfs_devices(const tuning::RootFs &fs);
+std::vector<std::string> list_sysfs_devices(const ibex::RootFs &fs);
 
 } // namespace ibex::verbs

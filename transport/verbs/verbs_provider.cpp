@@ -16,9 +16,9 @@
 
 #include <infiniband/verbs.h>
 
-#include "runtime/cuda/memory.h"
-#include "runtime/log.h"
-#include "runtime/status.h"
+#include "runtime/base/cuda_memory.h"
+#include "runtime/base/log.h"
+#include "runtime/base/status.h"
 #include "transport/provider.h"
 #include "transport/verbs/gid_select.h"
 #include "transport/verbs/gpu_reg.h"
@@ -224,7 +224,7 @@ ibex_status_t open_device(const char *device, const ibex_context_attr_t *attr, i
     if (!GidPolicy::from_env(&policy, &err)) return bail(fail(IBEX_ERR_INVALID_ARGUMENT, "%s", err.c_str()));
     if (attr && attr->local_addr && *attr->local_addr && !policy.set_address(attr->local_addr))
         return bail(fail(IBEX_ERR_INVALID_ARGUMENT, "local_addr \"%s\" is not an IPv4 or IPv6 address", attr->local_addr));
-    tuning::RootFs root("/");
+    ibex::RootFs root("/");
     DeviceSysfs sysfs(root, base);
     PortInfo info;
     if (!sysfs.read_port(port, &info, &err)) return bail(fail(IBEX_ERR_SYSTEM, "%s", err.c_str()));
@@ -267,7 +267,7 @@ ibex_status_t close_device(ibex_context *c) {
 
 ibex_status_t query_counters(ibex_context *c, ibex_counters_t *out) {
     VerbsContext *ctx = vctx_of(c);
-    tuning::RootFs root("/");
+    ibex::RootFs root("/");
     const std::string name = ctx->device_name.substr(0, ctx->device_name.find(':'));
     ibex_counters_t snap{};
     snap.size = sizeof snap;

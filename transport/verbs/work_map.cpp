@@ -1,6 +1,6 @@
 #include "transport/verbs/work_map.h"
 
-#include "runtime/status.h"
+#include "runtime/base/status.h"
 
 #include <arpa/inet.h>
 #include <cerrno>

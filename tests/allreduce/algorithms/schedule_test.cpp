@@ -11,7 +11,7 @@
 #include <set>
 
 #include "allreduce/algorithms/algorithms.h"
-#include "schedule_sim.h"
+#include "tests/allreduce/algorithms/schedule_sim.h"
 
 namespace ibex::coll {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "allreduce/cpu/elementwise.h"
 #include "allreduce/cpu/kernels.h"
-#include "allreduce/cpu/reduce_reference.h"
+#include "tests/allreduce/cpu/reduce_reference.h"
 
 namespace {
 

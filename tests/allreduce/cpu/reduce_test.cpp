@@ -16,7 +16,7 @@
 
 #include "allreduce/cpu/kernels.h"
 #include "allreduce/cpu/reduce.h"
-#include "allreduce/cpu/reduce_reference.h"
+#include "tests/allreduce/cpu/reduce_reference.h"
 
 namespace {
 

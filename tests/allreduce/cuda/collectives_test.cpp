@@ -8,7 +8,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "runtime/cuda/memory.h"
+#include "runtime/base/cuda_memory.h"
 #include "tests/allreduce/ranks.h"
 
 namespace {

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/cuda/memory.h"
+#include "runtime/base/cuda_memory.h"
 
 #define IBEX_REQUIRE_GPU()                                                                             \
     do {                                                                                               \

@@ -15,8 +15,8 @@
 #include <sys/mman.h>
 #include <vector>
 
-#include "allreduce/cpu/reduce_reference.h"
-#include "allreduce/ranks.h"
+#include "tests/allreduce/cpu/reduce_reference.h"
+#include "tests/allreduce/ranks.h"
 
 namespace {
 

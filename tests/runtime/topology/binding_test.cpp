@@ -1,5 +1,5 @@
 // The NIC binding policy on the fixtures, and its environment overrides.
-#include "fixture.h"
+#include "tests/runtime/topology/fixture.h"
 
 #include <cstring>
 #include <string>

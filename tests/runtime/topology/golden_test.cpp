@@ -1,6 +1,6 @@
 // ibex_topo's output on the fixtures, compared with tests/data/topology/golden/.
 // IBEX_UPDATE_GOLDEN=1 rewrites the golden files from the current output instead.
-#include "fixture.h"
+#include "tests/runtime/topology/fixture.h"
 
 #include <cstdio>
 #include <fstream>

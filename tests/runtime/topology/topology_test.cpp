@@ -1,5 +1,5 @@
 // Discovery and path types on the hwloc XML fixtures of tests/data/topology.
-#include "fixture.h"
+#include "tests/runtime/topology/fixture.h"
 
 #include <cstring>
 #include <vector>

@@ -5,8 +5,8 @@
 #include <cstring>
 #include <vector>
 
-#include "allreduce/cpu/reduce_reference.h"
-#include "check.h"
+#include "tests/allreduce/cpu/reduce_reference.h"
+#include "tools/ibex_allreduce_perf/check.h"
 
 namespace {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "options.h"
+#include "tools/ibex_allreduce_perf/options.h"
 
 namespace {
 

@@ -17,9 +17,9 @@
 #include <unistd.h>
 #include <vector>
 
-#include "support/free_port.h"
-#include "support/child_process.h"
-#include "support/paths.h"
+#include "tests/support/free_port.h"
+#include "tests/support/child_process.h"
+#include "tests/support/paths.h"
 
 namespace {
 

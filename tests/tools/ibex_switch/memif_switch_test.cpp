@@ -10,8 +10,8 @@
 #include <atomic>
 #include <poll.h>
 
-#include "support/child_process.h"
-#include "support/endpoint.h"
+#include "tests/support/child_process.h"
+#include "tests/support/endpoint.h"
 #include "tools/ibex_switch/memif_port_io.h"
 #include "tools/ibex_switch/switch.h"
 

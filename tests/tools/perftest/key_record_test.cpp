@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "ibex_perftest/oob.h"
+#include "tools/ibex_perftest/oob.h"
 
 namespace ibex::perftest {
 namespace {

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "ibex_perftest/numa.h"
-#include "ibex_perftest/options.h"
+#include "tools/ibex_perftest/numa.h"
+#include "tools/ibex_perftest/options.h"
 
 namespace ibex::perftest {
 namespace {

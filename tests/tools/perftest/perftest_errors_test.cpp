@@ -1,6 +1,6 @@
 // Bad input to the perftest-style tools: a clear message on stderr, a non-zero exit
 // status, and no waiting around.
-#include "tool_process.h"
+#include "tests/tools/perftest/tool_process.h"
 
 namespace ibex::test::perftest {
 namespace {

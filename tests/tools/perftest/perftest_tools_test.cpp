@@ -1,7 +1,7 @@
 // The eight perftest-style tools as a user runs them: server and client as two processes
 // over loopback (soft provider, udp:lo), every size of -a with a few iterations. The
 // tables must parse and hold sane, self-consistent values on both sides.
-#include "tool_process.h"
+#include "tests/tools/perftest/tool_process.h"
 
 namespace ibex::test::perftest {
 namespace {

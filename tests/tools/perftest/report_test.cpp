@@ -3,7 +3,7 @@
 // trip), the unit conversions, and rows crossing the TCP connection intact.
 #include <gtest/gtest.h>
 
-#include "ibex_perftest/report.h"
+#include "tools/ibex_perftest/report.h"
 
 namespace ibex::perftest {
 namespace {

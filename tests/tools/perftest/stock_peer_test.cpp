@@ -16,7 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "tool_process.h"
+#include "tests/tools/perftest/tool_process.h"
 
 namespace ibex::test::perftest {
 namespace {

@@ -20,9 +20,9 @@
 #include <unistd.h>
 #include <vector>
 
-#include "support/paths.h"
+#include "tests/support/paths.h"
 
-#include "support/free_port.h"
+#include "tests/support/free_port.h"
 
 namespace ibex::test::perftest {
 

@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "support/endpoint.h"
+#include "tests/support/endpoint.h"
 
 #if IBEX_HAVE_CUDA
 #include "tests/allreduce/cuda/gpu.h"

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "runtime/base/byte_order.h"
+
 namespace ibex::roce {
 
 inline constexpr uint16_t kUdpPort = 4791;
@@ -87,32 +89,15 @@ inline size_t ext_header_len(uint16_t flags) {
            ((flags & kHasAtomicAckEth) ? kAtomicAckEthLen : 0);
 }
 
-// ---- byte-order helpers
-inline uint16_t get16(const uint8_t *p) { return static_cast<uint16_t>(p[0] << 8 | p[1]); }
-inline uint32_t get24(const uint8_t *p) { return uint32_t(p[0]) << 16 | uint32_t(p[1]) << 8 | p[2]; }
-inline uint32_t get32(const uint8_t *p) {
-    return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3];
-}
-inline uint64_t get64(const uint8_t *p) { return uint64_t(get32(p)) << 32 | get32(p + 4); }
-inline void put16(uint8_t *p, uint16_t v) {
-    p[0] = uint8_t(v >> 8);
-    p[1] = uint8_t(v);
-}
-inline void put24(uint8_t *p, uint32_t v) {
-    p[0] = uint8_t(v >> 16);
-    p[1] = uint8_t(v >> 8);
-    p[2] = uint8_t(v);
-}
-inline void put32(uint8_t *p, uint32_t v) {
-    p[0] = uint8_t(v >> 24);
-    p[1] = uint8_t(v >> 16);
-    p[2] = uint8_t(v >> 8);
-    p[3] = uint8_t(v);
-}
-inline void put64(uint8_t *p, uint64_t v) {
-    put32(p, uint32_t(v >> 32));
-    put32(p + 4, uint32_t(v));
-}
+// ---- byte order: the helpers live in the base layer (endpoint addresses use them too)
+using ibex::get16;
+using ibex::get24;
+using ibex::get32;
+using ibex::get64;
+using ibex::put16;
+using ibex::put24;
+using ibex::put32;
+using ibex::put64;
 
 // ---- PSN arithmetic modulo 2^24
 inline uint32_t psn_add(uint32_t psn, uint32_t n) { return (psn + n) & kPsnMask; }

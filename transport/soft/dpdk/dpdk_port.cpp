@@ -20,9 +20,9 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
-#include "runtime/config.h"
-#include "runtime/log.h"
-#include "runtime/status.h"
+#include "runtime/base/config.h"
+#include "runtime/base/log.h"
+#include "runtime/base/status.h"
 #include "transport/soft/codec/roce.h"
 #include "transport/soft/dpdk/device_spec.h"
 #include "transport/soft/dpdk/eal.h"

@@ -2,7 +2,7 @@
 // says what is missing instead of "no such device".
 #include "transport/soft/dpdk/dpdk_port.h"
 
-#include "runtime/status.h"
+#include "runtime/base/status.h"
 
 namespace ibex::soft {
 

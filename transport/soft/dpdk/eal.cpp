@@ -16,9 +16,9 @@
 #include <rte_eal.h>
 #include <rte_errno.h>
 
-#include "runtime/config.h"
-#include "runtime/log.h"
-#include "runtime/status.h"
+#include "runtime/base/config.h"
+#include "runtime/base/log.h"
+#include "runtime/base/status.h"
 
 namespace ibex::soft::dpdk {
 namespace {

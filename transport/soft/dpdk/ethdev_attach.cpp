@@ -19,8 +19,8 @@
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 
-#include "runtime/config.h"
-#include "runtime/status.h"
+#include "runtime/base/config.h"
+#include "runtime/base/status.h"
 
 namespace ibex::soft::dpdk {
 namespace {

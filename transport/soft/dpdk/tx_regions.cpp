@@ -11,7 +11,7 @@
 #include <rte_mbuf.h>
 #include <rte_memory.h>
 
-#include "runtime/log.h"
+#include "runtime/base/log.h"
 
 namespace ibex::soft::dpdk {
 namespace {

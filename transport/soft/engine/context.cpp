@@ -11,8 +11,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "runtime/config.h"
-#include "runtime/log.h"
+#include "runtime/base/config.h"
+#include "runtime/base/log.h"
 #include "transport/soft/codec/icrc.h"
 #include "transport/soft/engine/qp_logic.h"
 

@@ -1,6 +1,6 @@
 #include <unistd.h>
 
-#include "runtime/log.h"
+#include "runtime/base/log.h"
 #include "transport/soft/engine/objects.h"
 
 namespace ibex::soft {

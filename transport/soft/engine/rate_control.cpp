@@ -4,8 +4,8 @@
 #include <cstring>
 #include <mutex>
 
-#include "runtime/config.h"
-#include "runtime/status.h"
+#include "runtime/base/config.h"
+#include "runtime/base/status.h"
 #include "transport/soft/engine/context.h"
 
 namespace ibex::soft {

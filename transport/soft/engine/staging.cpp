@@ -8,9 +8,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "runtime/cuda/memory.h"
-#include "runtime/log.h"
-#include "runtime/status.h"
+#include "runtime/base/cuda_memory.h"
+#include "runtime/base/log.h"
+#include "runtime/base/status.h"
 #include "transport/soft/engine/context.h"
 #include "transport/soft/engine/objects.h"
 

@@ -13,9 +13,9 @@
 #include <unistd.h>
 #include <vector>
 
-#include "runtime/config.h"
-#include "runtime/log.h"
-#include "runtime/status.h"
+#include "runtime/base/config.h"
+#include "runtime/base/log.h"
+#include "runtime/base/status.h"
 #include "transport/soft/codec/roce.h"
 
 #ifndef UDP_SEGMENT

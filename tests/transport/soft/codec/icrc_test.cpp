@@ -18,7 +18,7 @@
 #include "transport/soft/codec/icrc.h"
 #include "transport/soft/codec/packet.h"
 #include "transport/soft/codec/roce.h"
-#include "transport/soft/codec/codec_test_util.h"
+#include "tests/transport/soft/codec/codec_test_util.h"
 
 namespace ibex::roce {
 namespace {

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "transport/soft/codec/roce.h"
-#include "transport/soft/codec/codec_test_util.h"
+#include "tests/transport/soft/codec/codec_test_util.h"
 
 namespace ibex::roce {
 namespace {

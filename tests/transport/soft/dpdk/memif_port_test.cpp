@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "support/child_process.h"
+#include "tests/support/child_process.h"
 #include "transport/soft/dpdk/dpdk_port.h"
 #include "transport/soft/dpdk/eal.h"
 

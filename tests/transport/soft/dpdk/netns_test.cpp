@@ -19,8 +19,8 @@
 #include <thread>
 #include <unistd.h>
 
-#include "support/endpoint.h"
-#include "transport/soft/rc/peer.h"
+#include "tests/support/endpoint.h"
+#include "tests/transport/soft/rc/peer.h"
 
 using namespace ibex::test;
 

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <cstdlib>
 
-#include "support/endpoint.h"
+#include "tests/support/endpoint.h"
 
 using namespace ibex::test;
 

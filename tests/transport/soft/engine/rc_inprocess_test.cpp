@@ -4,7 +4,7 @@
 #include <numeric>
 #include <sys/resource.h>
 
-#include "support/endpoint.h"
+#include "tests/support/endpoint.h"
 
 using namespace ibex::test;
 

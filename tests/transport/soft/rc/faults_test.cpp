@@ -9,7 +9,7 @@
 #include <sstream>
 #include <random>
 
-#include "peer.h"
+#include "tests/transport/soft/rc/peer.h"
 
 using namespace ibex::test;
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "support/endpoint.h"
+#include "tests/support/endpoint.h"
 
 namespace ibex::test {
 

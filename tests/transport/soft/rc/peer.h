@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "support/child_process.h"
-#include "support/endpoint.h"
+#include "tests/support/child_process.h"
+#include "tests/support/endpoint.h"
 
 namespace ibex::test {
 

@@ -4,7 +4,7 @@
 // inside a bound that the defaults (code 14 = 67 ms, 7 retries: ~0.54 s) would exceed.
 #include <csignal>
 
-#include "peer.h"
+#include "tests/transport/soft/rc/peer.h"
 
 using namespace ibex::test;
 

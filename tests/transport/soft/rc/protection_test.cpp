@@ -12,7 +12,7 @@
 #include <algorithm>
 #include <thread>
 
-#include "peer.h"
+#include "tests/transport/soft/rc/peer.h"
 
 using namespace ibex::test;
 

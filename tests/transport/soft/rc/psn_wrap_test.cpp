@@ -4,7 +4,7 @@
 // injected loss, reordering and duplication. Data and in-order completion are checked.
 #include <cstdlib>
 
-#include "manual_qp.h"
+#include "tests/transport/soft/rc/manual_qp.h"
 
 using namespace ibex::test;
 

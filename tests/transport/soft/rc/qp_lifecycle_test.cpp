@@ -5,7 +5,7 @@
 #include <sys/mman.h>
 #include <thread>
 
-#include "manual_qp.h"
+#include "tests/transport/soft/rc/manual_qp.h"
 
 using namespace ibex::test;
 

@@ -5,7 +5,7 @@
 // target are checked untouched.
 #include <array>
 
-#include "peer.h"
+#include "tests/transport/soft/rc/peer.h"
 
 using namespace ibex::test;
 

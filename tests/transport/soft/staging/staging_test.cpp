@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "support/endpoint.h"
+#include "tests/support/endpoint.h"
 #include "transport/soft/engine/staging.h"
 
 #if IBEX_HAVE_CUDA

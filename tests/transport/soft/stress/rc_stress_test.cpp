@@ -41,8 +41,8 @@
 #include <sys/resource.h>
 #include <vector>
 
-#include "../rc/peer.h" // pattern helpers
-#include "support/child_process.h"
+#include "tests/transport/soft/rc/peer.h" // pattern helpers
+#include "tests/support/child_process.h"
 
 using namespace ibex::test;
 

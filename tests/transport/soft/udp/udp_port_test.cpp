@@ -11,7 +11,7 @@
 #include <fstream>
 #include <thread>
 
-#include "support/endpoint.h"
+#include "tests/support/endpoint.h"
 #include "transport/soft/codec/icrc.h"
 #include "transport/soft/codec/roce.h"
 

@@ -25,7 +25,7 @@
 #include <unistd.h>
 #include <vector>
 
-#include "support/endpoint.h"
+#include "tests/support/endpoint.h"
 #include "transport/soft/codec/icrc.h"
 #include "transport/soft/codec/roce.h"
 

@@ -1,0 +1,205 @@
+#include "runtime/base/cuda_memory.h"
+
+#include "runtime/base/status.h"
+
+#if IBEX_HAVE_CUDA
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <mutex>
+#include <string>
+#endif
+
+namespace ibex::cuda {
+
+#if IBEX_HAVE_CUDA
+namespace {
+
+constexpr int kMaxDevices = 64;
+
+struct State {
+    std::once_flag once;
+    bool ok = false;
+    std::string reason;
+    int devices = 0;
+    std::mutex mutex;
+    cudaStream_t streams[kMaxDevices] = {};
+    // Driver API entry points, reached through the runtime so no -lcuda is needed.
+    CUresult (*get_handle)(void *, CUdeviceptr, size_t, CUmemRangeHandleType, unsigned long long) = nullptr;
+    CUresult (*device_attribute)(int *, CUdevice_attribute, CUdevice) = nullptr;
+};
+
+State &state() {
+    static State s;
+    std::call_once(s.once, [] {
+        int n = 0;
+        const cudaError_t e = cudaGetDeviceCount(&n);
+        if (e != cudaSuccess || n <= 0) {
+            s.reason = e != cudaSuccess ? std::string("CUDA: ") + cudaGetErrorString(e) : "CUDA: no GPU visible";
+            cudaGetLastError();
+            return;
+        }
+        s.ok = true;
+        s.devices = n < kMaxDevices ? n : kMaxDevices;
+        cudaDriverEntryPointQueryResult q;
+        void *fn = nullptr;
+        if (cudaGetDriverEntryPointByVersion("cuMemGetHandleForAddressRange", &fn, 12000, cudaEnableDefault, &q) ==
+                cudaSuccess && q == cudaDriverEntryPointSuccess)
+            s.get_handle = reinterpret_cast<decltype(s.get_handle)>(fn);
+        fn = nullptr;
+        if (cudaGetDriverEntryPointByVersion("cuDeviceGetAttribute", &fn, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+            q == cudaDriverEntryPointSuccess)
+            s.device_attribute = reinterpret_cast<decltype(s.device_attribute)>(fn);
+        cudaGetLastError();
+    });
+    return s;
+}
+
+// Streams this thread queued copies on since its last wait_copies().
+thread_local uint64_t t_pending = 0;
+
+// Switches the calling thread's current device for a scope, and back.
+class DeviceGuard {
+public:
+    explicit DeviceGuard(int device) {
+        if (cudaGetDevice(&old_) != cudaSuccess) old_ = -1;
+        if (old_ != device) cudaSetDevice(device);
+    }
+    ~DeviceGuard() {
+        int now = -1;
+        if (old_ >= 0 && cudaGetDevice(&now) == cudaSuccess && now != old_) cudaSetDevice(old_);
+    }
+
+private:
+    int old_ = -1;
+};
+
+ibex_status_t cuda_fail(cudaError_t e, const char *what) {
+    cudaGetLastError();
+    return fail(e == cudaErrorMemoryAllocation ? IBEX_ERR_NO_MEMORY : IBEX_ERR_SYSTEM, "%s: %s", what, cudaGetErrorString(e));
+}
+
+} // namespace
+
+bool built() { return true; }
+bool available() { return state().ok; }
+const char *unavailable_reason() { return state().ok ? "" : state().reason.c_str(); }
+
+MemoryKind memory_kind(const void *p) {
+    if (!p || !available()) return MemoryKind::kHost;
+    cudaPointerAttributes a{};
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        cudaGetLastError();
+        return MemoryKind::kHost;
+    }
+    if (a.type == cudaMemoryTypeDevice) return MemoryKind::kDevice;
+    if (a.type == cudaMemoryTypeManaged) return MemoryKind::kManaged;
+    if (a.type == cudaMemoryTypeHost) return MemoryKind::kPinnedHost;
+    return MemoryKind::kHost;
+}
+
+int pointer_device(const void *p) {
+    if (!p || !available()) return -1;
+    cudaPointerAttributes a{};
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        cudaGetLastError();
+        return -1;
+    }
+    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged ? a.device : -1;
+}
+
+bool dmabuf_supported(int device) {
+    State &s = state();
+    if (!s.ok || !s.device_attribute || !s.get_handle || device < 0) return false;
+    int v = 0;
+    return s.device_attribute(&v, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, device) == CUDA_SUCCESS && v;
+}
+
+ibex_status_t export_dmabuf(uint64_t base, uint64_t size, int *fd) {
+    State &s = state();
+    if (!s.ok || !s.get_handle) return fail(IBEX_ERR_NOT_SUPPORTED, "dma-buf export: cuMemGetHandleForAddressRange unavailable");
+    int handle = -1;
+    const CUresult r = s.get_handle(&handle, static_cast<CUdeviceptr>(base), size, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+    if (r != CUDA_SUCCESS || handle < 0)
+        return fail(r == CUDA_ERROR_NOT_SUPPORTED ? IBEX_ERR_NOT_SUPPORTED : IBEX_ERR_SYSTEM,
+                    "cuMemGetHandleForAddressRange(0x%llx, %llu) failed: CUresult %d", static_cast<unsigned long long>(base),
+                    static_cast<unsigned long long>(size), static_cast<int>(r));
+    *fd = handle;
+    return IBEX_OK;
+}
+
+void *alloc_pinned(size_t bytes) {
+    if (!available()) {
+        fail(IBEX_ERR_NOT_SUPPORTED, "pinned memory: %s", unavailable_reason());
+        return nullptr;
+    }
+    void *p = nullptr;
+    const cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
+    if (e != cudaSuccess) {
+        cuda_fail(e, "cudaHostAlloc");
+        return nullptr;
+    }
+    return p;
+}
+
+void free_pinned(void *p) {
+    if (p) cudaFreeHost(p);
+}
+
+ibex_status_t copy_async(void *dst, const void *src, size_t bytes, int device) {
+    State &s = state();
+    if (!s.ok) return fail(IBEX_ERR_NOT_SUPPORTED, "device copy: %s", unavailable_reason());
+    if (device < 0 || device >= s.devices) return fail(IBEX_ERR_INVALID_ARGUMENT, "device copy: GPU %d", device);
+    cudaStream_t stream;
+    {
+        std::lock_guard<std::mutex> l(s.mutex);
+        if (!s.streams[device]) {
+            DeviceGuard g(device);
+            const cudaError_t e = cudaStreamCreateWithFlags(&s.streams[device], cudaStreamNonBlocking);
+            if (e != cudaSuccess) return cuda_fail(e, "cudaStreamCreate");
+        }
+        stream = s.streams[device];
+    }
+    const cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream);
+    if (e != cudaSuccess) return cuda_fail(e, "cudaMemcpyAsync");
+    t_pending |= uint64_t(1) << device;
+    return IBEX_OK;
+}
+
+ibex_status_t wait_copies() {
+    State &s = state();
+    ibex_status_t st = IBEX_OK;
+    for (int d = 0; t_pending && d < kMaxDevices; ++d) {
+        if (!(t_pending & (uint64_t(1) << d))) continue;
+        t_pending &= ~(uint64_t(1) << d);
+        const cudaError_t e = cudaStreamSynchronize(s.streams[d]);
+        if (e != cudaSuccess && st == IBEX_OK) st = cuda_fail(e, "cudaStreamSynchronize");
+    }
+    return st;
+}
+
+#else // !IBEX_HAVE_CUDA
+
+bool built() { return false; }
+bool available() { return false; }
+const char *unavailable_reason() { return "built without CUDA (IBEX_WITH_CUDA=OFF or no nvcc)"; }
+MemoryKind memory_kind(const void *) { return MemoryKind::kHost; }
+int pointer_device(const void *) { return -1; }
+bool dmabuf_supported(int) { return false; }
+ibex_status_t export_dmabuf(uint64_t, uint64_t, int *) {
+    return fail(IBEX_ERR_NOT_SUPPORTED, "dma-buf export: %s", unavailable_reason());
+}
+void *alloc_pinned(size_t) {
+    fail(IBEX_ERR_NOT_SUPPORTED, "pinned memory: %s", unavailable_reason());
+    return nullptr;
+}
+void free_pinned(void *) {}
+ibex_status_t copy_async(void *, const void *, size_t, int) {
+    return fail(IBEX_ERR_NOT_SUPPORTED, "device copy: %s", unavailable_reason());
+}
+ibex_status_t wait_copies() { return IBEX_OK; }
+
+#endif
+
+} // namespace ibex::cuda
