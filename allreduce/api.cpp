@@ -44,7 +44,7 @@ Op make_op(OpKind kind, const void *sendbuf, void *recvbuf, size_t count, ibex_d
 ibex_status_t run(ibex_comm *comm, Op &&op, ibex_request **req) {
     if (req) *req = nullptr;
     ibex_request *r = nullptr;
-    if (ibex_status_t st = comm_submit(comm, std::move(op), &r); st != IBEX_OK) return st;
+    IBEX_TRY(comm_submit(comm, std::move(op), &r));
     if (req) {
         *req = r;
         return IBEX_OK;
@@ -66,7 +66,7 @@ ibex_status_t ibex_comm_init_rank(ibex_comm_t **comm, int nranks, const ibex_uni
     IBEX_COLL_CHECK(rank >= 0 && rank < nranks, "ibex_comm_init_rank: rank %d not in 0..%d", rank, nranks - 1);
     IBEX_COLL_CHECK(memchr(id->text, '\0', sizeof id->text), "ibex_comm_init_rank: id is not NUL-terminated");
     CommOptions opt;
-    if (ibex_status_t st = comm_options(config, &opt); st != IBEX_OK) return st;
+    IBEX_TRY(comm_options(config, &opt));
     return comm_create(nranks, id->text, rank, opt, comm);
 }
 
@@ -75,11 +75,11 @@ ibex_status_t ibex_comm_init_from_env(ibex_comm_t **comm, const ibex_comm_config
     IBEX_COLL_CHECK(comm, "ibex_comm_init_from_env: comm is NULL");
     *comm = nullptr;
     ibex::bootstrap::LaunchInfo info;
-    if (ibex_status_t st = ibex::bootstrap::launch_info_from_env(&info); st != IBEX_OK) return st;
+    IBEX_TRY(ibex::bootstrap::launch_info_from_env(&info));
     ibex_unique_id_t id{};
-    if (ibex_status_t st = ibex::bootstrap::id_from_root_addr(info.root_addr.c_str(), &id); st != IBEX_OK) return st;
+    IBEX_TRY(ibex::bootstrap::id_from_root_addr(info.root_addr.c_str(), &id));
     CommOptions opt;
-    if (ibex_status_t st = comm_options(config, &opt); st != IBEX_OK) return st;
+    IBEX_TRY(comm_options(config, &opt));
     return comm_create(info.nranks, id.text, info.rank, opt, comm);
 }
 
@@ -167,7 +167,7 @@ ibex_status_t ibex_allgather(const void *sendbuf, void *recvbuf, size_t sendcoun
 ibex_status_t ibex_broadcast(const void *sendbuf, void *recvbuf, size_t count, ibex_datatype_t type, int root,
                              ibex_comm_t *comm, ibex_request_t **req) {
     ibex::clear_error();
-    if (ibex_status_t st = check_call(__func__, comm, type, nullptr, true); st != IBEX_OK) return st;
+    IBEX_TRY(check_call(__func__, comm, type, nullptr, true));
     IBEX_COLL_CHECK(root >= 0 && root < comm->nranks, "ibex_broadcast: root %d not in 0..%d", root, comm->nranks - 1);
     IBEX_COLL_CHECK(count == 0 || (recvbuf && (comm->rank != root || sendbuf)), "ibex_broadcast: NULL buffer");
     return run(comm, make_op(OpKind::broadcast, sendbuf, recvbuf, count, type, IBEX_SUM, root), req);
@@ -176,7 +176,7 @@ ibex_status_t ibex_broadcast(const void *sendbuf, void *recvbuf, size_t count, i
 ibex_status_t ibex_reduce(const void *sendbuf, void *recvbuf, size_t count, ibex_datatype_t type, ibex_redop_t op,
                           int root, ibex_comm_t *comm, ibex_request_t **req) {
     ibex::clear_error();
-    if (ibex_status_t st = check_call(__func__, comm, type, &op, true); st != IBEX_OK) return st;
+    IBEX_TRY(check_call(__func__, comm, type, &op, true));
     IBEX_COLL_CHECK(root >= 0 && root < comm->nranks, "ibex_reduce: root %d not in 0..%d", root, comm->nranks - 1);
     IBEX_COLL_CHECK(count == 0 || (sendbuf && (comm->rank != root || recvbuf)), "ibex_reduce: NULL buffer");
     return run(comm, make_op(OpKind::reduce, sendbuf, recvbuf, count, type, op, root), req);

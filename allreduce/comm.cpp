@@ -76,7 +76,7 @@ ibex_status_t count_local_ranks(ibex_comm *c, int *out) {
     const std::string ip = c->boot->local_ip();
     std::snprintf(mine, sizeof mine, "%s", ip.c_str());
     std::vector<char> all(sizeof mine * static_cast<size_t>(c->nranks));
-    if (ibex_status_t st = c->boot->allgather(mine, sizeof mine, all.data(), c->opt.timeout_ms); st != IBEX_OK) return st;
+    IBEX_TRY(c->boot->allgather(mine, sizeof mine, all.data(), c->opt.timeout_ms));
     *out = 0;
     for (int r = 0; r < c->nranks; ++r)
         if (std::strncmp(all.data() + sizeof mine * static_cast<size_t>(r), mine, sizeof mine) == 0) ++*out;
@@ -124,13 +124,13 @@ ibex_status_t start_op(ibex_comm *c, Op &op, bool *empty) {
     c->cache->next_epoch();
     ibex_mr_t *mr = nullptr;
     if (send_bytes && a.sendbuf)
-        if (ibex_status_t st = c->cache->get(a.sendbuf, send_bytes, &mr); st != IBEX_OK) return st;
+        IBEX_TRY(c->cache->get(a.sendbuf, send_bytes, &mr));
     if (recv_bytes && a.recvbuf)
-        if (ibex_status_t st = c->cache->get(a.recvbuf, recv_bytes, &mr); st != IBEX_OK) return st;
+        IBEX_TRY(c->cache->get(a.recvbuf, recv_bytes, &mr));
     if (scratch)
-        if (ibex_status_t st = ensure_scratch(c, scratch); st != IBEX_OK) return st;
+        IBEX_TRY(ensure_scratch(c, scratch));
     if (op.kind == OpKind::barrier)
-        if (ibex_status_t st = c->cache->get(c->small, sizeof c->small, &mr); st != IBEX_OK) return st;
+        IBEX_TRY(c->cache->get(c->small, sizeof c->small, &mr));
     a.scratch = c->scratch;
     Schedule s;
     ScheduleBuilder b(&s, elem, c->opt.exec.slice_bytes);
@@ -399,11 +399,11 @@ ibex_status_t calibrate(ibex_comm *c) {
         op.bulk = kProbeBulk;
         op.times = &times;
         ibex_request *req = nullptr;
-        if (ibex_status_t st = comm_submit(c, std::move(op), &req); st != IBEX_OK) return st;
-        if (ibex_status_t st = request_wait(req); st != IBEX_OK) return st;
+        IBEX_TRY(comm_submit(c, std::move(op), &req));
+        IBEX_TRY(request_wait(req));
         double mine[3] = {0, 0, 0};
         probe_result(c->rank, c->nranks, kProbePings, kProbeBulk, times, &mine[0], &mine[1]);
-        if (ibex_status_t st = ensure_scratch(c, 3 * kGammaBytes); st != IBEX_OK) return st;
+        IBEX_TRY(ensure_scratch(c, 3 * kGammaBytes));
         mine[2] = measure_gamma(c->scratch, kGammaBytes);
         std::vector<double> all(3 * static_cast<size_t>(c->nranks));
         if (ibex_status_t st = c->boot->allgather(mine, sizeof mine, all.data(), c->opt.timeout_ms); st != IBEX_OK)
@@ -682,7 +682,7 @@ ibex_status_t comm_drain(ibex_comm *c) {
 
 ibex_status_t comm_split(ibex_comm *c, int color, int key, ibex_comm **out) {
     *out = nullptr;
-    if (ibex_status_t st = comm_drain(c); st != IBEX_OK) return st;
+    IBEX_TRY(comm_drain(c));
     const int n = c->nranks;
     int32_t mine[2] = {color, key};
     std::vector<int32_t> all(2 * static_cast<size_t>(n));
@@ -700,7 +700,7 @@ ibex_status_t comm_split(ibex_comm *c, int color, int key, ibex_comm **out) {
     const bool leads = !members.empty() && members[0] == c->rank;
     if (leads) {
         const std::string host = c->boot->local_ip();
-        if (ibex_status_t st = bootstrap::create_unique_id(host.c_str(), 0, &id); st != IBEX_OK) return st;
+        IBEX_TRY(bootstrap::create_unique_id(host.c_str(), 0, &id));
     }
     std::vector<ibex_unique_id_t> ids(static_cast<size_t>(n));
     if (ibex_status_t st = c->boot->allgather(&id, sizeof id, ids.data(), c->opt.timeout_ms); st != IBEX_OK) {

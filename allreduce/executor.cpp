@@ -70,13 +70,13 @@ ibex_status_t Executor::open(const char *device, int rank, int nranks, const std
     nranks_ = nranks;
     params_ = params;
     chan_of_.assign(static_cast<size_t>(nranks), -1);
-    if (ibex_status_t st = ibex_open_device(device, nullptr, &ctx_); st != IBEX_OK) return st;
-    if (ibex_status_t st = ibex_alloc_pd(ctx_, &pd_); st != IBEX_OK) return st;
+    IBEX_TRY(ibex_open_device(device, nullptr, &ctx_));
+    IBEX_TRY(ibex_alloc_pd(ctx_, &pd_));
     const uint32_t send_wr = static_cast<uint32_t>(4 * params.window + 16 + eager_slots(params));
     const uint32_t recv_wr = static_cast<uint32_t>(rx_depth(params));
     const int cqe = static_cast<int>((send_wr + recv_wr) * (peers.size() ? peers.size() : 1) + 64);
-    if (ibex_status_t st = ibex_create_cq(ctx_, cqe, &cq_); st != IBEX_OK) return st;
-    if (ibex_status_t st = ibex_cq_fd(cq_, &cq_fd_); st != IBEX_OK) return st;
+    IBEX_TRY(ibex_create_cq(ctx_, cqe, &cq_));
+    IBEX_TRY(ibex_cq_fd(cq_, &cq_fd_));
     chans_.resize(peers.size());
     for (size_t i = 0; i < peers.size(); ++i) {
         Channel &c = chans_[i];
@@ -89,7 +89,7 @@ ibex_status_t Executor::open(const char *device, int rank, int nranks, const std
         a.max_recv_wr = recv_wr;
         a.max_send_sge = 1;
         a.max_recv_sge = 1;
-        if (ibex_status_t st = ibex_create_qp(pd_, &a, &c.qp); st != IBEX_OK) return st;
+        IBEX_TRY(ibex_create_qp(pd_, &a, &c.qp));
         c.rx.assign(static_cast<size_t>(rx_depth(params)) * kRxBytes, 0);
         if (ibex_status_t st = ibex_reg_mr(pd_, c.rx.data(), c.rx.size(), IBEX_ACCESS_LOCAL_WRITE, &c.rx_mr);
             st != IBEX_OK)
@@ -146,7 +146,7 @@ ibex_status_t Executor::connect(const std::vector<ibex_ep_addr_t> &remote) {
         if (ibex_status_t st = ibex_qp_connect(c.qp, &remote[static_cast<size_t>(c.rank)]); st != IBEX_OK)
             return fail(st, "connecting to rank %d: %s", c.rank, ibex_last_error());
         for (int i = 0; i < rx_depth(params_); ++i)
-            if (ibex_status_t st = post_recv(c, static_cast<uint32_t>(i)); st != IBEX_OK) return st;
+            IBEX_TRY(post_recv(c, static_cast<uint32_t>(i)));
     }
     return IBEX_OK;
 }
@@ -177,7 +177,7 @@ ibex_status_t Executor::reduce_landed(const Step &st, const uint8_t *landed) {
     // *_any: GPU buffers take the CUDA kernels (allreduce/cuda/dispatch.h).
     const void *left = st.landed_first ? static_cast<const void *>(landed) : st.src;
     const void *right = st.landed_first ? st.src : static_cast<const void *>(landed);
-    if (ibex_status_t rs = reduce_into_any(st.dst, left, right, count, type_, op_); rs != IBEX_OK) return rs;
+    IBEX_TRY(reduce_into_any(st.dst, left, right, count, type_, op_));
     if (st.finalize && op_ == IBEX_AVG) return finalize_avg_any(st.dst, count, type_, nranks_);
     return IBEX_OK;
 }
@@ -219,7 +219,7 @@ ibex_status_t Executor::start(Schedule &&s, ibex_datatype_t type, ibex_redop_t o
         if (st.kind == StepKind::send) {
             c.sends.push_back(static_cast<int>(i));
             if (st.bytes && !is_eager(st.bytes)) { // eager slices leave from the channel's own buffers
-                if (ibex_status_t e = cache.get(st.src, st.bytes, &mr); e != IBEX_OK) return e;
+                IBEX_TRY(cache.get(st.src, st.bytes, &mr));
                 lkey_[i] = ibex_mr_lkey(mr);
             }
         } else {
@@ -230,9 +230,9 @@ ibex_status_t Executor::start(Schedule &&s, ibex_datatype_t type, ibex_redop_t o
             if (st.kind == StepKind::recv_reduce) {
                 if (st.bytes > params_.slice_bytes)
                     return fail(IBEX_ERR_INTERNAL, "reduction step of %zu bytes exceeds the staging slot", st.bytes);
-                if (ibex_status_t e = ensure_staging(c); e != IBEX_OK) return e;
+                IBEX_TRY(ensure_staging(c));
             } else if (st.bytes) {
-                if (ibex_status_t e = cache.get(st.dst, st.bytes, &mr); e != IBEX_OK) return e;
+                IBEX_TRY(cache.get(st.dst, st.bytes, &mr));
                 rkey_[i] = ibex_mr_rkey(mr);
             }
         }
@@ -244,7 +244,7 @@ ibex_status_t Executor::start(Schedule &&s, ibex_datatype_t type, ibex_redop_t o
         while (!c.early.empty() && c.next_arrival < c.recvs.size()) {
             const uint32_t len = c.early.front();
             c.early.pop_front();
-            if (ibex_status_t st = match_arrival(c, true, len); st != IBEX_OK) return st;
+            IBEX_TRY(match_arrival(c, true, len));
         }
     }
     return IBEX_OK;
@@ -308,7 +308,7 @@ ibex_status_t Executor::handle(const ibex_wc_t &wc, bool *did) {
     case kRecv: {
         const uint32_t idx = wr_value(wc.wr_id);
         if (wc.opcode == IBEX_WC_RECV_RDMA_WITH_IMM) {
-            if (ibex_status_t st = arrived(c, wc); st != IBEX_OK) return st;
+            IBEX_TRY(arrived(c, wc));
         } else {
             if (wc.byte_len != sizeof(Credit))
                 return fail(IBEX_ERR_INTERNAL, "rank %d sent a %u-byte control message", c.rank, wc.byte_len);
@@ -376,7 +376,7 @@ ibex_status_t Executor::advance(bool *did) {
                 // wait for the peer's acknowledgement, and the caller may reuse src at once.
                 uint8_t *bounce = c.eager_tx.data() + size_t(c.eager_sent % own_slots) * params_.eager_bytes;
                 if (st.bytes)
-                    if (ibex_status_t rs = copy_any(bounce, st.src, st.bytes); rs != IBEX_OK) return rs;
+                    IBEX_TRY(copy_any(bounce, st.src, st.bytes));
                 sge = ibex_sge_t{reinterpret_cast<uintptr_t>(bounce), static_cast<uint32_t>(st.bytes),
                                  ibex_mr_lkey(c.eager_tx.mr())};
                 wr.wr_id = wr_id(kEagerData, static_cast<size_t>(ci), 0);
@@ -452,9 +452,9 @@ ibex_status_t Executor::advance(bool *did) {
                     break;
                 const uint8_t *landed = c.eager.data() + static_cast<size_t>(eslot) * params_.eager_bytes;
                 if (st.kind == StepKind::recv_reduce) {
-                    if (ibex_status_t rs = reduce_landed(st, landed); rs != IBEX_OK) return rs;
+                    IBEX_TRY(reduce_landed(st, landed));
                 } else if (st.bytes) {
-                    if (ibex_status_t rs = copy_any(st.dst, landed, st.bytes); rs != IBEX_OK) return rs;
+                    IBEX_TRY(copy_any(st.dst, landed, st.bytes));
                 }
                 ++c.eager_consumed;
                 mark_done(i);
@@ -463,7 +463,7 @@ ibex_status_t Executor::advance(bool *did) {
                 if (st.apply_dep >= 0 && !done_flag_[static_cast<size_t>(st.apply_dep)]) break;
                 const int slot = c.slot_of[c.next_apply];
                 const uint8_t *landed = c.staging.data() + static_cast<size_t>(slot) * params_.slice_bytes;
-                if (ibex_status_t rs = reduce_landed(st, landed); rs != IBEX_OK) return rs;
+                IBEX_TRY(reduce_landed(st, landed));
                 c.free_slots.push_back(slot);
                 mark_done(i);
                 *did = true;
@@ -485,7 +485,7 @@ ibex_status_t Executor::advance(bool *did) {
         const Step &st = sched_.steps[static_cast<size_t>(i)];
         if (!ready(st)) break;
         if (st.bytes)
-            if (ibex_status_t rs = copy_any(st.dst, st.src, st.bytes); rs != IBEX_OK) return rs;
+            IBEX_TRY(copy_any(st.dst, st.src, st.bytes));
         mark_done(i);
         ++next_local_;
         *did = true;
@@ -498,16 +498,16 @@ ibex_status_t Executor::progress(bool *did) {
     ibex_wc_t wc[32];
     for (int round = 0; round < 8; ++round) {
         int got = 0;
-        if (ibex_status_t st = ibex_poll_cq(cq_, 32, wc, &got); st != IBEX_OK) return st;
+        IBEX_TRY(ibex_poll_cq(cq_, 32, wc, &got));
         for (int k = 0; k < got && !shut_; ++k)
-            if (ibex_status_t st = handle(wc[k], did); st != IBEX_OK) return st;
+            IBEX_TRY(handle(wc[k], did));
         if (got < 32) break;
     }
     if (!active_ || shut_) return IBEX_OK;
     // A step finished in this pass may unblock one met earlier in it: go round until still.
     for (int pass = 0; pass < 8; ++pass) {
         bool moved = false;
-        if (ibex_status_t st = advance(&moved); st != IBEX_OK) return st;
+        IBEX_TRY(advance(&moved));
         if (!moved) break;
         *did = true;
     }

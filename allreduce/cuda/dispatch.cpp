@@ -62,7 +62,7 @@ thread_local Temp t_dev[2], t_host[2];
 ibex_status_t bring(const void **x, size_t bytes, bool on_gpu, Temp &temp) {
     const bool ok = on_gpu ? cuda::device_accessible(*x) : !is_device_pointer(*x);
     if (ok) return IBEX_OK;
-    if (ibex_status_t st = temp.reserve(bytes, on_gpu); st != IBEX_OK) return st;
+    IBEX_TRY(temp.reserve(bytes, on_gpu));
     if (const cudaError_t e = cudaMemcpyAsync(temp.p, *x, bytes, cudaMemcpyDefault, cudaStreamPerThread); e != cudaSuccess)
         return cuda_error(e, "reduction operand copy");
     *x = temp.p;
@@ -84,14 +84,14 @@ ibex_status_t reduce_into_any(void *out, const void *a, const void *b, size_t co
     const bool on_gpu = cuda::device_accessible(out) && cuda::memory_kind(out) != cuda::MemoryKind::kPinnedHost;
     const size_t bytes = count * ibex_datatype_size(type);
     Temp *temps = on_gpu ? t_dev : t_host;
-    if (ibex_status_t st = bring(&a, bytes, on_gpu, temps[0]); st != IBEX_OK) return st;
-    if (ibex_status_t st = bring(&b, bytes, on_gpu, temps[1]); st != IBEX_OK) return st;
+    IBEX_TRY(bring(&a, bytes, on_gpu, temps[0]));
+    IBEX_TRY(bring(&b, bytes, on_gpu, temps[1]));
     if (!on_gpu) {
-        if (ibex_status_t st = sync_stream("reduction operand copy"); st != IBEX_OK) return st;
+        IBEX_TRY(sync_stream("reduction operand copy"));
         reduce_into(out, a, b, count, type, op);
         return IBEX_OK;
     }
-    if (ibex_status_t st = cuda_reduce_into(out, a, b, count, type, op, stream()); st != IBEX_OK) return st;
+    IBEX_TRY(cuda_reduce_into(out, a, b, count, type, op, stream()));
     return sync_stream("cuda_reduce_into");
 #else
     return fail(IBEX_ERR_INTERNAL, "device pointer without CUDA");
@@ -104,7 +104,7 @@ ibex_status_t finalize_avg_any(void *buf, size_t count, ibex_datatype_t type, in
         return IBEX_OK;
     }
 #if IBEX_HAVE_CUDA
-    if (ibex_status_t st = cuda_finalize_avg(buf, count, type, nranks, stream()); st != IBEX_OK) return st;
+    IBEX_TRY(cuda_finalize_avg(buf, count, type, nranks, stream()));
     return sync_stream("cuda_finalize_avg");
 #else
     return fail(IBEX_ERR_INTERNAL, "device pointer without CUDA");

@@ -14,3 +14,12 @@ ibex_status_t fail_errno(ibex_status_t status, int errno_value, const char *fmt,
 void clear_error();
 
 } // namespace ibex
+
+// Propagates a failure: evaluates expr (an ibex_status_t) once and returns it from the
+// enclosing function unless it is IBEX_OK. Whoever failed has already recorded the detail
+// string, so the caller adds nothing and loses nothing.
+#define IBEX_TRY(expr)                                                                             \
+    do {                                                                                           \
+        if (const ibex_status_t ibex_try_status_ = (expr); ibex_try_status_ != IBEX_OK)           \
+            return ibex_try_status_;                                                               \
+    } while (0)

@@ -69,7 +69,7 @@ Bootstrap::~Bootstrap() {
 ibex_status_t Bootstrap::join(const char *id_text, int rank, int nranks, int timeout_ms,
                               std::unique_ptr<Bootstrap> *out) {
     ParsedId id;
-    if (ibex_status_t st = parse_unique_id(id_text, &id); st != IBEX_OK) return st;
+    IBEX_TRY(parse_unique_id(id_text, &id));
     std::unique_ptr<Bootstrap> b(new Bootstrap(rank, nranks));
     if (nranks == 1) {
         if (const int lfd = take_listener(id_text); lfd >= 0) ::close(lfd);
@@ -82,7 +82,7 @@ ibex_status_t Bootstrap::join(const char *id_text, int rank, int nranks, int tim
         if (lfd < 0) {
             // The id came from the launcher's environment: rank 0 opens the port itself.
             sockaddr_in addr{};
-            if (ibex_status_t st = resolve_ipv4(id.host, id.port, &addr); st != IBEX_OK) return st;
+            IBEX_TRY(resolve_ipv4(id.host, id.port, &addr));
             uint16_t bound = 0;
             ibex_status_t st = listen_tcp(addr, &lfd, &bound);
             if (st != IBEX_OK) return st;
@@ -96,10 +96,10 @@ ibex_status_t Bootstrap::join(const char *id_text, int rank, int nranks, int tim
         }
     } else {
         sockaddr_in addr{};
-        if (ibex_status_t st = resolve_ipv4(id.host, id.port, &addr); st != IBEX_OK) return st;
+        IBEX_TRY(resolve_ipv4(id.host, id.port, &addr));
         Conn c;
         c.rank = 0;
-        if (ibex_status_t st = connect_tcp(addr, deadline, &c.fd); st != IBEX_OK) return st;
+        IBEX_TRY(connect_tcp(addr, deadline, &c.fd));
         b->conns_.push_back(std::move(c));
         Conn &root = b->conns_.back();
         std::vector<uint8_t> hello;

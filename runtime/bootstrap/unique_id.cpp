@@ -30,7 +30,7 @@ ibex_status_t parse_unique_id(const char *text, ParsedId *out) {
     if (!slash || !slash[1])
         return fail(IBEX_ERR_INVALID_ARGUMENT, "unique id \"%s\" is not host:port/token", text);
     std::string hp(text, slash);
-    if (ibex_status_t st = parse_host_port(hp.c_str(), &out->host, &out->port, false); st != IBEX_OK) return st;
+    IBEX_TRY(parse_host_port(hp.c_str(), &out->host, &out->port, false));
     out->token = slash + 1;
     return IBEX_OK;
 }
@@ -38,7 +38,7 @@ ibex_status_t parse_unique_id(const char *text, ParsedId *out) {
 ibex_status_t id_from_root_addr(const char *host_port, ibex_unique_id_t *id) {
     std::string host;
     uint16_t port = 0;
-    if (ibex_status_t st = parse_host_port(host_port, &host, &port, false); st != IBEX_OK) return st;
+    IBEX_TRY(parse_host_port(host_port, &host, &port, false));
     const int n = std::snprintf(id->text, sizeof id->text, "%s:%u/launcher", host.c_str(), port);
     if (n < 0 || static_cast<size_t>(n) >= sizeof id->text)
         return fail(IBEX_ERR_INVALID_ARGUMENT, "rendezvous address too long: %s", host_port);
@@ -61,10 +61,10 @@ void release_unique_id(const ibex_unique_id_t *id) {
 
 ibex_status_t create_unique_id(const char *host, uint16_t port, ibex_unique_id_t *id) {
     sockaddr_in addr{};
-    if (ibex_status_t st = resolve_ipv4(host, port, &addr); st != IBEX_OK) return st;
+    IBEX_TRY(resolve_ipv4(host, port, &addr));
     int fd = -1;
     uint16_t bound = 0;
-    if (ibex_status_t st = listen_tcp(addr, &fd, &bound); st != IBEX_OK) return st;
+    IBEX_TRY(listen_tcp(addr, &fd, &bound));
     uint64_t token = 0;
     if (getrandom(&token, sizeof token, 0) != sizeof token)
         token = (static_cast<uint64_t>(getpid()) << 32) ^ static_cast<uint64_t>(Clock::now().time_since_epoch().count());
@@ -88,7 +88,7 @@ extern "C" ibex_status_t ibex_get_unique_id(ibex_unique_id_t *id) {
     std::string host = "127.0.0.1";
     uint16_t port = 0;
     if (const char *root = ibex::config::get_string("IBEX_ROOT_ADDR", nullptr)) {
-        if (ibex_status_t st = parse_host_port(root, &host, &port, true); st != IBEX_OK) return st;
+        IBEX_TRY(parse_host_port(root, &host, &port, true));
     } else {
         host = ibex::config::get_string("IBEX_BOOTSTRAP_ADDR", "127.0.0.1");
     }

@@ -39,7 +39,7 @@ ibex_status_t ibex_topo_load(const char *xml_path, ibex_topology_t **topo) {
     // NULL means "wherever the user pointed IBEX_TOPO_FILE", else this machine.
     std::string path = xml_path ? xml_path : ibex::config::get_string("IBEX_TOPO_FILE", "");
     std::unique_ptr<ibex_topology> t;
-    if (ibex_status_t st = ibex::topo::load(path, t); st != IBEX_OK) return st;
+    IBEX_TRY(ibex::topo::load(path, t));
     *topo = t.release();
     return IBEX_OK;
 }

@@ -176,7 +176,7 @@ ibex_status_t bind(const ibex_topology &topo, const ibex_bind_request_t &req, ib
 
     Nics cands;
     bool nic_env = false;
-    if (ibex_status_t st = candidates(topo, cands, nic_env); st != IBEX_OK) return st;
+    IBEX_TRY(candidates(topo, cands, nic_env));
 
     int64_t env_node = config::get_int("IBEX_NUMA", -1, -1, INT_MAX);
     const bool numa_env = env_node >= 0;
@@ -243,7 +243,7 @@ ibex_status_t bind(const ibex_topology &topo, const ibex_bind_request_t &req, ib
     out.slot = slot;
     if (ibex_status_t st = copy_list(out.progress_cpus, bitmap_list(progress.get()), "progress CPU"); st != IBEX_OK)
         return st;
-    if (ibex_status_t st = copy_list(out.nic_cpus, bitmap_list(pool), "NIC CPU"); st != IBEX_OK) return st;
+    IBEX_TRY(copy_list(out.nic_cpus, bitmap_list(pool), "NIC CPU"));
 
     const std::string anchor = (gpu >= 0 ? topo.of_kind(IBEX_TOPO_GPU, gpu).label : std::string("no GPU")) +
                                (req.cpus ? std::string(", cpus ") + req.cpus : std::string());

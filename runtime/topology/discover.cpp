@@ -192,7 +192,7 @@ ibex_status_t open_hwloc(const std::string &xml_path, HwlocTopology &out) {
 
 ibex_status_t load(const std::string &xml_path, std::unique_ptr<ibex_topology> &out) {
     auto topo = std::make_unique<ibex_topology>();
-    if (ibex_status_t st = open_hwloc(xml_path, topo->hw); st != IBEX_OK) return st;
+    IBEX_TRY(open_hwloc(xml_path, topo->hw));
     hwloc_topology_t hw = topo->hw.get();
     if (xml_path.empty()) annotate_link_widths(hw);
     topo->source = xml_path;

@@ -258,7 +258,7 @@ ibex_status_t poll_cq(ibex_cq *c, int max, ibex_wc_t *wc, int *count) {
     if (cq->ring.empty()) ctx->progress_once();
     // GPU memory: what completions report must be on the GPU before they are seen.
     if (staging::active())
-        if (ibex_status_t st = staging::flush(*ctx); st != IBEX_OK) return st;
+        IBEX_TRY(staging::flush(*ctx));
     *count = take(cq, max, wc);
     return IBEX_OK;
 }
@@ -545,7 +545,7 @@ ibex_status_t post_one_send(SoftContext &ctx, SoftQp &qp, const ibex_send_wr_t &
     const bool read = wr.opcode == IBEX_WR_RDMA_READ;
     if ((wr.send_flags & IBEX_SEND_INLINE) && !read && !atomic) {
         if (staging::active())
-            if (ibex_status_t st = staging::check_inline(wr); st != IBEX_OK) return st;
+            IBEX_TRY(staging::check_inline(wr));
         uint64_t total = 0;
         for (int i = 0; i < wr.num_sge; ++i) total += wr.sg_list[i].length;
         if (total > kMaxInline) return fail(IBEX_ERR_INVALID_ARGUMENT, "inline data of %llu bytes exceeds %u",
@@ -586,7 +586,7 @@ ibex_status_t post_one_send(SoftContext &ctx, SoftQp &qp, const ibex_send_wr_t &
     w.fence = (wr.send_flags & IBEX_SEND_FENCE) != 0;
     w.imm = wr.imm_data;
     if (staging::active())
-        if (ibex_status_t st = staging::stage_send(ctx, qp, wr, qp.sq.tail()); st != IBEX_OK) return st;
+        IBEX_TRY(staging::stage_send(ctx, qp, wr, qp.sq.tail()));
     w.first_psn = qp.sq_psn;
     qp.sq_psn = roce::psn_add(qp.sq_psn, w.npkts);
     qp.sq.push();

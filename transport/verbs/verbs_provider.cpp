@@ -543,7 +543,7 @@ ibex_status_t cq_wait(ibex_cq *c, int timeout_ms) {
             Lock l(cq->mutex);
             refill_backlog(cq);
             if (cq->backlog_count) return IBEX_OK;
-            if (ibex_status_t st = arm(cq); st != IBEX_OK) return st;
+            IBEX_TRY(arm(cq));
             if (cq->backlog_count) {
                 drain_events(cq);
                 return IBEX_OK;
@@ -631,7 +631,7 @@ ibex_status_t modify_qp(ibex_qp *q, const ibex_qp_attr_t *a, unsigned mask) {
     VerbsQp *qp = qp_of(q);
     Lock l(qp->mutex);
     VerbsModify m;
-    if (ibex_status_t st = build_modify(*a, mask, qp->mem, qp->vctx->port, &m); st != IBEX_OK) return st;
+    IBEX_TRY(build_modify(*a, mask, qp->mem, qp->vctx->port, &m));
     if (int e = ibv_modify_qp(qp->ibv, &m.attr, m.mask))
         return fail_errno(status_from_errno(e), e, "ibv_modify_qp(QP 0x%x, mask 0x%x)", qp->qp_num, m.mask);
     commit_modify(*a, mask, &qp->mem);
