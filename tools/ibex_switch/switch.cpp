@@ -59,21 +59,12 @@ int Switch::ingress_of(const Addr &src) const {
 
 PortCounters Switch::counters(size_t port) const {
     const Port &p = ports_[port];
-    const cc::EgressCounters &q = cp_.counters(port);
     PortCounters c;
+    static_cast<cc::EgressCounters &>(c) = cp_.counters(port);
     c.rx_packets = p.rx_packets;
     c.rx_bytes = p.rx_bytes;
-    c.tx_packets = q.tx_packets;
-    c.tx_bytes = q.tx_bytes;
-    c.marked = q.marked;
-    c.not_ect = q.not_ect;
-    c.dropped = q.dropped;
-    c.tx_errors = q.tx_errors;
     c.unknown_src = p.unknown_src;
     c.icrc_errors = p.icrc_errors;
-    c.pauses = q.pauses;
-    c.queue_bytes = q.queue_bytes;
-    c.max_queue_bytes = q.max_queue_bytes;
     return c;
 }
 

@@ -32,19 +32,12 @@ struct SwitchConfig : cc::CongestionPointConfig {
     uint64_t idle_poll_ns = 50'000;
 };
 
-// A port's counters: its egress queue's (the congestion point's) and its I/O's.
-struct PortCounters {
+// A port's counters: its egress queue's (tx, marks, drops, pauses, queue depth) and what
+// its I/O received.
+struct PortCounters : cc::EgressCounters {
     uint64_t rx_packets = 0, rx_bytes = 0;
-    uint64_t tx_packets = 0, tx_bytes = 0;
-    uint64_t marked = 0;    // CE set by this egress queue
-    uint64_t not_ect = 0;   // sent above Kmin but not ECN-capable, so never marked
-    uint64_t dropped = 0;   // tail drops at this egress queue (buffer full)
-    uint64_t tx_errors = 0; // the port could not send
     uint64_t unknown_src = 0; // arrived from an address that is no endpoint
     uint64_t icrc_errors = 0; // arrived for this port with a bad ICRC (dropped)
-    uint64_t pauses = 0;    // xoff events
-    uint64_t queue_bytes = 0;
-    uint64_t max_queue_bytes = 0;
 };
 
 // One sample of one egress port: cumulative counters, the queue at that moment, and the
