@@ -12,6 +12,7 @@
 #include <cstring>
 #include <vector>
 
+#include "tests/support/qp_endpoint.h"
 #include "transport/soft/codec/icrc.h"
 #include "transport/soft/codec/packet.h"
 #include "transport/soft/codec/roce.h"
@@ -66,49 +67,22 @@ void BM_EncodeParseWrite(benchmark::State &state) {
 }
 BENCHMARK(BM_EncodeParseWrite)->Arg(0)->Arg(64)->Arg(4096);
 
-struct Side {
-    ibex_context_t *ctx = nullptr;
-    ibex_pd_t *pd = nullptr;
-    ibex_cq_t *cq = nullptr;
-    ibex_qp_t *qp = nullptr;
-    ibex_mr_t *mr = nullptr;
-    std::vector<uint8_t> buf;
-
-    bool open(size_t len) {
-        ibex_context_attr_t a = IBEX_CONTEXT_ATTR_INIT;
-        a.progress_thread = 0; // the benchmark drives progress itself
-        if (ibex_open_device("udp:lo", &a, &ctx) != IBEX_OK || ibex_alloc_pd(ctx, &pd) != IBEX_OK ||
-            ibex_create_cq(ctx, 4096, &cq) != IBEX_OK)
-            return false;
-        ibex_qp_init_attr_t q = IBEX_QP_INIT_ATTR_INIT;
-        q.send_cq = q.recv_cq = cq;
-        q.max_send_wr = 1024;
-        if (ibex_create_qp(pd, &q, &qp) != IBEX_OK) return false;
-        buf.assign(len, 1);
-        return ibex_reg_mr(pd, buf.data(), len, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE, &mr) == IBEX_OK;
-    }
-    ~Side() {
-        if (mr) ibex_dereg_mr(mr);
-        if (qp) ibex_destroy_qp(qp);
-        if (cq) ibex_destroy_cq(cq);
-        if (pd) ibex_dealloc_pd(pd);
-        if (ctx) ibex_close_device(ctx);
-    }
-};
+// One endpoint that the benchmark drives itself: no progress thread.
+bool open_unprogressed(ibex::test::QpEndpoint &e, size_t len) {
+    ibex_context_attr_t a = IBEX_CONTEXT_ATTR_INIT;
+    a.progress_thread = 0;
+    e.max_send_wr = 1024;
+    e.max_recv_wr = 0; // the provider's default: WRITEs need no receives
+    e.mr_access = IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE;
+    return e.open(len, "udp:lo", &a, 4096) == IBEX_OK;
+}
 
 // Keeps `depth` 4 KiB writes in flight from a to b, every 32nd signaled; each iteration
 // is one packet that went out, was received, checked, placed and acknowledged.
 void BM_RcEngineWrite4K(benchmark::State &state) {
     constexpr uint32_t kSize = 4096, kDepth = 256, kSignal = 32;
-    Side a, b;
-    if (!a.open(kSize) || !b.open(kSize)) {
-        state.SkipWithError(ibex_last_error());
-        return;
-    }
-    ibex_ep_addr_t aa{}, ba{};
-    ibex_qp_local_addr(a.qp, &aa);
-    ibex_qp_local_addr(b.qp, &ba);
-    if (ibex_qp_connect(a.qp, &ba) != IBEX_OK || ibex_qp_connect(b.qp, &aa) != IBEX_OK) {
+    ibex::test::QpEndpoint a, b;
+    if (!open_unprogressed(a, kSize) || !open_unprogressed(b, kSize) || ibex::test::connect_endpoints(a, b) != IBEX_OK) {
         state.SkipWithError(ibex_last_error());
         return;
     }

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/ibex_switch/incast.h"
+#include "bench/incast/incast.h"
 #ifdef IBEX_SWITCH_MEMIF
 #include "tools/ibex_switch/memif_port_io.h"
 #endif

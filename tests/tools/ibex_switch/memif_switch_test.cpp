@@ -51,8 +51,10 @@ int switch_child(int fd, const std::vector<MemifPortSpec> &specs, const SwitchCo
         pollfd p{fd, POLLIN, 0};
         if (::poll(&p, 1, 0) > 0) break;
     }
-    for (size_t i = 0; i < sw.ports(); ++i)
-        if (!send_all(fd, &sw.counters(i), sizeof(PortCounters))) return 3;
+    for (size_t i = 0; i < sw.ports(); ++i) {
+        const PortCounters c = sw.counters(i);
+        if (!send_all(fd, &c, sizeof c)) return 3;
+    }
     return 0;
 }
 

@@ -1,6 +1,6 @@
 // DCQCN in the soft engine: the context attribute and IBEX_DCQCN* configure it, each QP
 // reports its state through ibex_query_qp_cc, and a QP's requests leave no faster than
-// its rate. (CNPs, marks and rate cuts end to end: tests/tools/ibex_switch/incast_test.)
+// its rate. (CNPs, marks and rate cuts end to end: tests/bench/incast/incast_test.)
 #include <chrono>
 #include <cstdlib>
 

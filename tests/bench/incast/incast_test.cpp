@@ -10,7 +10,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tools/ibex_switch/incast.h"
+#include "bench/incast/incast.h"
 
 using namespace ibex::sw;
 

@@ -1,4 +1,4 @@
-#include "tools/ibex_switch/incast.h"
+#include "bench/incast/incast.h"
 
 #include <ibex/ibex.h>
 
@@ -11,21 +11,14 @@
 #include <thread>
 #include <unistd.h>
 
+#include "tests/support/qp_endpoint.h"
 #include "tools/ibex_switch/udp_port_io.h"
 
 namespace ibex::sw {
 namespace {
 
-constexpr unsigned kRemoteAccess = IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE;
-
-struct Side {
-    ibex_context_t *ctx = nullptr;
-    ibex_pd_t *pd = nullptr;
-    ibex_cq_t *cq = nullptr;
-    std::vector<ibex_qp_t *> qps;
-    ibex_mr_t *mr = nullptr;
-    std::vector<uint8_t> buf;
-};
+// One side of the scenario: the receiver has a QP per sender, each sender one QP.
+using Side = test::QpEndpoint;
 
 std::string last_error(const char *what, ibex_status_t st) {
     return std::string(what) + ": " + ibex_strerror(st) + ": " + ibex_last_error();
@@ -35,33 +28,17 @@ bool open_side(Side &s, const IncastConfig &cfg, int nqp, size_t bytes, std::str
     ibex_context_attr_t a = IBEX_CONTEXT_ATTR_INIT;
     a.dcqcn = cfg.dcqcn.c_str();
     a.dcqcn_line_rate_mbps = static_cast<uint32_t>(cfg.line_rate_mbps > 0 ? cfg.line_rate_mbps : cfg.sw.link_mbps);
-    ibex_status_t st;
-    if ((st = ibex_open_device("udp:lo", &a, &s.ctx)) != IBEX_OK) return err = last_error("open", st), false;
-    if ((st = ibex_alloc_pd(s.ctx, &s.pd)) != IBEX_OK) return err = last_error("pd", st), false;
-    if ((st = ibex_create_cq(s.ctx, 4096, &s.cq)) != IBEX_OK) return err = last_error("cq", st), false;
-    for (int i = 0; i < nqp; ++i) {
-        ibex_qp_init_attr_t q = IBEX_QP_INIT_ATTR_INIT;
-        q.send_cq = s.cq;
-        q.recv_cq = s.cq;
-        q.max_send_wr = 1024;
-        q.max_recv_wr = 16;
+    s.max_send_wr = 1024;
+    s.max_recv_wr = 16;
+    s.mr_access = IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE;
+    ibex_status_t st = s.open(bytes, "udp:lo", &a, 4096);
+    if (st != IBEX_OK) return err = last_error("open", st), false;
+    for (int i = 1; i < nqp; ++i) {
         ibex_qp_t *qp = nullptr;
-        if ((st = ibex_create_qp(s.pd, &q, &qp)) != IBEX_OK) return err = last_error("qp", st), false;
-        s.qps.push_back(qp);
+        if ((st = s.add_qp(&qp)) != IBEX_OK) return err = last_error("qp", st), false;
     }
-    s.buf.assign(bytes, 0x5a);
-    if ((st = ibex_reg_mr(s.pd, s.buf.data(), s.buf.size(), kRemoteAccess, &s.mr)) != IBEX_OK)
-        return err = last_error("mr", st), false;
+    std::memset(s.buf.data(), 0x5a, s.buf.size());
     return true;
-}
-
-void close_side(Side &s) {
-    if (s.mr) ibex_dereg_mr(s.mr);
-    for (ibex_qp_t *q : s.qps) ibex_destroy_qp(q);
-    if (s.cq) ibex_destroy_cq(s.cq);
-    if (s.pd) ibex_dealloc_pd(s.pd);
-    if (s.ctx) ibex_close_device(s.ctx);
-    s = Side{};
 }
 
 Addr addr_of(const ibex_ep_addr_t &e) {
@@ -81,16 +58,7 @@ ibex_ep_addr_t via(ibex_ep_addr_t e, const Addr &port) {
 }
 
 ibex_status_t post_write(Side &s, const Side &r, uint32_t len, uint64_t id) {
-    ibex_sge_t sge{reinterpret_cast<uintptr_t>(s.buf.data()), len, ibex_mr_lkey(s.mr)};
-    ibex_send_wr_t wr{};
-    wr.wr_id = id;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = IBEX_WR_RDMA_WRITE;
-    wr.send_flags = IBEX_SEND_SIGNALED;
-    wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(r.buf.data());
-    wr.wr.rdma.rkey = ibex_mr_rkey(r.mr);
-    return ibex_post_send(s.qps[0], &wr, nullptr);
+    return s.post_rdma(IBEX_WR_RDMA_WRITE, id, 0, len, r.va(), ibex_mr_rkey(r.mr));
 }
 
 uint64_t percentile(std::vector<uint64_t> v, double p) {
@@ -141,8 +109,8 @@ IncastResult run_incast(const IncastConfig &cfg) {
         r.error = std::move(e);
         stop = true;
         if (sw_thread.joinable()) sw_thread.join();
-        for (Side &s : tx) close_side(s);
-        close_side(rx);
+        for (Side &s : tx) s.close();
+        rx.close();
         return r;
     };
     std::string err;
@@ -153,8 +121,8 @@ IncastResult run_incast(const IncastConfig &cfg) {
     // Port 0 stands for the receiver, port i + 1 for sender i.
     std::vector<ibex_ep_addr_t> rx_addr(static_cast<size_t>(n)), tx_addr(static_cast<size_t>(n));
     for (int i = 0; i < n; ++i) {
-        ibex_qp_local_addr(rx.qps[size_t(i)], &rx_addr[size_t(i)]);
-        ibex_qp_local_addr(tx[size_t(i)].qps[0], &tx_addr[size_t(i)]);
+        ibex_qp_local_addr(rx.qp_at(size_t(i)), &rx_addr[size_t(i)]);
+        ibex_qp_local_addr(tx[size_t(i)].qp, &tx_addr[size_t(i)]);
     }
     for (int i = -1; i < n; ++i) {
         auto io = open_udp_port_io({0x7f000001, 0}, err);
@@ -165,8 +133,8 @@ IncastResult run_incast(const IncastConfig &cfg) {
         const ibex_ep_addr_t to_rx = via(rx_addr[size_t(i)], sw.port_addr(0));
         const ibex_ep_addr_t to_tx = via(tx_addr[size_t(i)], sw.port_addr(size_t(i) + 1));
         ibex_status_t st;
-        if ((st = ibex_qp_connect(tx[size_t(i)].qps[0], &to_rx)) != IBEX_OK) return fail_with(last_error("connect", st));
-        if ((st = ibex_qp_connect(rx.qps[size_t(i)], &to_tx)) != IBEX_OK) return fail_with(last_error("connect", st));
+        if ((st = ibex_qp_connect(tx[size_t(i)].qp, &to_rx)) != IBEX_OK) return fail_with(last_error("connect", st));
+        if ((st = ibex_qp_connect(rx.qp_at(size_t(i)), &to_tx)) != IBEX_OK) return fail_with(last_error("connect", st));
     }
     sw_thread = std::thread([&] {
         // The switch stands in for hardware: above the endpoints it serves.
@@ -208,7 +176,7 @@ IncastResult run_incast(const IncastConfig &cfg) {
             for (Side &s : tx) {
                 ibex_qp_cc_t c{};
                 c.size = sizeof c;
-                ibex_query_qp_cc(s.qps[0], &c);
+                ibex_query_qp_cc(s.qp, &c);
                 rs.rate_mbps.push_back(c.rate_mbps);
                 rs.alpha.push_back(c.alpha);
             }
@@ -223,22 +191,20 @@ IncastResult run_incast(const IncastConfig &cfg) {
     for (int i = 0; i < n; ++i) {
         ibex_qp_cc_t c{};
         c.size = sizeof c;
-        if (ibex_query_qp_cc(tx[size_t(i)].qps[0], &c) == IBEX_OK) {
+        if (ibex_query_qp_cc(tx[size_t(i)].qp, &c) == IBEX_OK) {
             r.flows[size_t(i)].rate_mbps = c.rate_mbps;
             r.flows[size_t(i)].alpha = c.alpha;
             r.flows[size_t(i)].cnps_handled = c.rp_cnp_handled;
         }
         ibex_counters_t k{};
-        k.size = sizeof k;
-        ibex_query_counters(tx[size_t(i)].ctx, &k);
+        tx[size_t(i)].query_counters(&k);
         r.retransmitted += k.retransmitted_packets;
     }
     ibex_counters_t rk{};
-    rk.size = sizeof rk;
-    ibex_query_counters(rx.ctx, &rk);
+    rx.query_counters(&rk);
     r.cnps_sent = rk.np_cnp_sent;
-    for (Side &s : tx) close_side(s);
-    close_side(rx);
+    for (Side &s : tx) s.close();
+    rx.close();
 
     // The bottleneck is port 0's egress: its samples give the queue and per-flow bytes.
     std::vector<const Sample *> s0;
