@@ -22,12 +22,17 @@ sockaddr_in loopback(uint16_t port) {
     return a;
 }
 
+// A loopback listener on an ephemeral port (-1 and a test failure if none).
+int listener(uint16_t *port, int backlog = 1) {
+    int fd = -1;
+    EXPECT_EQ(listen_tcp(loopback(0), &fd, port, backlog), IBEX_OK);
+    return fd;
+}
+
 // A loopback port nobody listens on (bound for a moment, then released).
 uint16_t closed_port() {
-    int fd = -1;
     uint16_t port = 0;
-    EXPECT_EQ(listen_tcp(loopback(0), &fd, &port), IBEX_OK);
-    ::close(fd);
+    ::close(listener(&port));
     return port;
 }
 
@@ -37,9 +42,9 @@ int64_t ms_since(Clock::time_point t) {
 
 // A connected pair over loopback: *client and *server.
 void connected_pair(int *client, int *server) {
-    int lfd = -1;
     uint16_t port = 0;
-    ASSERT_EQ(listen_tcp(loopback(0), &lfd, &port, 1), IBEX_OK);
+    const int lfd = listener(&port);
+    ASSERT_GE(lfd, 0);
     ASSERT_EQ(connect_tcp(loopback(port), deadline_after_ms(5000), client), IBEX_OK);
     ASSERT_EQ(accept_tcp(lfd, deadline_after_ms(5000), server), IBEX_OK);
     ::close(lfd);
@@ -51,9 +56,9 @@ TEST(BootstrapSocket, NoDeadlineNeverPasses) {
 }
 
 TEST(BootstrapSocket, ListenOnATakenPortNamesBindAndItsErrno) {
-    int first = -1;
     uint16_t port = 0;
-    ASSERT_EQ(listen_tcp(loopback(0), &first, &port), IBEX_OK);
+    const int first = listener(&port);
+    ASSERT_GE(first, 0);
     int second = -1;
     uint16_t again = 0;
     SocketFailure why;
@@ -108,9 +113,9 @@ TEST(BootstrapSocket, ConnectReachesAServerThatListensLate) {
 TEST(BootstrapSocket, ConnectToAFullListenerTimesOut) {
     // Backlog 0 holds one connection; the next handshake is dropped, so the attempt waits
     // out the deadline instead of being refused.
-    int lfd = -1;
     uint16_t port = 0;
-    ASSERT_EQ(listen_tcp(loopback(0), &lfd, &port, 0), IBEX_OK);
+    const int lfd = listener(&port, 0);
+    ASSERT_GE(lfd, 0);
     int queued = -1;
     ASSERT_EQ(connect_tcp(loopback(port), deadline_after_ms(5000), &queued), IBEX_OK);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -126,9 +131,9 @@ TEST(BootstrapSocket, ConnectToAFullListenerTimesOut) {
 }
 
 TEST(BootstrapSocket, AcceptWithoutDeadlineWaitsForTheClient) {
-    int lfd = -1;
     uint16_t port = 0;
-    ASSERT_EQ(listen_tcp(loopback(0), &lfd, &port, 1), IBEX_OK);
+    const int lfd = listener(&port);
+    ASSERT_GE(lfd, 0);
     int client = -1;
     std::thread late([&] {
         std::this_thread::sleep_for(std::chrono::milliseconds(150));
@@ -142,9 +147,9 @@ TEST(BootstrapSocket, AcceptWithoutDeadlineWaitsForTheClient) {
 }
 
 TEST(BootstrapSocket, AcceptTimesOut) {
-    int lfd = -1;
     uint16_t port = 0;
-    ASSERT_EQ(listen_tcp(loopback(0), &lfd, &port, 1), IBEX_OK);
+    const int lfd = listener(&port);
+    ASSERT_GE(lfd, 0);
     int fd = -1;
     SocketFailure why;
     EXPECT_EQ(accept_tcp(lfd, deadline_after_ms(50), &fd, &why), IBEX_ERR_TIMEOUT);
