@@ -1,7 +1,6 @@
 #include "allreduce/stream_driver.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <deque>
 #include <iterator>
