@@ -141,26 +141,21 @@ ibex_status_t ibex_comm_deregister(ibex_comm_t *comm, void *buf) {
 ibex_status_t ibex_allreduce(const void *sendbuf, void *recvbuf, size_t count, ibex_datatype_t type,
                              ibex_redop_t op, ibex_comm_t *comm, ibex_request_t **req) {
     ibex::clear_error();
-    if (ibex_status_t st = check_call(__func__, comm, type, &op, count == 0 || (sendbuf && recvbuf)); st != IBEX_OK)
-        return st;
+    IBEX_TRY(check_call(__func__, comm, type, &op, count == 0 || (sendbuf && recvbuf)));
     return run(comm, make_op(OpKind::allreduce, sendbuf, recvbuf, count, type, op, 0), req);
 }
 
 ibex_status_t ibex_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, ibex_datatype_t type,
                                   ibex_redop_t op, ibex_comm_t *comm, ibex_request_t **req) {
     ibex::clear_error();
-    if (ibex_status_t st = check_call(__func__, comm, type, &op, recvcount == 0 || (sendbuf && recvbuf));
-        st != IBEX_OK)
-        return st;
+    IBEX_TRY(check_call(__func__, comm, type, &op, recvcount == 0 || (sendbuf && recvbuf)));
     return run(comm, make_op(OpKind::reduce_scatter, sendbuf, recvbuf, recvcount, type, op, 0), req);
 }
 
 ibex_status_t ibex_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, ibex_datatype_t type,
                              ibex_comm_t *comm, ibex_request_t **req) {
     ibex::clear_error();
-    if (ibex_status_t st = check_call(__func__, comm, type, nullptr, sendcount == 0 || (sendbuf && recvbuf));
-        st != IBEX_OK)
-        return st;
+    IBEX_TRY(check_call(__func__, comm, type, nullptr, sendcount == 0 || (sendbuf && recvbuf)));
     return run(comm, make_op(OpKind::allgather, sendbuf, recvbuf, sendcount, type, IBEX_SUM, 0), req);
 }
 

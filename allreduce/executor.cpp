@@ -91,18 +91,11 @@ ibex_status_t Executor::open(const char *device, int rank, int nranks, const std
         a.max_recv_sge = 1;
         IBEX_TRY(ibex_create_qp(pd_, &a, &c.qp));
         c.rx.assign(static_cast<size_t>(rx_depth(params)) * kRxBytes, 0);
-        if (ibex_status_t st = ibex_reg_mr(pd_, c.rx.data(), c.rx.size(), IBEX_ACCESS_LOCAL_WRITE, &c.rx_mr);
-            st != IBEX_OK)
-            return st;
+        IBEX_TRY(ibex_reg_mr(pd_, c.rx.data(), c.rx.size(), IBEX_ACCESS_LOCAL_WRITE, &c.rx_mr));
         if (eager_slots(params)) {
             const size_t bytes = params.eager_bytes * static_cast<size_t>(params.eager_slots);
-            if (ibex_status_t st = c.eager.allocate(pd_, bytes, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE,
-                                                    "eager ring");
-                st != IBEX_OK)
-                return st;
-            if (ibex_status_t st = c.eager_tx.allocate(pd_, bytes, IBEX_ACCESS_LOCAL_WRITE, "eager send buffers");
-                st != IBEX_OK)
-                return st;
+            IBEX_TRY(c.eager.allocate(pd_, bytes, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE, "eager ring"));
+            IBEX_TRY(c.eager_tx.allocate(pd_, bytes, IBEX_ACCESS_LOCAL_WRITE, "eager send buffers"));
         }
     }
     return IBEX_OK;
@@ -164,10 +157,7 @@ ibex_status_t Executor::post_recv(Channel &c, uint32_t idx) {
 ibex_status_t Executor::ensure_staging(Channel &c) {
     if (c.staging) return IBEX_OK;
     const size_t bytes = params_.slice_bytes * static_cast<size_t>(params_.slots);
-    if (ibex_status_t st =
-            c.staging.allocate(pd_, bytes, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE, "staging area");
-        st != IBEX_OK)
-        return st;
+    IBEX_TRY(c.staging.allocate(pd_, bytes, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE, "staging area"));
     for (int i = params_.slots - 1; i >= 0; --i) c.free_slots.push_back(i);
     return IBEX_OK;
 }

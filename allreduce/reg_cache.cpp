@@ -33,8 +33,7 @@ size_t RegCache::size() const {
 
 ibex_status_t RegCache::insert_locked(uintptr_t start, uintptr_t end, bool pinned, ibex_mr_t **mr) {
     ibex_mr_t *m = nullptr;
-    if (ibex_status_t st = ibex_reg_mr(pd_, reinterpret_cast<void *>(start), end - start, kAccess, &m); st != IBEX_OK)
-        return st;
+    IBEX_TRY(ibex_reg_mr(pd_, reinterpret_cast<void *>(start), end - start, kAccess, &m));
     entries_.emplace(start, Entry{end, m, epoch_, pinned});
     *mr = m;
     evict_locked();

@@ -84,8 +84,7 @@ ibex_status_t Bootstrap::join(const char *id_text, int rank, int nranks, int tim
             sockaddr_in addr{};
             IBEX_TRY(resolve_ipv4(id.host, id.port, &addr));
             uint16_t bound = 0;
-            ibex_status_t st = listen_tcp(addr, &lfd, &bound);
-            if (st != IBEX_OK) return st;
+            IBEX_TRY(listen_tcp(addr, &lfd, &bound));
         }
         const ibex_status_t st = accept_all(*b, lfd, id.token, timeout_ms);
         ::close(lfd);
@@ -271,14 +270,13 @@ ibex_status_t Bootstrap::allgather(const void *mine, size_t len, void *all, int 
     if (nranks_ == 1) return IBEX_OK;
     const size_t total = len * static_cast<size_t>(nranks_);
     if (rank_ == 0) {
-        ibex_status_t st = wait_for(
+        IBEX_TRY(wait_for(
             [&] {
                 for (const Conn &c : conns_)
                     if (c.frames.empty()) return false;
                 return true;
             },
-            timeout_ms, "all-gather");
-        if (st != IBEX_OK) return st;
+            timeout_ms, "all-gather"));
         std::lock_guard l(mu_);
         for (Conn &c : conns_) {
             Frame f = std::move(c.frames.front());
@@ -300,8 +298,7 @@ ibex_status_t Bootstrap::allgather(const void *mine, size_t len, void *all, int 
         if (!send_frame(conns_[0], kData, mine, len, timeout_ms))
             return fail(IBEX_ERR_REMOTE, "bootstrap: rank 0 went away during an all-gather");
     }
-    ibex_status_t st = wait_for([&] { return !conns_[0].frames.empty(); }, timeout_ms, "all-gather");
-    if (st != IBEX_OK) return st;
+    IBEX_TRY(wait_for([&] { return !conns_[0].frames.empty(); }, timeout_ms, "all-gather"));
     std::lock_guard l(mu_);
     Frame f = std::move(conns_[0].frames.front());
     conns_[0].frames.pop_front();

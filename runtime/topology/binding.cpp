@@ -241,8 +241,7 @@ ibex_status_t bind(const ibex_topology &topo, const ibex_bind_request_t &req, ib
     out.path = choice.path;
     out.numa_node = numa;
     out.slot = slot;
-    if (ibex_status_t st = copy_list(out.progress_cpus, bitmap_list(progress.get()), "progress CPU"); st != IBEX_OK)
-        return st;
+    IBEX_TRY(copy_list(out.progress_cpus, bitmap_list(progress.get()), "progress CPU"));
     IBEX_TRY(copy_list(out.nic_cpus, bitmap_list(pool), "NIC CPU"));
 
     const std::string anchor = (gpu >= 0 ? topo.of_kind(IBEX_TOPO_GPU, gpu).label : std::string("no GPU")) +

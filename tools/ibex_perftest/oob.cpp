@@ -1,40 +1,37 @@
 #include "tools/ibex_perftest/oob.h"
 
-#include <arpa/inet.h>
+#include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fcntl.h>
 #include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <thread>
 #include <unistd.h>
 #include <vector>
 
+#include "runtime/bootstrap/socket.h"
+
 namespace ibex::perftest {
 
-namespace {
+namespace bs = ibex::bootstrap;
 
-using Clock = std::chrono::steady_clock;
+namespace {
 
 constexpr int kReportTimeoutMs = 30000; // reports and the closing barrier follow a run at once
 constexpr int kDrainMs = 2000;          // how long to wait for the peer's "done"
 
 std::string errno_text(const char *what, int e) { return std::string(what) + ": " + std::strerror(e); }
 
-int ms_left(Clock::time_point deadline) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    return left < 0 ? 0 : static_cast<int>(left);
+bs::Deadline deadline_after(int timeout_ms) {
+    return timeout_ms < 0 ? bs::kNoDeadline : bs::deadline_after_ms(timeout_ms);
 }
 
-void set_nodelay(int fd) {
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+// A failed transfer in the words the tools print. timeout_ms: the receive's limit.
+std::string transfer_error(const bs::SocketFailure &why, const char *what, int timeout_ms) {
+    if (why.closed) return "the peer closed the out-of-band connection";
+    if (why.timed_out) return "the peer sent nothing for " + std::to_string(timeout_ms / 1000) + " s";
+    if (std::strcmp(why.call, "poll") == 0) return errno_text("poll", why.error);
+    return errno_text(what, why.error);
 }
 
 bool hex_field(const std::string &s, unsigned digits, uint64_t *out) {
@@ -120,147 +117,69 @@ Oob::~Oob() {
 }
 
 bool Oob::listen(uint16_t port, std::string *err) {
-    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (listen_fd_ < 0) {
-        *err = errno_text("socket", errno);
+    sockaddr_in any{};
+    bs::SocketFailure why;
+    uint16_t bound = 0;
+    if (bs::resolve_ipv4("0.0.0.0", port, &any, &why) == IBEX_OK &&
+        bs::listen_tcp(any, &listen_fd_, &bound, 1, &why) == IBEX_OK)
+        return true;
+    if (std::strcmp(why.call, "socket") == 0) {
+        *err = errno_text("socket", why.error);
         return false;
     }
-    int one = 1;
-    setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    a.sin_addr.s_addr = htonl(INADDR_ANY);
-    if (::bind(listen_fd_, reinterpret_cast<sockaddr *>(&a), sizeof a) < 0 || ::listen(listen_fd_, 1) < 0) {
-        const int e = errno;
-        *err = "cannot listen on TCP port " + std::to_string(port) + ": " + std::strerror(e) +
-               (e == EADDRINUSE ? " (another server is running there? choose another port with -p)" : "");
-        return false;
-    }
-    return true;
+    *err = "cannot listen on TCP port " + std::to_string(port) + ": " + std::strerror(why.error) +
+           (why.error == EADDRINUSE ? " (another server is running there? choose another port with -p)" : "");
+    return false;
 }
 
 bool Oob::accept(std::string *err) {
-    for (;;) {
-        fd_ = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-        if (fd_ >= 0) break;
-        if (errno == EINTR) continue;
-        *err = errno_text("accept", errno);
+    bs::SocketFailure why;
+    if (bs::accept_tcp(listen_fd_, bs::kNoDeadline, &fd_, &why) != IBEX_OK) {
+        *err = errno_text(why.call, why.error);
         return false;
     }
     ::close(listen_fd_);
     listen_fd_ = -1;
-    set_nodelay(fd_);
     return true;
 }
 
 bool Oob::connect(const std::string &host, uint16_t port, int timeout_ms, std::string *err) {
-    addrinfo hints{};
-    hints.ai_family = AF_INET;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo *res = nullptr;
-    const std::string service = std::to_string(port);
-    const int gai = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &res);
-    if (gai != 0 || !res) {
-        *err = "cannot resolve server \"" + host + "\": " + gai_strerror(gai);
+    sockaddr_in addr{};
+    bs::SocketFailure why;
+    if (bs::resolve_ipv4(host, port, &addr, &why) != IBEX_OK) {
+        *err = "cannot resolve server \"" + host + "\": " + gai_strerror(why.error);
         return false;
     }
-    sockaddr_in addr;
-    std::memcpy(&addr, res->ai_addr, sizeof addr);
-    ::freeaddrinfo(res);
-    char text[INET_ADDRSTRLEN] = "?";
-    inet_ntop(AF_INET, &addr.sin_addr, text, sizeof text);
-    const std::string where = std::string(text) + ":" + service;
-
-    const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-    int last_err = 0;
-    for (;;) {
-        const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (fd < 0) {
-            *err = errno_text("socket", errno);
-            return false;
-        }
-        int e = 0;
-        if (::connect(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) < 0) {
-            e = errno;
-            if (e == EINPROGRESS) {
-                pollfd p{fd, POLLOUT, 0};
-                const int n = ::poll(&p, 1, ms_left(deadline));
-                if (n == 0) {
-                    ::close(fd);
-                    *err = "cannot connect to server " + where + ": timed out after " +
-                           std::to_string(timeout_ms / 1000.0).substr(0, 4) + " s";
-                    return false;
-                }
-                socklen_t len = sizeof e;
-                e = 0;
-                getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len);
-            }
-        }
-        if (e == 0) {
-            const int flags = fcntl(fd, F_GETFL);
-            fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
-            fd_ = fd;
-            set_nodelay(fd_);
-            return true;
-        }
-        ::close(fd);
-        last_err = e;
-        // A refused connection may be a server that is not listening yet: try again until
-        // the deadline. Anything else is final.
-        if (e != ECONNREFUSED || ms_left(deadline) == 0) break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(std::min(100, ms_left(deadline))));
-        if (ms_left(deadline) == 0) break;
+    const std::string where = bs::addr_string(addr);
+    // A refused connection may be a server that is not listening yet: try again until the
+    // deadline. Anything else is final.
+    const bs::ConnectRetry retry{.refused_only = true, .pause_ms = 100};
+    if (bs::connect_tcp(addr, bs::deadline_after_ms(timeout_ms), &fd_, retry, &why) == IBEX_OK) return true;
+    if (why.timed_out) {
+        *err = "cannot connect to server " + where + ": timed out after " +
+               std::to_string(timeout_ms / 1000.0).substr(0, 4) + " s";
+    } else if (std::strcmp(why.call, "connect") != 0) {
+        *err = errno_text(why.call, why.error);
+    } else {
+        *err = "cannot connect to server " + where + ": " + std::strerror(why.error);
+        if (why.error == ECONNREFUSED)
+            *err += " (no server listening; gave up after " + std::to_string(timeout_ms / 1000) + " s)";
     }
-    *err = "cannot connect to server " + where + ": " + std::strerror(last_err);
-    if (last_err == ECONNREFUSED) *err += " (no server listening; gave up after " + std::to_string(timeout_ms / 1000) + " s)";
     return false;
 }
 
 bool Oob::send_all(const void *buf, size_t len, std::string *err) {
-    const char *p = static_cast<const char *>(buf);
-    while (len) {
-        const ssize_t n = ::send(fd_, p, len, MSG_NOSIGNAL);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            *err = errno_text("out-of-band send to the peer", errno);
-            return false;
-        }
-        p += n;
-        len -= size_t(n);
-    }
-    return true;
+    bs::SocketFailure why;
+    if (bs::send_all(fd_, buf, len, bs::kNoDeadline, &why)) return true;
+    *err = transfer_error(why, "out-of-band send to the peer", -1);
+    return false;
 }
 
 bool Oob::recv_all(void *buf, size_t len, int timeout_ms, std::string *err) {
-    char *p = static_cast<char *>(buf);
-    const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms);
-    while (len) {
-        pollfd pf{fd_, POLLIN, 0};
-        const int r = ::poll(&pf, 1, timeout_ms < 0 ? -1 : ms_left(deadline));
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            *err = errno_text("poll", errno);
-            return false;
-        }
-        if (r == 0) {
-            *err = "the peer sent nothing for " + std::to_string(timeout_ms / 1000) + " s";
-            return false;
-        }
-        const ssize_t n = ::recv(fd_, p, len, 0);
-        if (n == 0) {
-            *err = "the peer closed the out-of-band connection";
-            return false;
-        }
-        if (n < 0) {
-            if (errno == EINTR || errno == EAGAIN) continue;
-            *err = errno_text("out-of-band receive from the peer", errno);
-            return false;
-        }
-        p += n;
-        len -= size_t(n);
-    }
-    return true;
+    bs::SocketFailure why;
+    if (bs::recv_all(fd_, buf, len, deadline_after(timeout_ms), &why)) return true;
+    *err = transfer_error(why, "out-of-band receive from the peer", timeout_ms);
+    return false;
 }
 
 bool Oob::send_msg(const std::string &msg, std::string *err) {
@@ -283,16 +202,13 @@ bool Oob::recv_msg(std::string *msg, int timeout_ms, std::string *err) {
 int Oob::poll_msg(std::string *msg, std::string *err) {
     char buf[kCtrlMsgSize];
     const size_t want = kCtrlMsgSize - partial_.size();
-    const ssize_t n = ::recv(fd_, buf, want, MSG_DONTWAIT);
-    if (n == 0) {
-        *err = "the peer closed the out-of-band connection";
-        return -1;
-    }
+    bs::SocketFailure why;
+    const ssize_t n = bs::recv_available(fd_, buf, want, &why);
     if (n < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
-        *err = errno_text("out-of-band receive from the peer", errno);
+        *err = transfer_error(why, "out-of-band receive from the peer", -1);
         return -1;
     }
+    if (n == 0) return 0;
     partial_.append(buf, size_t(n));
     if (partial_.size() < kCtrlMsgSize) return 0;
     partial_[kCtrlMsgSize - 1] = 0;

@@ -1,0 +1,54 @@
+#include "allreduce/comm_options.h"
+
+#include <cstddef>
+#include <cstring>
+
+#include "runtime/base/config.h"
+#include "runtime/base/status.h"
+
+namespace ibex::coll {
+
+ibex_status_t comm_options(const ibex_comm_config_t *config, CommOptions *out) {
+    ibex_comm_config_t cfg = IBEX_COMM_CONFIG_INIT;
+    if (config) {
+        if (config->size < offsetof(ibex_comm_config_t, version) || config->magic != IBEX_MAGIC_COMM_CONFIG)
+            return fail(IBEX_ERR_INVALID_ARGUMENT,
+                        "ibex_comm_config_t: bad size/magic (initialise it with IBEX_COMM_CONFIG_INIT)");
+        if (config->size > sizeof cfg)
+            return fail(IBEX_ERR_INVALID_ARGUMENT, "ibex_comm_config_t: size %u is newer than this library",
+                        config->size);
+        std::memcpy(&cfg, config, config->size);
+    }
+    const char *dev = cfg.device ? cfg.device : config::get_string("IBEX_DEVICE", nullptr);
+    if (!dev) {
+        ibex_device_list_t *list = nullptr;
+        int count = 0;
+        if (ibex_get_device_list(&list, &count) == IBEX_OK && count > 0) out->device = ibex_device_name(list, 0);
+        if (list) ibex_free_device_list(list);
+        if (out->device.empty()) return fail(IBEX_ERR_NO_DEVICE, "no device to open (set IBEX_DEVICE)");
+    } else {
+        out->device = dev;
+    }
+    out->timeout_ms = cfg.timeout_ms > 0 ? cfg.timeout_ms
+                                         : static_cast<int>(config::get_int("IBEX_TIMEOUT_MS", 30000, 1, 86400000));
+    const char *algo = cfg.algo ? cfg.algo : config::get_string("IBEX_ALGO", nullptr);
+    out->forced = false;
+    if (algo && std::strcmp(algo, "auto") != 0) {
+        if (!parse_algo(algo, &out->algo))
+            return fail(IBEX_ERR_INVALID_ARGUMENT, "algorithm \"%s\" is not one of ring, rhd, tree", algo);
+        out->forced = true;
+    }
+    out->exec.slice_bytes =
+        static_cast<size_t>(config::get_int("IBEX_COMM_SLICE", 128 << 10, 4096, 64 << 20)) & ~size_t(7);
+    out->exec.slots = static_cast<int>(config::get_int("IBEX_COMM_SLOTS", 8, 1, 256));
+    out->exec.window = static_cast<int>(config::get_int("IBEX_COMM_WINDOW", 16, 1, 1024));
+    out->exec.eager_bytes = static_cast<size_t>(config::get_int("IBEX_COMM_EAGER", 8 << 10, 0, 1 << 20));
+    out->exec.eager_slots = static_cast<int>(config::get_int("IBEX_COMM_EAGER_SLOTS", 32, 2, 1024));
+    out->spin_us = static_cast<int>(config::get_int("IBEX_COMM_SPIN_US", 50, 0, 1000000));
+    out->wait_spin_us = static_cast<int>(config::get_int("IBEX_COMM_WAIT_SPIN_US", -1, -1, 1000000));
+    out->handover_us = static_cast<int>(config::get_int("IBEX_COMM_HANDOVER_US", 200, 0, 1000000));
+    out->probe = config::get_bool("IBEX_COMM_PROBE", true);
+    return IBEX_OK;
+}
+
+} // namespace ibex::coll

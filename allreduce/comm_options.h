@@ -1,0 +1,30 @@
+// A communicator's settings: what ibex_comm_config_t asks for, else the IBEX_* environment,
+// else the defaults below.
+#pragma once
+
+#include <string>
+
+#include <ibex/coll.h>
+
+#include "allreduce/executor.h"
+#include "allreduce/selector.h"
+
+namespace ibex::coll {
+
+struct CommOptions {
+    std::string device;
+    int timeout_ms = 30000;
+    bool forced = false;
+    Algo algo = Algo::ring;
+    ExecutorParams exec;
+    int spin_us = 50;       // the progress thread's busy-poll after the last movement
+    int wait_spin_us = -1;  // a waiting caller's; -1: 1 ms when this host's ranks fit its cores, else spin_us
+    int handover_us = 200;  // the thread's pause after a caller hands the stream back
+    bool own_core = false;  // every rank of this host can have a core (set at creation)
+    bool probe = true;
+};
+
+// Reads config (may be NULL) and IBEX_* variables.
+ibex_status_t comm_options(const ibex_comm_config_t *config, CommOptions *out);
+
+} // namespace ibex::coll

@@ -1,0 +1,80 @@
+#include "allreduce/op_start.h"
+
+#include "allreduce/comm.h"
+#include "runtime/base/status.h"
+
+namespace ibex::coll {
+
+ibex_status_t start_op(ibex_comm *c, Op &op, bool *empty) {
+    CollArgs a = op.args;
+    a.rank = c->rank;
+    a.nranks = c->nranks;
+    const size_t n = static_cast<size_t>(c->nranks);
+    const size_t elem = op.kind == OpKind::probe ? 1 : ibex_datatype_size(a.type);
+    size_t send_bytes = a.count * elem, recv_bytes = a.count * elem, scratch = 0;
+    switch (op.kind) {
+    case OpKind::reduce_scatter:
+        send_bytes = n * a.count * elem;
+        scratch = send_bytes;
+        break;
+    case OpKind::allgather: recv_bytes = n * a.count * elem; break;
+    case OpKind::broadcast:
+        if (a.rank != a.root) send_bytes = 0;
+        break;
+    case OpKind::reduce:
+        scratch = a.count * elem;
+        if (a.rank != a.root) recv_bytes = 0;
+        break;
+    case OpKind::barrier:
+        a.sendbuf = c->small;
+        a.recvbuf = c->small + 8;
+        a.count = 1;
+        a.type = IBEX_U8;
+        a.op = IBEX_MAX;
+        send_bytes = recv_bytes = 1;
+        break;
+    case OpKind::probe: scratch = probe_buffer_bytes(op.pings, op.bulk); break;
+    case OpKind::allreduce: break;
+    }
+    const Algo algo = comm_algo(c, a.count * elem);
+    *empty = false;
+    if (a.count == 0) {
+        *empty = true;
+        return IBEX_OK;
+    }
+    c->cache->next_epoch();
+    ibex_mr_t *mr = nullptr;
+    if (send_bytes && a.sendbuf)
+        IBEX_TRY(c->cache->get(a.sendbuf, send_bytes, &mr));
+    if (recv_bytes && a.recvbuf)
+        IBEX_TRY(c->cache->get(a.recvbuf, recv_bytes, &mr));
+    if (scratch)
+        IBEX_TRY(comm_ensure_scratch(c, scratch));
+    if (op.kind == OpKind::barrier)
+        IBEX_TRY(c->cache->get(c->small, sizeof c->small, &mr));
+    a.scratch = c->scratch;
+    Schedule s;
+    ScheduleBuilder b(&s, elem, c->opt.exec.slice_bytes);
+    switch (op.kind) {
+    case OpKind::allreduce:
+        switch (algo) {
+        case Algo::ring: build_ring_allreduce(a, b); break;
+        case Algo::rhd: build_rhd_allreduce(a, b); break;
+        case Algo::tree: build_tree_allreduce(a, b); break;
+        }
+        break;
+    case OpKind::barrier: build_tree_allreduce(a, b); break;
+    case OpKind::reduce_scatter: build_ring_reduce_scatter(a, b); break;
+    case OpKind::allgather: build_ring_allgather(a, b); break;
+    case OpKind::broadcast: build_chain_broadcast(a, b); break;
+    case OpKind::reduce: build_chain_reduce(a, b); break;
+    case OpKind::probe: build_probe(c->rank, c->nranks, op.pings, op.bulk, c->scratch, b); break;
+    }
+    if (s.steps.empty()) {
+        *empty = true;
+        return IBEX_OK;
+    }
+    return c->exec.start(std::move(s), op.kind == OpKind::probe ? IBEX_U8 : a.type, a.op, *c->cache);
+}
+
+} // namespace ibex::coll

@@ -1,0 +1,385 @@
+#include "allreduce/stream_driver.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <deque>
+#include <iterator>
+#include <poll.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include "allreduce/comm.h"
+#include "allreduce/op_start.h"
+#include "runtime/base/log.h"
+#include "runtime/base/status.h"
+
+namespace ibex::coll {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t ms_since(Clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+}
+
+void complete(ibex_request *r, ibex_status_t st, const std::string &detail) {
+    if (!r) return;
+    {
+        std::lock_guard l(r->mu);
+        r->status = st;
+        r->detail = detail;
+        r->done = true;
+        r->cv.notify_all();
+    }
+    r->release();
+}
+
+void wake(ibex_comm *c) {
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(c->wake_fd, &one, sizeof one);
+}
+
+// Puts the communicator in its error state (first error wins), tells the other ranks when
+// the error is this rank's own, and fails the running and queued ops.
+void enter_error(ibex_comm *c, ibex_status_t st, const std::string &detail, bool local, Op *running) {
+    std::deque<Op> failed;
+    std::string msg;
+    {
+        std::lock_guard l(c->mu);
+        if (c->error == IBEX_OK) {
+            c->error = st;
+            c->error_detail = detail;
+            IBEX_LOG(info, "communicator rank %d: %s", c->rank, detail.c_str());
+        }
+        st = c->error;
+        msg = c->error_detail;
+        failed.swap(c->queue);
+    }
+    if (local && c->boot) c->boot->send_abort(st, detail.c_str());
+    c->exec.shut_down();
+    if (running) {
+        complete(running->req, st, msg);
+        running->req = nullptr;
+    }
+    for (Op &op : failed) complete(op.req, st, msg);
+    std::lock_guard l(c->mu);
+    c->running_op = false;
+    c->idle_cv.notify_all();
+}
+
+enum class Pass { moved, idle, stop };
+
+// One step of the stream: takes the next op, starts it, polls the executor, finishes or
+// fails it. Caller holds drive_mu. stop: aborting, or stopping with nothing left to run.
+Pass drive_pass(ibex_comm *c) {
+    DriveState &d = c->drive;
+    {
+        std::lock_guard l(c->mu);
+        if (c->aborting) return Pass::stop;
+        if (!d.have && !c->queue.empty()) {
+            d.op = std::move(c->queue.front());
+            c->queue.pop_front();
+            d.have = true;
+            c->running_op = true;
+        }
+        if (!d.have && c->stopping) return Pass::stop;
+    }
+    if (d.have && !c->exec.active()) {
+        ibex_status_t err;
+        std::string err_detail;
+        {
+            std::lock_guard l(c->mu);
+            err = c->error;
+            err_detail = c->error_detail;
+        }
+        bool empty = false;
+        ibex_status_t st = err;
+        if (st == IBEX_OK) st = start_op(c, d.op, &empty);
+        if (err != IBEX_OK) {
+            enter_error(c, err, err_detail, false, &d.op);
+            d.have = false;
+            return Pass::moved;
+        }
+        if (st != IBEX_OK) {
+            enter_error(c, st, std::string(op_kind_name(d.op.kind)) + ": " + ibex_last_error(), true, &d.op);
+            d.have = false;
+            return Pass::moved;
+        }
+        if (empty) {
+            complete(d.op.req, IBEX_OK, "");
+            d.have = false;
+            std::lock_guard l(c->mu);
+            c->running_op = false;
+            c->idle_cv.notify_all();
+            return Pass::moved;
+        }
+        d.last_activity = d.last_move = Clock::now(); // a new op: its first replies are a latency away
+    }
+    bool did = false;
+    if (ibex_status_t st = c->exec.progress(&did); st != IBEX_OK) {
+        enter_error(c, st, ibex_last_error(), true, d.have ? &d.op : nullptr);
+        d.have = false;
+        return Pass::moved;
+    }
+    if (d.have && c->exec.finished()) {
+        if (d.op.times) *d.op.times = c->exec.done_times();
+        c->exec.finish();
+        complete(d.op.req, IBEX_OK, "");
+        d.op.req = nullptr;
+        d.have = false;
+        // A caller issuing one collective after another submits the next within
+        // microseconds: keep polling for it rather than sleep and be woken.
+        d.last_move = Clock::now();
+        std::lock_guard l(c->mu);
+        c->running_op = false;
+        c->idle_cv.notify_all();
+        return Pass::moved;
+    }
+    const auto now = Clock::now();
+    if (did) {
+        d.last_activity = now;
+        d.last_move = now;
+        return Pass::moved;
+    }
+    if (d.have && ms_since(d.last_activity) > c->opt.timeout_ms) {
+        const int peer = c->exec.waiting_on();
+        char buf[192];
+        std::snprintf(buf, sizeof buf, "%s made no progress for %d ms (waiting on rank %d)", op_kind_name(d.op.kind),
+                      c->opt.timeout_ms, peer);
+        IBEX_LOG(info, "communicator rank %d: %s: %s", c->rank, buf, c->exec.stall_detail().c_str());
+        enter_error(c, IBEX_ERR_TIMEOUT, buf, true, &d.op);
+        d.have = false;
+        return Pass::moved;
+    }
+    return Pass::idle;
+}
+
+// Nothing moved: busy-poll for spin_us after the last movement (the next slice is usually
+// one message latency away, the next op one call away); then sleep until a completion, a
+// new op, a bootstrap message or the next deadline. dl holds drive_mu and is released while
+// asleep or yielding, so a caller can take the stream over.
+// own_core: this thread has a core to itself (a caller on a host whose ranks fit its
+// cores): it spins on the CPU's pause instruction and yields only now and then, as MPI's
+// busy-polling does; otherwise every idle pass yields the core.
+void drive_idle(ibex_comm *c, std::unique_lock<std::mutex> &dl, int spin_us, bool own_core) {
+    DriveState &d = c->drive;
+    if (Clock::now() < d.last_move + std::chrono::microseconds(spin_us)) {
+        if (own_core && (++d.idle_passes & 63) != 0) {
+            for (int i = 0; i < 16; ++i) __builtin_ia32_pause();
+            return;
+        }
+        dl.unlock();
+        sched_yield();
+        dl.lock();
+        return;
+    }
+    if (!c->exec.arm()) return;
+    // Announce the nap before the last look at the queue: a submission either lands in that
+    // look or sees the flag and writes wake_fd.
+    c->driver_asleep.store(true, std::memory_order_seq_cst);
+    {
+        std::lock_guard l(c->mu);
+        if (!c->queue.empty() || c->aborting || c->stopping) {
+            c->driver_asleep.store(false, std::memory_order_relaxed);
+            return;
+        }
+    }
+    pollfd pfd[8];
+    nfds_t n = 0;
+    pfd[n++] = {c->exec.cq_fd(), POLLIN, 0};
+    pfd[n++] = {c->wake_fd, POLLIN, 0};
+    for (int fd : c->boot->fds())
+        if (n < std::size(pfd)) pfd[n++] = {fd, POLLIN, 0};
+    int wait_ms = 100;
+    if (d.have)
+        wait_ms = static_cast<int>(std::clamp<int64_t>(c->opt.timeout_ms - ms_since(d.last_activity) + 1, 1, 100));
+    dl.unlock();
+    const int r = ::poll(pfd, n, wait_ms);
+    c->driver_asleep.store(false, std::memory_order_relaxed);
+    dl.lock();
+    bool boot_ready = ms_since(d.last_boot_check) >= 100;
+    if (r > 0) {
+        uint64_t v;
+        if (pfd[0].revents & POLLIN) [[maybe_unused]] ssize_t x = ::read(pfd[0].fd, &v, sizeof v);
+        if (pfd[1].revents & POLLIN) [[maybe_unused]] ssize_t x = ::read(pfd[1].fd, &v, sizeof v);
+        for (nfds_t i = 2; i < n; ++i)
+            if (pfd[i].revents) boot_ready = true;
+    }
+    if (!boot_ready) return;
+    d.last_boot_check = Clock::now();
+    ibex_status_t st;
+    std::string detail;
+    if (!c->boot->healthy(&st, &detail)) {
+        bool already;
+        {
+            std::lock_guard l(c->mu);
+            already = c->error != IBEX_OK;
+        }
+        if (!already || d.have) {
+            enter_error(c, st, detail, false, d.have ? &d.op : nullptr);
+            d.have = false;
+        }
+    }
+}
+
+bool request_done(ibex_request *r) {
+    std::lock_guard l(r->mu);
+    return r->done;
+}
+} // namespace
+
+void progress_main(ibex_comm *c) {
+    std::unique_lock dl(c->drive_mu);
+    DriveState &d = c->drive;
+    d.last_activity = d.last_move = d.last_boot_check = Clock::now();
+    for (;;) {
+        if (c->waiters.load(std::memory_order_acquire) > 0) {
+            // A caller drives the stream: stay out of its way until it is done, and a little
+            // longer, since a caller waiting on one request after another comes straight back.
+            dl.unlock();
+            {
+                std::unique_lock l(c->mu);
+                c->driver_cv.wait_for(l, std::chrono::milliseconds(1), [&] { return c->aborting || c->stopping; });
+            }
+            dl.lock();
+            if (!c->aborting) continue;
+        } else if (const int64_t since = Clock::now().time_since_epoch().count() -
+                                         c->last_waiter_ns.load(std::memory_order_acquire);
+                   since < int64_t(c->opt.handover_us) * 1000) {
+            dl.unlock();
+            {
+                std::unique_lock l(c->mu);
+                c->driver_cv.wait_for(l, std::chrono::nanoseconds(int64_t(c->opt.handover_us) * 1000 - since),
+                                      [&] { return c->aborting || c->stopping; });
+            }
+            dl.lock();
+            if (!c->aborting) continue;
+        }
+        const Pass p = drive_pass(c);
+        if (p == Pass::stop) break;
+        if (p == Pass::idle) drive_idle(c, dl, c->opt.spin_us, false);
+    }
+    // Aborting or stopping: nothing runs any more.
+    if (d.have) {
+        c->exec.finish();
+        complete(d.op.req, IBEX_ERR_INVALID_STATE, "communicator aborted");
+        d.have = false;
+    }
+    std::deque<Op> rest;
+    {
+        std::lock_guard l(c->mu);
+        rest.swap(c->queue);
+        c->running_op = false;
+        c->idle_cv.notify_all();
+    }
+    for (Op &o : rest) complete(o.req, IBEX_ERR_INVALID_STATE, "communicator aborted");
+}
+
+void stop_progress_thread(ibex_comm *c, bool abort) {
+    {
+        std::lock_guard l(c->mu);
+        c->stopping = true;
+        if (abort) c->aborting = true;
+    }
+    c->driver_cv.notify_all();
+    if (c->thread.joinable()) {
+        wake(c);
+        c->thread.join();
+    }
+    // A caller still inside request_wait leaves as soon as it sees its request done, which
+    // the thread's exit guaranteed; only then may the communicator go.
+    for (int spins = 0; c->waiters.load(std::memory_order_acquire) > 0 && spins < 1000000; ++spins) sched_yield();
+    std::lock_guard l(c->mu); // the last waiter lets go of mu after its decrement
+}
+
+ibex_status_t comm_submit(ibex_comm *c, Op &&op, ibex_request **req) {
+    auto *r = new (std::nothrow) ibex_request;
+    if (!r) return fail(IBEX_ERR_NO_MEMORY, "request");
+    op.req = r;
+    r->comm = c;
+    {
+        std::lock_guard l(c->mu);
+        if (c->error != IBEX_OK) {
+            const ibex_status_t st = c->error;
+            const std::string d = c->error_detail;
+            delete r;
+            return fail(st, "communicator is in an error state: %s", d.c_str());
+        }
+        if (c->stopping) {
+            delete r;
+            return fail(IBEX_ERR_INVALID_STATE, "communicator is being destroyed");
+        }
+        c->queue.push_back(std::move(op));
+    }
+    if (c->driver_asleep.load(std::memory_order_seq_cst)) wake(c);
+    *req = r;
+    return IBEX_OK;
+}
+
+ibex_status_t request_wait(ibex_request *r) {
+    ibex_comm *c = r->comm;
+    bool driving = false;
+    if (c) {
+        // Registered under the request's lock: the progress thread cannot complete r, exit,
+        // and let the communicator be freed before it sees this caller among the waiters.
+        std::lock_guard l(r->mu);
+        if (!r->done) {
+            c->waiters.fetch_add(1, std::memory_order_acq_rel);
+            driving = true;
+        }
+    }
+    if (driving) {
+        bool stopped = false;
+        while (!stopped && !request_done(r)) {
+            std::unique_lock dl(c->drive_mu, std::try_to_lock);
+            if (!dl.owns_lock()) {
+                // Another caller drives (the thread hands over within one pass): wait on
+                // our own request a little, then try again.
+                std::unique_lock l(r->mu);
+                r->cv.wait_for(l, std::chrono::microseconds(200), [&] { return r->done; });
+                continue;
+            }
+            while (!request_done(r)) {
+                const Pass p = drive_pass(c);
+                if (p == Pass::stop) {
+                    stopped = true; // the progress thread finishes what is left
+                    break;
+                }
+                if (p == Pass::idle) drive_idle(c, dl, c->opt.wait_spin_us, c->opt.own_core);
+            }
+        }
+        {
+            // No wake-up: the thread looks again within a millisecond (see ibex_comm).
+            std::lock_guard l(c->mu);
+            c->last_waiter_ns.store(Clock::now().time_since_epoch().count(), std::memory_order_release);
+            c->waiters.fetch_sub(1, std::memory_order_acq_rel);
+        }
+        // Last touch of c: whatever is still queued goes back to the progress thread.
+    }
+    ibex_status_t st;
+    std::string detail;
+    {
+        std::unique_lock l(r->mu);
+        r->cv.wait(l, [&] { return r->done; });
+        st = r->status;
+        detail = r->detail;
+    }
+    r->release();
+    return st == IBEX_OK ? IBEX_OK : fail(st, "%s", detail.c_str());
+}
+
+void request_poke(ibex_request *r) {
+    ibex_comm *c = r->comm;
+    if (!c || request_done(r)) return;
+    std::unique_lock dl(c->drive_mu, std::try_to_lock);
+    if (dl.owns_lock()) drive_pass(c);
+}
+
+ibex_status_t comm_drain(ibex_comm *c) {
+    std::unique_lock l(c->mu);
+    c->idle_cv.wait(l, [&] { return (c->queue.empty() && !c->running_op) || c->aborting; });
+    if (c->error != IBEX_OK) return fail(c->error, "communicator is in an error state: %s", c->error_detail.c_str());
+    return IBEX_OK;
+}
+
+} // namespace ibex::coll

@@ -1,0 +1,40 @@
+// The stream driver: runs a communicator's FIFO of collectives. Whoever holds the
+// communicator's drive lock drives: a caller blocked in ibex_wait (or a blocking
+// collective) takes it and runs the stream itself, as MPI and NCCL's proxy-less paths do,
+// so a small collective costs no thread hand-offs; otherwise the progress thread runs it in
+// the background. Both busy-poll only briefly, then sleep on the CQ's descriptor, the
+// bootstrap sockets and a wake-up eventfd, so many ranks can share few cores.
+#pragma once
+
+#include <chrono>
+
+#include <ibex/coll.h>
+
+#include "allreduce/op.h"
+
+namespace ibex::coll {
+
+// What the stream's driver keeps between passes; only the holder of drive_mu touches it.
+struct DriveState {
+    Op op;
+    bool have = false; // op is the running one
+    unsigned idle_passes = 0;
+    std::chrono::steady_clock::time_point last_activity, last_move, last_boot_check;
+};
+
+// The progress thread's body: drives the stream whenever no caller does, until stopped.
+void progress_main(ibex_comm *c);
+// Stops the progress thread (abort: drop what is queued) and waits until no caller is
+// still driving; afterwards the communicator may be freed.
+void stop_progress_thread(ibex_comm *c, bool abort);
+
+// Queues an op; fails at once (without queueing) when the communicator is in error.
+ibex_status_t comm_submit(ibex_comm *c, Op &&op, ibex_request **req);
+// Waits for r, driving the stream meanwhile; frees r and returns its status.
+ibex_status_t request_wait(ibex_request *r);
+// One non-blocking pass of the stream when nobody else drives it (ibex_test).
+void request_poke(ibex_request *r);
+// Blocks until every queued op has finished.
+ibex_status_t comm_drain(ibex_comm *c);
+
+} // namespace ibex::coll
