@@ -71,10 +71,8 @@ public:
     void flush_tx();
     void note_app_progress();
     uint64_t pass() const { return pass_; }
-    // This QP's share of the context-wide in-flight budget (lock held).
-    uint32_t inflight_share() const {
-        return cfg_.max_inflight_context / static_cast<uint32_t>(active_.empty() ? 1 : active_.size());
-    }
+    // QPs with work or timers: they share the context-wide in-flight budget (lock held).
+    uint32_t active_qps() const { return static_cast<uint32_t>(active_.size()); }
     bool deferring_acks() const { return deferring_acks_; }
     void app_went_idle();
 
