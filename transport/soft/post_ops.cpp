@@ -127,10 +127,7 @@ ibex_status_t post_send(ibex_qp *q, ibex_send_wr_t *wr, ibex_send_wr_t **bad) {
     // GPU sources: their copies to the staging shadows finish before anything is sent.
     if (staging::active())
         if (ibex_status_t wst = staging::wait(); wst != IBEX_OK && st == IBEX_OK) st = wst;
-    ctx->activate(qp);
-    // Transmit now from the caller's thread: the lowest-latency path.
-    ctx->service_qp(*qp, SoftContext::now_ns());
-    ctx->flush_tx();
+    ctx->transmit_now(*qp);
     return st;
 }
 

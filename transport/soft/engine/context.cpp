@@ -244,6 +244,12 @@ uint32_t SoftContext::service_qp(SoftQp &qp, uint64_t now, uint32_t max_packets)
     return granted - budget;
 }
 
+void SoftContext::transmit_now(SoftQp &qp) {
+    activate(&qp);
+    service_qp(qp, now_ns());
+    flush_tx();
+}
+
 bool SoftContext::progress_once() {
     ++pass_;
     bool did = false;
