@@ -54,14 +54,15 @@ fi
 # the C API), the runtime pieces of the C API. The udp port comes along with the provider.
 engine_srcs=()
 for f in "$src"/transport/soft/codec/*.cpp "$src"/transport/soft/engine/*.cpp; do engine_srcs+=("$f"); done
-engine_srcs+=("$src/transport/soft/soft_provider.cpp" "$src/transport/soft/udp/udp_port.cpp"
-              "$src/transport/provider.cpp")
+for f in "$src"/transport/soft/*.cpp; do engine_srcs+=("$f"); done
+engine_srcs+=("$src/transport/soft/udp/udp_port.cpp" "$src/transport/provider.cpp")
 for f in "$src"/runtime/base/*.cpp; do engine_srcs+=("$f"); done
 for f in api endpoint device binding_defaults; do engine_srcs+=("$src/runtime/$f.cpp"); done
 # The runtime's progress-CPU choice reads the topology (hwloc) and parses cpulists.
 for f in "$src"/runtime/topology/*.cpp; do engine_srcs+=("$f"); done
-# The engine paces and reacts to CNPs through congestion/ (DCQCN state machines).
-for f in "$src"/congestion/*.cpp "$src"/congestion/dcqcn/*.cpp; do engine_srcs+=("$f"); done
+# The engine paces and reacts to CNPs through congestion/ (DCQCN state machines) and
+# holds each QP's send window there (window/).
+for f in "$src"/congestion/*.cpp "$src"/congestion/dcqcn/*.cpp "$src"/congestion/window/*.cpp; do engine_srcs+=("$f"); done
 # dpdk: device names are parsed everywhere; the port itself is the no-DPDK stand-in here.
 engine_srcs+=("$src/transport/soft/dpdk/device_spec.cpp" "$src/transport/soft/dpdk/dpdk_unavailable.cpp")
 fuzz_srcs=("$src/tests/fuzz/fuzz_receive_path.cpp")

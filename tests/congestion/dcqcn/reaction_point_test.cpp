@@ -197,3 +197,17 @@ TEST(Dcqcn, InterfaceDrivesBothRoles) {
     EXPECT_EQ(cc.rp().cnps_handled(), 1u);
     EXPECT_EQ(cc.np().cnps_sent(), 1u);
 }
+
+TEST(Dcqcn, WindowSignalsLeaveTheRateAlone) {
+    Dcqcn cc(paper());
+    cc.update(0, {EventType::kCnpReceived});
+    for (EventType t : {EventType::kStart, EventType::kAcked, EventType::kSequenceNak, EventType::kTimeout,
+                        EventType::kActiveFlows}) {
+        const Actions a = cc.update(1 * kUs, {t, 0, 8});
+        EXPECT_DOUBLE_EQ(a.rate_mbps, 5000);
+        EXPECT_EQ(a.window_packets, 0u);
+        EXPECT_EQ(a.wake_ns, 55 * kUs);
+        EXPECT_FALSE(a.send_cnp);
+    }
+    EXPECT_EQ(cc.rp().cnps_handled(), 1u);
+}

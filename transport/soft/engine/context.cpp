@@ -97,6 +97,7 @@ void SoftContext::stop() {
 }
 
 uint32_t SoftContext::add_qp(SoftQp *qp) {
+    if (!qp->window.control) qp->window = make_send_window(cfg_.max_inflight, cfg_.max_inflight_context);
     if (cfg_.rate.enabled && !qp->rate) qp->rate = std::make_unique<QpRate>(cfg_.rate);
     for (size_t i = 0; i < qps_.size(); ++i) {
         if (!qps_[i]) {
@@ -207,8 +208,7 @@ void SoftContext::receive(const RxPacket &pkt) {
         ++counters_.rp_cnp_handled;
         // Reaction point: only a CNP from the QP's own peer changes its rate.
         SoftQp *qp = find_qp(pv.bth.dest_qp);
-        if (qp && qp->rate && qp->dest == pkt.src)
-            qp->rate->apply(qp->rate->dcqcn.update(now_ns(), {cc::EventType::kCnpReceived}));
+        if (qp && qp->rate && qp->dest == pkt.src) qp->rate->update(now_ns(), {cc::EventType::kCnpReceived});
         return;
     }
     SoftQp *qp = find_qp(pv.bth.dest_qp);
@@ -217,8 +217,7 @@ void SoftContext::receive(const RxPacket &pkt) {
         return;
     }
     // Notification point: CE on a request means this QP's sender crosses a congested queue.
-    if (ce && qp->rate && (pv.flags & kIsRequest) &&
-        qp->rate->dcqcn.update(now_ns(), {cc::EventType::kCeReceived}).send_cnp)
+    if (ce && qp->rate && (pv.flags & kIsRequest) && qp->rate->update(now_ns(), {cc::EventType::kCeReceived}).send_cnp)
         send_cnp(*qp);
     if (pv.flags & kIsRequest)
         responder_receive(*this, *qp, pv);
@@ -229,6 +228,7 @@ void SoftContext::receive(const RxPacket &pkt) {
 
 uint32_t SoftContext::service_qp(SoftQp &qp, uint64_t now, uint32_t max_packets) {
     requester_timers(*this, qp, now);
+    qp.window.tick(now);
     rate_tick(qp.rate.get(), now);
     uint32_t budget = std::min(cfg_.tx_budget, max_packets);
     const uint32_t granted = budget;
@@ -242,6 +242,12 @@ uint32_t SoftContext::service_qp(SoftQp &qp, uint64_t now, uint32_t max_packets)
     const bool hold_ack = !deferring_acks_ && counters_.tx_packets != before;
     responder_transmit(*this, qp, budget, hold_ack);
     return granted - budget;
+}
+
+void SoftContext::transmit_now(SoftQp &qp) {
+    activate(&qp);
+    service_qp(qp, now_ns());
+    flush_tx();
 }
 
 bool SoftContext::progress_once() {

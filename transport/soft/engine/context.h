@@ -69,12 +69,13 @@ public:
     // Runs the QP's timers and sends at most max_packets; returns how many it sent.
     uint32_t service_qp(SoftQp &qp, uint64_t now, uint32_t max_packets = UINT32_MAX);
     void flush_tx();
+    // After a post_send: the QP's requests leave from the caller's thread, the
+    // lowest-latency path, and the QP stays serviced until it has nothing left.
+    void transmit_now(SoftQp &qp);
     void note_app_progress();
     uint64_t pass() const { return pass_; }
-    // This QP's share of the context-wide in-flight budget (lock held).
-    uint32_t inflight_share() const {
-        return cfg_.max_inflight_context / static_cast<uint32_t>(active_.empty() ? 1 : active_.size());
-    }
+    // QPs with work or timers: they share the context-wide in-flight budget (lock held).
+    uint32_t active_qps() const { return static_cast<uint32_t>(active_.size()); }
     bool deferring_acks() const { return deferring_acks_; }
     void app_went_idle();
 

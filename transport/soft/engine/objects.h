@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "transport/provider.h"
-#include "transport/soft/engine/rate_control.h"
+#include "transport/soft/engine/congestion_control.h"
 #include "transport/soft/engine/work_queue.h"
 #include "transport/soft/port.h"
 
@@ -93,8 +93,7 @@ struct SoftQp : ibex_qp {
     uint32_t sq_psn = 0;  // next PSN to assign to a posted WQE
     uint32_t una = 0;     // oldest PSN not yet acknowledged
     uint32_t sent_high = 0; // one past the highest PSN ever sent
-    uint32_t cwnd = 128;      // current send window in PSNs (adaptive, see requester.cpp)
-    uint32_t cwnd_max = 512;  // the context's max_inflight
+    Controller window;    // the send window (congestion/window), set by add_qp
     uint64_t tx_pos = 0;  // WQE being transmitted
     uint32_t tx_pkt = 0;  // its next packet index
     int retry_left = 7;
@@ -127,6 +126,14 @@ struct SoftQp : ibex_qp {
     int replay_next = 0;
 
     SoftQp(size_t send_cap, size_t recv_cap) : sq(send_cap), rq(recv_cap) {}
+
+    // ---- state changes (engine/qp_state.cpp), context lock held
+    // Back to a fresh RESET QP: both queues emptied, every connection's bookkeeping gone.
+    void reset();
+    // ibex_modify_qp after its checks passed: the attributes in `mask`, then the state
+    // change to attr.qp_state (when mask has IBEX_QP_STATE). `dest` is the peer address
+    // that attr.dest names, used when mask has IBEX_QP_DEST.
+    void apply(const ibex_qp_attr_t &attr, unsigned mask, const NetAddr &dest);
 };
 
 } // namespace ibex::soft

@@ -12,12 +12,9 @@ using namespace ibex::roce;
 
 namespace {
 
-// The send window of a QP adapts between kCwndMin and the configured maximum: halved on a
-// sequence NAK, back to the minimum on a timeout, grown on every acknowledgement. Without
-// it, many QPs that lose packets together retransmit full windows together and overflow
-// the peer's socket buffer again (a retransmission storm).
-constexpr uint32_t kCwndMin = 16;
-constexpr uint32_t kCwndGrowth = 16;
+// The send window (congestion/window) hears of every acknowledgement, sequence NAK and
+// timeout; requester_transmit keeps no more packets in flight than it allows.
+void window_event(SoftQp &qp, uint64_t now, cc::EventType type) { qp.window.update(now, {type}); }
 
 bool is_read(const SendWqe &w) { return w.opcode == IBEX_WR_RDMA_READ; }
 bool is_atomic(const SendWqe &w) {
@@ -76,8 +73,7 @@ void progressed(SoftQp &qp, uint64_t now) {
     qp.retry_left = qp.retry_cnt;
     qp.rnr_left = qp.rnr_retry;
     qp.rewound = false;
-    // Each acknowledgement grows the send window back (about doubling it per round trip).
-    qp.cwnd = std::min(qp.cwnd_max, qp.cwnd + kCwndGrowth);
+    window_event(qp, now, cc::EventType::kAcked);
     rearm(qp, now);
 }
 
@@ -234,8 +230,7 @@ void on_acknowledge(SoftContext &ctx, SoftQp &qp, const PacketView &pv, uint64_t
                 fail_head(qp, IBEX_WC_RETRY_EXC_ERR);
                 return;
             }
-            // A gap means the path dropped packets: send less until ACKs come back.
-            qp.cwnd = std::max(kCwndMin, qp.cwnd / 2);
+            window_event(qp, now, cc::EventType::kSequenceNak);
             rewind(qp, false);
             return;
         }
@@ -342,7 +337,7 @@ void requester_transmit(SoftContext &ctx, SoftQp &qp, uint64_t now, uint32_t &bu
     if (qp.state != IBEX_QPS_RTS || now < qp.rnr_until) return;
     // The QP's own window, and its share of the context's: many busy QPs together must not
     // put more in flight than the peer's socket can hold.
-    const uint32_t window = std::min(qp.cwnd, std::max(kCwndMin, ctx.inflight_share()));
+    const uint32_t window = qp.window.update(now, {cc::EventType::kActiveFlows, 0, ctx.active_qps()}).window_packets;
     const uint32_t rd_atomic_limit = std::clamp<uint32_t>(qp.max_rd_atomic, 1, uint32_t(kAtomicReplays));
     while (budget && qp.tx_pos < qp.sq.tail()) {
         // DCQCN: requests leave no faster than the QP's rate.
@@ -425,9 +420,7 @@ void requester_timers(SoftContext &ctx, SoftQp &qp, uint64_t now) {
         fail_head(qp, IBEX_WC_RETRY_EXC_ERR);
         return;
     }
-    // A timeout means the path lost a whole window (or the peer is gone): resend the
-    // oldest packets only, not the whole window of every QP at once.
-    qp.cwnd = kCwndMin;
+    window_event(qp, now, cc::EventType::kTimeout);
     rewind(qp, true);
     qp.rto_deadline = now + transport_timeout_ns(qp.timeout);
 }

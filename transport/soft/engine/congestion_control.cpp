@@ -1,14 +1,28 @@
-#include "transport/soft/engine/rate_control.h"
+#include "transport/soft/engine/congestion_control.h"
 
 #include <algorithm>
 #include <cstring>
 #include <mutex>
 
+#include "congestion/dcqcn/dcqcn.h"
+#include "congestion/window/send_window.h"
 #include "runtime/base/config.h"
 #include "runtime/base/status.h"
 #include "transport/soft/engine/context.h"
 
 namespace ibex::soft {
+
+Controller make_send_window(uint32_t max_inflight, uint32_t max_inflight_context) {
+    cc::window::Params p;
+    p.max_packets = max_inflight;
+    p.shared_packets = max_inflight_context;
+    return Controller(std::make_unique<cc::window::SendWindow>(p));
+}
+
+QpRate::QpRate(const RateControlConfig &c) : controller(std::make_unique<cc::dcqcn::Dcqcn>(c.params)) {
+    pacer.set_rate(c.params.line_rate_mbps);
+    pacer.set_burst(c.burst_ns);
+}
 
 bool rate_control_config(const char *profile, uint32_t line_rate_mbps, RateControlConfig &out, ibex_status_t *st) {
     out = RateControlConfig{};
@@ -42,15 +56,17 @@ ibex_status_t query_qp_cc(ibex_qp *q, ibex_qp_cc_t *out) {
     ibex_qp_cc_t s{};
     {
         std::lock_guard l(qp->ctx->mutex());
-        if (const QpRate *r = qp->rate.get()) {
-            const auto &rp = r->dcqcn.rp();
+        // The counters are DCQCN's: a QP whose context runs no DCQCN reports it disabled.
+        const QpRate *r = qp->rate.get();
+        if (const auto *d = r ? dynamic_cast<const cc::dcqcn::Dcqcn *>(r->controller.control.get()) : nullptr) {
+            const auto &rp = d->rp();
             s.enabled = 1;
             s.rate_mbps = rp.rate_mbps();
             s.target_rate_mbps = rp.target_mbps();
             s.alpha = rp.alpha();
             s.rp_cnp_handled = rp.cnps_handled();
-            s.np_cnp_sent = r->dcqcn.np().cnps_sent();
-            s.np_ecn_marked_roce_packets = r->dcqcn.np().marked();
+            s.np_cnp_sent = d->np().cnps_sent();
+            s.np_ecn_marked_roce_packets = d->np().marked();
             s.rate_timer_stage = rp.timer_stage();
             s.byte_counter_stage = rp.byte_stage();
         }

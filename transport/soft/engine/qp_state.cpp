@@ -1,0 +1,78 @@
+// The state changes of a soft QP that ibex_modify_qp asks for: attributes, RESET (the QP
+// forgets its connection), RTR -> RTS (the requester starts at the send PSN with a full
+// window) and ERR (everything outstanding is flushed). The provider checks the request
+// first; nothing here fails.
+#include "transport/soft/codec/roce.h"
+#include "transport/soft/engine/context.h"
+#include "transport/soft/engine/qp_logic.h"
+#include "transport/soft/engine/staging.h"
+
+namespace ibex::soft {
+
+void SoftQp::reset() {
+    staging::forget_qp(*ctx, *this);
+    sq = Ring<SendWqe>(sq.capacity());
+    rq = Ring<RecvWqe>(rq.capacity());
+    tx_pos = 0;
+    tx_pkt = 0;
+    rto_deadline = rnr_until = 0;
+    // Go-back-N and ACK bookkeeping of the old connection: a stale `rewound` makes the
+    // new connection ignore its first sequence NAK and wait for the transport timeout.
+    rewound = false;
+    retry_left = retry_cnt;
+    rnr_left = rnr_retry;
+    unacked_rx = 0;
+    ack_psn = 0;
+    in_offset = 0;
+    in_write = nullptr;
+    in_write_len = 0;
+    job_count = job_head = 0;
+    ack_pending = nak_sent = false;
+    in_msg = InMsg::kNone;
+    msn = 0;
+    for (auto &r : replays) r.valid = false;
+}
+
+void SoftQp::apply(const ibex_qp_attr_t &a, unsigned mask, const NetAddr &peer) {
+    const ibex_qp_state_t from = state;
+    const ibex_qp_state_t to = (mask & IBEX_QP_STATE) ? a.qp_state : from;
+    if (mask & IBEX_QP_ACCESS_FLAGS) access = a.qp_access_flags;
+    if (mask & IBEX_QP_PATH_MTU) {
+        mtu_enum = static_cast<uint8_t>(a.path_mtu);
+        mtu = static_cast<uint32_t>(roce::mtu_bytes(mtu_enum));
+    }
+    if (mask & IBEX_QP_DEST) {
+        dest = peer;
+        dest_qpn = a.dest.qpn & roce::kQpnMask;
+        ctx->port().peer_added(peer);
+        if (!(mask & IBEX_QP_RQ_PSN)) epsn = a.dest.psn & roce::kPsnMask;
+        if (!(mask & IBEX_QP_PATH_MTU) && a.dest.mtu >= IBEX_MTU_256 && a.dest.mtu < mtu_enum) {
+            mtu_enum = a.dest.mtu;
+            mtu = static_cast<uint32_t>(roce::mtu_bytes(mtu_enum));
+        }
+    }
+    if (mask & IBEX_QP_RQ_PSN) epsn = a.rq_psn & roce::kPsnMask;
+    if (mask & IBEX_QP_SQ_PSN) sq_psn = a.sq_psn & roce::kPsnMask;
+    if (mask & IBEX_QP_TIMEOUT) timeout = a.timeout;
+    // The live budgets follow a new limit at once (an RTS -> RTS change included).
+    if (mask & IBEX_QP_RETRY_CNT) retry_cnt = retry_left = a.retry_cnt;
+    if (mask & IBEX_QP_RNR_RETRY) rnr_retry = rnr_left = a.rnr_retry;
+    if (mask & IBEX_QP_MIN_RNR_TIMER) min_rnr_timer = a.min_rnr_timer;
+    if (mask & IBEX_QP_MAX_RD_ATOMIC) max_rd_atomic = a.max_rd_atomic;
+    if (mask & IBEX_QP_TRAFFIC_CLASS) traffic_class = a.traffic_class;
+
+    if (to == IBEX_QPS_ERR) {
+        qp_to_error(*this);
+        return;
+    }
+    if (to == IBEX_QPS_RESET) reset();
+    if (to == IBEX_QPS_RTS && from == IBEX_QPS_RTR) {
+        una = sent_high = sq_psn;
+        window.update(SoftContext::now_ns(), {cc::EventType::kStart});
+        retry_left = retry_cnt;
+        rnr_left = rnr_retry;
+    }
+    state = to;
+}
+
+} // namespace ibex::soft

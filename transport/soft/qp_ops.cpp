@@ -1,0 +1,152 @@
+// Queue pairs: creation, state changes (checked here, applied by the engine:
+// SoftQp::apply in engine/qp_state.cpp), queries.
+#include <cstring>
+#include <random>
+
+#include "runtime/base/status.h"
+#include "transport/qp_state.h"
+#include "transport/soft/codec/roce.h"
+#include "transport/soft/engine/staging.h"
+#include "transport/soft/soft_ops.h"
+
+namespace ibex::soft::ops {
+
+namespace {
+
+constexpr uint32_t kMaxWr = 1 << 16;
+
+bool dest_from_gid(const ibex_ep_addr_t &ep, NetAddr *out) {
+    static const uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (std::memcmp(ep.gid, prefix, sizeof prefix) != 0) return false;
+    out->ip = roce::get32(ep.gid + 12);
+    out->port = ep.udp_port ? ep.udp_port : roce::kUdpPort;
+    return true;
+}
+
+// What ibex_modify_qp may not ask of the QP in its current state; `dest` gets the peer
+// address that a.dest names (lock held).
+ibex_status_t check_modify(const SoftQp &qp, const ibex_qp_attr_t &a, unsigned mask, NetAddr *dest) {
+    const ibex_qp_state_t from = qp.state;
+    const ibex_qp_state_t to = (mask & IBEX_QP_STATE) ? a.qp_state : from;
+    if (!qp_transition_ok(from, to))
+        return fail(IBEX_ERR_INVALID_STATE, "QP 0x%x: %s -> %s is not a valid transition", qp.qp_num,
+                    qp_state_name(from), qp_state_name(to));
+    if (mask & IBEX_QP_PATH_MTU) {
+        if (a.path_mtu < IBEX_MTU_256 || a.path_mtu > IBEX_MTU_4096)
+            return fail(IBEX_ERR_INVALID_ARGUMENT, "path_mtu %d is not an IB MTU (1..5)", a.path_mtu);
+        if (a.path_mtu > qp.ctx->port().max_mtu())
+            return fail(IBEX_ERR_INVALID_ARGUMENT, "path MTU %d exceeds what the port carries (%d)",
+                        roce::mtu_bytes(static_cast<uint8_t>(a.path_mtu)), roce::mtu_bytes(qp.ctx->port().max_mtu()));
+    }
+    if ((mask & IBEX_QP_DEST) && !dest_from_gid(a.dest, dest))
+        return fail(IBEX_ERR_NOT_SUPPORTED, "the udp port reaches IPv4 peers only (GID must be ::ffff:a.b.c.d)");
+    if (from == IBEX_QPS_INIT && to == IBEX_QPS_RTR && !(mask & IBEX_QP_DEST))
+        return fail(IBEX_ERR_INVALID_ARGUMENT, "INIT -> RTR needs IBEX_QP_DEST (the peer's address)");
+    if ((mask & IBEX_QP_RETRY_CNT) && a.retry_cnt > 7) return fail(IBEX_ERR_INVALID_ARGUMENT, "retry_cnt must be 0..7");
+    if ((mask & IBEX_QP_RNR_RETRY) && a.rnr_retry > 7) return fail(IBEX_ERR_INVALID_ARGUMENT, "rnr_retry must be 0..7");
+    if ((mask & IBEX_QP_TIMEOUT) && a.timeout > 31) return fail(IBEX_ERR_INVALID_ARGUMENT, "timeout must be 0..31");
+    if ((mask & IBEX_QP_MIN_RNR_TIMER) && a.min_rnr_timer > 31)
+        return fail(IBEX_ERR_INVALID_ARGUMENT, "min_rnr_timer must be 0..31");
+    return IBEX_OK;
+}
+
+} // namespace
+
+ibex_status_t create_qp(ibex_pd *pd, const ibex_qp_init_attr_t *a, ibex_qp **out) {
+    SoftContext *ctx = ctx_of(pd);
+    const uint32_t send_wr = a->max_send_wr ? a->max_send_wr : 1024;
+    const uint32_t recv_wr = a->max_recv_wr ? a->max_recv_wr : 1024;
+    if (send_wr > kMaxWr || recv_wr > kMaxWr)
+        return fail(IBEX_ERR_INVALID_ARGUMENT, "max_send_wr/max_recv_wr above %u", kMaxWr);
+    if (a->max_send_sge > kMaxSge || a->max_recv_sge > kMaxSge)
+        return fail(IBEX_ERR_INVALID_ARGUMENT, "at most %d SGEs per work request", kMaxSge);
+    if (cq_of(a->send_cq)->ctx != ctx || cq_of(a->recv_cq)->ctx != ctx)
+        return fail(IBEX_ERR_INVALID_ARGUMENT, "the CQs belong to another context");
+    auto *qp = new (std::nothrow) SoftQp(send_wr, recv_wr);
+    if (!qp) return fail(IBEX_ERR_NO_MEMORY, "cannot allocate a QP");
+    qp->pd = pd;
+    qp->send_cq = a->send_cq;
+    qp->recv_cq = a->recv_cq;
+    qp->ctx = ctx;
+    qp->scq = cq_of(a->send_cq);
+    qp->rcq = cq_of(a->recv_cq);
+    qp->sig_all = a->sq_sig_all != 0;
+    qp->mtu_enum = ctx->port().max_mtu();
+    qp->mtu = static_cast<uint32_t>(roce::mtu_bytes(qp->mtu_enum));
+    Lock l(ctx->mutex());
+    qp->qp_num = ctx->add_qp(qp);
+    if (!qp->qp_num) {
+        delete qp;
+        return fail(IBEX_ERR_NO_MEMORY, "too many QPs on this context");
+    }
+    std::mt19937 rng(qp->qp_num ^ static_cast<uint32_t>(SoftContext::now_ns()));
+    qp->sq_psn = rng() & roce::kPsnMask;
+    ++qp->scq->users;
+    ++qp->rcq->users;
+    ++static_cast<SoftPd *>(pd)->users;
+    *out = qp;
+    return IBEX_OK;
+}
+
+ibex_status_t destroy_qp(ibex_qp *q) {
+    SoftQp *qp = qp_of(q);
+    {
+        Lock l(qp->ctx->mutex());
+        qp->ctx->remove_qp(qp);
+        staging::forget_qp(*qp->ctx, *qp);
+        --qp->scq->users;
+        --qp->rcq->users;
+        --static_cast<SoftPd *>(qp->pd)->users;
+    }
+    delete qp;
+    return IBEX_OK;
+}
+
+ibex_status_t modify_qp(ibex_qp *q, const ibex_qp_attr_t *a, unsigned mask) {
+    SoftQp *qp = qp_of(q);
+    Lock l(qp->ctx->mutex());
+    NetAddr dest;
+    IBEX_TRY(check_modify(*qp, *a, mask, &dest));
+    qp->apply(*a, mask, dest);
+    return IBEX_OK;
+}
+
+ibex_status_t query_qp(ibex_qp *q, ibex_qp_attr_t *a) {
+    SoftQp *qp = qp_of(q);
+    Lock l(qp->ctx->mutex());
+    a->qp_state = qp->state;
+    a->qp_access_flags = qp->access;
+    a->path_mtu = static_cast<ibex_mtu_t>(qp->mtu_enum);
+    std::memset(&a->dest, 0, sizeof a->dest);
+    a->dest.gid[10] = a->dest.gid[11] = 0xff;
+    roce::put32(a->dest.gid + 12, qp->dest.ip);
+    a->dest.udp_port = qp->dest.port;
+    a->dest.qpn = qp->dest_qpn;
+    a->dest.mtu = qp->mtu_enum;
+    a->rq_psn = qp->epsn;
+    a->sq_psn = qp->sq_psn;
+    a->timeout = qp->timeout;
+    a->retry_cnt = qp->retry_cnt;
+    a->rnr_retry = qp->rnr_retry;
+    a->min_rnr_timer = qp->min_rnr_timer;
+    a->max_rd_atomic = qp->max_rd_atomic;
+    a->traffic_class = qp->traffic_class;
+    a->qp_num = qp->qp_num;
+    return IBEX_OK;
+}
+
+ibex_status_t qp_local_addr(ibex_qp *q, ibex_ep_addr_t *out) {
+    SoftQp *qp = qp_of(q);
+    Lock l(qp->ctx->mutex());
+    std::memset(out, 0, sizeof *out);
+    const NetAddr local = qp->ctx->port().local();
+    out->gid[10] = out->gid[11] = 0xff;
+    roce::put32(out->gid + 12, local.ip);
+    out->udp_port = local.port;
+    out->mtu = qp->ctx->port().max_mtu();
+    out->qpn = qp->qp_num;
+    out->psn = qp->sq_psn;
+    return IBEX_OK;
+}
+
+} // namespace ibex::soft::ops
