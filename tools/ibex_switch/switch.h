@@ -4,7 +4,7 @@
 // its source, queues it on the destination's egress queue (shared buffer, RED/ECN
 // marking, tail drop), and sends it from port i's address to endpoint j at the egress
 // port's shaped link rate, recomputing the ICRC for the rewritten addresses. memif ports
-// (memif_port_io.h) instead forward whole frames by destination IP, addresses unchanged.
+// (transport/soft/dpdk/memif_fabric.h) instead forward whole frames by destination IP, addresses unchanged.
 // See README.md for the design and its limits.
 #pragma once
 
@@ -17,7 +17,7 @@
 
 #include "congestion/pacer.h"
 #include "congestion/red.h"
-#include "tools/ibex_switch/port_io.h"
+#include "transport/soft/port.h"
 
 namespace ibex::sw {
 
@@ -77,9 +77,9 @@ class Switch {
 public:
     explicit Switch(const SwitchConfig &cfg);
     // Port i: its I/O and the endpoint attached to it.
-    void add_port(std::unique_ptr<PortIo> io, const Addr &endpoint);
+    void add_port(std::unique_ptr<soft::Port> io, const soft::NetAddr &endpoint);
     size_t ports() const { return ports_.size(); }
-    Addr port_addr(size_t i) const { return ports_[i].io->local(); }
+    soft::NetAddr port_addr(size_t i) const { return ports_[i].io->local(); }
 
     // One pass at time `now`: receive, enqueue, transmit what the shapers allow, sample.
     // Returns true if it moved any packet.
@@ -113,8 +113,8 @@ private:
         uint8_t tos;
     };
     struct Port {
-        std::unique_ptr<PortIo> io;
-        Addr endpoint;
+        std::unique_ptr<soft::Port> io;
+        soft::NetAddr endpoint;
         std::deque<Packet> queue;
         cc::Pacer shaper;
         PortCounters c;
@@ -122,10 +122,10 @@ private:
         bool paused = false;
     };
 
-    int ingress_of(const Addr &src) const;
+    int ingress_of(const soft::NetAddr &src) const;
     uint64_t shared_size() const;
     bool admit(const Port &out, uint32_t len) const;
-    void enqueue(size_t egress, size_t ingress, const Frame &f);
+    void enqueue(size_t egress, size_t ingress, const soft::RxPacket &f);
     bool transmit(size_t egress, uint64_t now);
     void sample(uint64_t now);
 

@@ -96,9 +96,13 @@ public:
         while (i < pkts.size()) {
             size_t nmsg = 0;
             size_t niov = 0;
+            const uint8_t batch_tos = pkts[i].tos;
             while (i < pkts.size() && nmsg < kBatch) {
                 const TxPacket &p = pkts[i];
                 if (niov + p.npieces > tx_iov_.size()) break;
+                // The TOS is the socket's (set_tos), so one sendmmsg carries one TOS: a CNP
+                // among ECN-capable data would otherwise take their TOS, or they its.
+                if (p.tos != batch_tos) break;
                 // A run of equal-size packets to one peer leaves as one GSO send.
                 size_t run = 1;
                 if (gso_) {
@@ -145,10 +149,10 @@ public:
                     m.msg_hdr.msg_control = c;
                     m.msg_hdr.msg_controllen = CMSG_SPACE(sizeof(uint16_t));
                 }
-                set_tos(p.tos);
                 i += run;
                 ++nmsg;
             }
+            set_tos(batch_tos);
             send_all(nmsg);
         }
     }
