@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <ctime>
 
 #include <rte_arp.h>
 #include <rte_ethdev.h>
@@ -13,12 +12,6 @@ namespace {
 
 constexpr uint64_t kArpInterval = 1000000;     // ns between ARP requests for one address
 constexpr uint64_t kUnresolvedTtl = 200000000; // ns; older waiting frames are dropped (RC resends)
-
-uint64_t now_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
 
 } // namespace
 

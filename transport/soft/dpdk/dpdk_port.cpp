@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
-#include <ctime>
 
-#include <rte_arp.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
@@ -23,12 +21,6 @@ constexpr uint64_t kTxWaitNs = 2000000; // how long a full TX ring is retried be
 // switch for every other one. It drops after a few bursts, as a switch's egress would.
 constexpr uint64_t kForwardTxWaitNs = 0;
 
-uint64_t now_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
-
 // The port's MAC: the PMD's, or the name's mac=. ibex frames with it and accepts frames to
 // it; the PMD is told too where it filters (a NIC), which memif and af_* do not need.
 Mac port_mac(const DeviceSpec &spec, uint16_t port_id) {
@@ -42,6 +34,16 @@ Mac port_mac(const DeviceSpec &spec, uint16_t port_id) {
         rte_eth_dev_default_mac_addr_set(port_id, &a);
     }
     return mac;
+}
+
+// Copies the packet's pieces to out, one after another; returns the bytes copied.
+size_t gather(uint8_t *out, const TxPacket &p) {
+    size_t off = 0;
+    for (int i = 0; i < p.npieces; ++i) {
+        std::memcpy(out + off, p.pieces[i].iov_base, p.pieces[i].iov_len);
+        off += p.pieces[i].iov_len;
+    }
+    return off;
 }
 
 uint32_t sleep_us(const DeviceSpec &spec) {
@@ -113,10 +115,6 @@ void DpdkPort::send(std::span<const TxPacket> pkts) {
         stats_.tx_dropped += pkts.size(); // the peer has left: the wire drops, RC notices
         return;
     }
-    if (whole_frames_) {
-        send_frames(pkts);
-        return;
-    }
     uint16_t n = 0;
     for (const TxPacket &p : pkts) {
         if (n == kBurst) {
@@ -124,6 +122,10 @@ void DpdkPort::send(std::span<const TxPacket> pkts) {
             n = 0;
         }
         const Mac *dst = arp_.find(p.dst.ip);
+        if (whole_frames_) {
+            if (rte_mbuf *m = forward(p, dst)) tx_[n++] = m;
+            continue;
+        }
         rte_mbuf *m = build(p, dst ? *dst : Mac{});
         if (!m) continue;
         if (dst) tx_[n++] = m;
@@ -132,34 +134,21 @@ void DpdkPort::send(std::span<const TxPacket> pkts) {
     transmit(n);
 }
 
-// Whole frames, to the MAC this port learned for their destination: a frame for an
+// A whole frame, to the MAC this port learned for its destination: a frame for an
 // endpoint not heard from yet is dropped (RC resends; its ARP request comes first anyway).
-void DpdkPort::send_frames(std::span<const TxPacket> pkts) {
-    uint16_t n = 0;
-    for (const TxPacket &p : pkts) {
-        if (n == kBurst) {
-            transmit(n);
-            n = 0;
-        }
-        const Mac *dst = arp_.find(p.dst.ip);
-        rte_mbuf *m = dst && p.len >= l2_header_len(L2Options{}) ? rte_pktmbuf_alloc(pool_) : nullptr;
-        if (!m || rte_pktmbuf_tailroom(m) < p.len) {
-            rte_pktmbuf_free(m);
-            ++stats_.tx_dropped;
-            continue;
-        }
-        uint8_t *d = rte_pktmbuf_mtod(m, uint8_t *);
-        size_t off = 0;
-        for (int i = 0; i < p.npieces; ++i) {
-            std::memcpy(d + off, p.pieces[i].iov_base, p.pieces[i].iov_len);
-            off += p.pieces[i].iov_len;
-        }
-        m->data_len = static_cast<uint16_t>(off);
-        m->pkt_len = static_cast<uint32_t>(off);
-        rewrite_for_hop(d, off, mac_, *dst, p.tos);
-        tx_[n++] = m;
+rte_mbuf *DpdkPort::forward(const TxPacket &p, const Mac *dst) {
+    rte_mbuf *m = dst && p.len >= l2_header_len(L2Options{}) ? rte_pktmbuf_alloc(pool_) : nullptr;
+    if (!m || rte_pktmbuf_tailroom(m) < p.len) {
+        rte_pktmbuf_free(m);
+        ++stats_.tx_dropped;
+        return nullptr;
     }
-    transmit(n);
+    uint8_t *d = rte_pktmbuf_mtod(m, uint8_t *);
+    const size_t len = gather(d, p);
+    m->data_len = static_cast<uint16_t>(len);
+    m->pkt_len = static_cast<uint32_t>(len);
+    rewrite_for_hop(d, len, mac_, *dst, p.tos);
+    return m;
 }
 
 int DpdkPort::recv(std::span<RxPacket> out) {
@@ -244,11 +233,7 @@ rte_mbuf *DpdkPort::build(const TxPacket &p, const Mac &dst_mac) {
         }
         uint8_t *d = rte_pktmbuf_mtod(m, uint8_t *);
         write_roce_headers(d, l2_, mac_, dst_mac, local_, p.dst, p.tos, p.len);
-        size_t off = hl;
-        for (int i = 0; i < p.npieces; ++i) {
-            std::memcpy(d + off, p.pieces[i].iov_base, p.pieces[i].iov_len);
-            off += p.pieces[i].iov_len;
-        }
+        const size_t off = hl + gather(d + hl, p);
         m->data_len = static_cast<uint16_t>(off);
         m->pkt_len = static_cast<uint32_t>(off);
         if (eligible) ++stats_.tx_copied;

@@ -59,7 +59,7 @@ public:
 private:
     uint16_t take(rte_mbuf **frames, RxPacket *pkts, uint16_t want);
     bool handle_rx(rte_mbuf *m, RxPacket *out, uint16_t slot);
-    void send_frames(std::span<const TxPacket> pkts);
+    rte_mbuf *forward(const TxPacket &p, const Mac *dst_mac);
     rte_mbuf *build(const TxPacket &p, const Mac &dst_mac);
     bool append_copy(rte_mbuf *head, rte_mbuf **tail, const void *p, uint32_t len);
     rte_mbuf *hdr_mbuf();

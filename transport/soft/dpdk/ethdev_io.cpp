@@ -1,7 +1,6 @@
 #include "transport/soft/dpdk/ethdev_io.h"
 
 #include <cstdint>
-#include <ctime>
 #include <fcntl.h>
 #include <sched.h>
 #include <string>
@@ -19,12 +18,6 @@ namespace ibex::soft::dpdk {
 namespace {
 
 constexpr int kLinkWaitMs = 2000; // any port that is neither a memif server nor a client
-
-uint64_t now_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
 
 // Mempools keep a per-lcore cache, a LIFO of recently freed mbufs; a thread that is no EAL
 // lcore (the engine's progress thread, other application threads) has none and takes

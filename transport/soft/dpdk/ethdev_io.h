@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <ctime>
 
 #include "transport/soft/dpdk/ethdev_attach.h"
 
@@ -13,6 +14,13 @@ struct rte_mbuf;
 namespace ibex::soft::dpdk {
 
 inline constexpr uint16_t kBurst = 64;
+
+// The clock the port's bounds (transmit wait, ARP, the leave handshake) are measured on.
+inline uint64_t now_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
 
 bool link_is_up(uint16_t port_id);
 

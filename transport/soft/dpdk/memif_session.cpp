@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <thread>
 #include <utility>
 
@@ -18,12 +17,6 @@ namespace {
 
 constexpr uint64_t kLeaveWaitNs = LeaveGate::kLeaverWaitNs; // how long a closing port waits for its peer
 constexpr uint64_t kRegionCheckNs = 1000000; // a closed gate reads /proc/self/maps at most this often
-
-uint64_t now_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
 
 } // namespace
 
@@ -89,7 +82,14 @@ bool MemifSession::old_rings_gone() const {
 }
 
 void MemifSession::leave() {
-    if (!memif_ || !gate_.open() || !link_is_up(port_id_)) return;
+    if (!memif_ || !link_is_up(port_id_)) return;
+    if (!gate_.open()) {
+        // The peer is leaving and was told this side stopped: it disconnects once it reads
+        // that, and may be mid-burst until then; disconnecting first would unmap the rings
+        // under that burst. So wait (no burst) for it to go, as a yielding server does.
+        wait_until_peer_gone();
+        return;
+    }
     bool said = send(LeaveOp::leaving);
     const uint64_t end = now_ns() + kLeaveWaitNs;
     rte_mbuf *burst[kBurst];
@@ -112,14 +112,17 @@ void MemifSession::leave() {
         else std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
     if (yielded) {
-        // No burst from here on; the client disconnects once it reads the answer.
-        const uint64_t until = now_ns() + kLeaveWaitNs;
-        while (link_is_up(port_id_) && now_ns() < until) std::this_thread::sleep_for(std::chrono::microseconds(50));
+        wait_until_peer_gone(); // no burst from here on; the client disconnects once it reads the answer
         return;
     }
     if (!answered && link_is_up(port_id_))
         IBEX_LOG(info, "dpdk %s: the memif peer did not confirm it stopped polling within %llu ms (not an ibex port?)",
                  name_.c_str(), (unsigned long long)(kLeaveWaitNs / 1000000));
+}
+
+void MemifSession::wait_until_peer_gone() const {
+    const uint64_t until = now_ns() + kLeaveWaitNs;
+    while (link_is_up(port_id_) && now_ns() < until) std::this_thread::sleep_for(std::chrono::microseconds(50));
 }
 
 } // namespace ibex::soft::dpdk

@@ -42,7 +42,8 @@ public:
     // room and the leaver still waits) and closes the gate.
     void peer_leaving();
     // Closing the port: tells a connected peer, and waits (bounded) until it has stopped
-    // polling or is gone; only then may the disconnect unmap its rings.
+    // polling or is gone; only then may the disconnect unmap its rings. A port whose peer
+    // is leaving waits (bounded) for it to go.
     void leave();
     uint64_t peer_leaves() const { return peer_leaves_; }
 
@@ -50,6 +51,8 @@ private:
     bool still_quiet();
     void warm_rings();
     bool old_rings_gone() const;
+    // Watches the link, touching no ring, until it is down or the leaver's wait is over.
+    void wait_until_peer_gone() const;
     bool send(LeaveOp op) { return send_leave(port_id_, pool_, op, mac_); }
 
     bool memif_;
