@@ -82,14 +82,15 @@ bool MemifSession::old_rings_gone() const {
 }
 
 void MemifSession::leave() {
-    if (!memif_ || !link_is_up(port_id_)) return;
-    if (!gate_.open()) {
-        // The peer is leaving and was told this side stopped: it disconnects once it reads
-        // that, and may be mid-burst until then; disconnecting first would unmap the rings
-        // under that burst. So wait (no burst) for it to go, as a yielding server does.
-        wait_until_peer_gone();
-        return;
-    }
+    if (!memif_) return;
+    // A peer that is leaving was told this side stopped (quiet() retries an answer that
+    // found no room): it disconnects once it reads that, and may be mid-burst until then,
+    // so disconnecting first would unmap the rings under that burst. Wait for it to go,
+    // bounded as the leaver's own wait; a peer that turns out new or staying (the gate
+    // reopens) is told this side is leaving instead.
+    const uint64_t until = now_ns() + kLeaveWaitNs;
+    while (link_is_up(port_id_) && quiet() && now_ns() < until) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    if (!gate_.open() || !link_is_up(port_id_)) return;
     bool said = send(LeaveOp::leaving);
     const uint64_t end = now_ns() + kLeaveWaitNs;
     rte_mbuf *burst[kBurst];

@@ -42,8 +42,8 @@ public:
     // room and the leaver still waits) and closes the gate.
     void peer_leaving();
     // Closing the port: tells a connected peer, and waits (bounded) until it has stopped
-    // polling or is gone; only then may the disconnect unmap its rings. A port whose peer
-    // is leaving waits (bounded) for it to go.
+    // polling or is gone; only then may the disconnect unmap its rings. Whose peer is
+    // leaving itself waits (bounded) for it to go.
     void leave();
     uint64_t peer_leaves() const { return peer_leaves_; }
 

@@ -29,7 +29,8 @@ namespace ibex::soft {
 namespace {
 
 constexpr size_t kBatch = 64;
-constexpr size_t kRxBufLen = 65536; // room for a GRO train
+constexpr size_t kGroBufLen = 65536;  // a receive buffer with GRO: room for a train
+constexpr size_t kDatagramLen = 9216; // without: one datagram, above any RoCE packet
 constexpr size_t kMaxGsoBytes = 65000;
 constexpr int kMaxGsoSegments = 64;
 
@@ -66,9 +67,10 @@ bool lookup_interface(const std::string &ifname, uint32_t *ip, std::string *name
 class UdpPort final : public Port {
 public:
     UdpPort(int fd, NetAddr local, uint8_t mtu, bool gso, bool gro)
-        : fd_(fd), local_(local), mtu_(mtu), gso_(gso), gro_(gro), rx_bufs_(kBatch * kRxBufLen) {
+        : fd_(fd), local_(local), mtu_(mtu), gso_(gso), gro_(gro), rx_bufs_(kBatch * (gro ? kGroBufLen : kDatagramLen)) {
+        const size_t buf_len = gro ? kGroBufLen : kDatagramLen;
         for (size_t i = 0; i < kBatch; ++i) {
-            rx_iov_[i] = {rx_bufs_.data() + i * kRxBufLen, kRxBufLen};
+            rx_iov_[i] = {rx_bufs_.data() + i * buf_len, buf_len};
             auto &h = rx_msgs_[i].msg_hdr;
             h.msg_name = &rx_names_[i];
             h.msg_namelen = sizeof(sockaddr_in);
