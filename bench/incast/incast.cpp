@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "tests/support/qp_endpoint.h"
-#include "tools/ibex_switch/udp_port_io.h"
+#include "tools/ibex_switch/switch_ports.h"
 
 namespace ibex::sw {
 namespace {
@@ -41,12 +41,12 @@ bool open_side(Side &s, const IncastConfig &cfg, int nqp, size_t bytes, std::str
     return true;
 }
 
-Addr addr_of(const ibex_ep_addr_t &e) {
+soft::NetAddr addr_of(const ibex_ep_addr_t &e) {
     return {uint32_t(e.gid[12]) << 24 | uint32_t(e.gid[13]) << 16 | uint32_t(e.gid[14]) << 8 | e.gid[15], e.udp_port};
 }
 
 // The peer as seen through the switch: its QP, reached at the switch port standing for it.
-ibex_ep_addr_t via(ibex_ep_addr_t e, const Addr &port) {
+ibex_ep_addr_t via(ibex_ep_addr_t e, const soft::NetAddr &port) {
     std::memset(e.gid, 0, 10);
     e.gid[10] = e.gid[11] = 0xff;
     e.gid[12] = uint8_t(port.ip >> 24);
@@ -125,7 +125,7 @@ IncastResult run_incast(const IncastConfig &cfg) {
         ibex_qp_local_addr(tx[size_t(i)].qp, &tx_addr[size_t(i)]);
     }
     for (int i = -1; i < n; ++i) {
-        auto io = open_udp_port_io({0x7f000001, 0}, err);
+        auto io = open_udp_switch_port({0x7f000001, 0}, err);
         if (!io) return fail_with("switch port: " + err);
         sw.add_port(std::move(io), addr_of(i < 0 ? rx_addr[0] : tx_addr[size_t(i)]));
     }

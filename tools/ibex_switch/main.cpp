@@ -10,14 +10,15 @@
 #include <string>
 #include <vector>
 
+#include <ibex/ibex.h>
+
 #include "bench/incast/incast.h"
-#ifdef IBEX_SWITCH_MEMIF
-#include "tools/ibex_switch/memif_port_io.h"
-#endif
 #include "tools/ibex_switch/switch.h"
-#include "tools/ibex_switch/udp_port_io.h"
+#include "tools/ibex_switch/switch_ports.h"
+#include "transport/soft/dpdk/memif_fabric.h"
 
 using namespace ibex::sw;
+using ibex::soft::NetAddr;
 
 namespace {
 
@@ -55,7 +56,7 @@ bool num(const char *s, double &out) {
 
 int main(int argc, char **argv) {
     SwitchConfig cfg;
-    std::vector<std::pair<Addr, Addr>> ports;
+    std::vector<std::pair<NetAddr, NetAddr>> ports;
     double duration = 0;
     std::string csv;
     IncastConfig inc;
@@ -74,7 +75,7 @@ int main(int argc, char **argv) {
         if (a == "--port" && has) {
             const std::string spec = argv[++i];
             const size_t eq = spec.find('=');
-            Addr l, e;
+            NetAddr l, e;
             if (eq == std::string::npos || !parse_addr(spec.substr(0, eq), l) || !parse_addr(spec.substr(eq + 1), e)) {
                 std::fprintf(stderr, "ibex_switch: bad --port \"%s\" (want ip:port=ip:port)\n", spec.c_str());
                 return 2;
@@ -179,25 +180,19 @@ int main(int argc, char **argv) {
         }
         return 0;
     }
-    std::vector<std::unique_ptr<PortIo>> ios;
-    std::vector<Addr> endpoints;
-    std::vector<std::string> sockets;
+    std::vector<std::unique_ptr<ibex::soft::Port>> ios;
+    std::vector<ibex::soft::MemifFabricPort> specs;
     if (!memif.empty()) {
-#ifdef IBEX_SWITCH_MEMIF
-        std::vector<MemifPortSpec> specs;
         std::string err;
-        if (!parse_memif_ports(memif, specs, err) || (ios = open_memif_ports(specs, err)).empty()) {
+        if (!parse_memif_ports(memif, specs, err)) {
             std::fprintf(stderr, "ibex_switch: %s\n", err.c_str());
-            return err.compare(0, 3, "bad") == 0 ? 2 : 1;
+            return 2;
         }
-        for (const MemifPortSpec &s : specs) {
-            endpoints.push_back({s.endpoint_ip, 0});
-            sockets.push_back(s.socket);
+        ibex_status_t st;
+        if ((ios = ibex::soft::open_memif_fabric(specs, &st)).empty()) {
+            std::fprintf(stderr, "ibex_switch: %s\n", ibex_last_error());
+            return 1;
         }
-#else
-        std::fprintf(stderr, "ibex_switch: --memif needs a build with DPDK\n");
-        return 1;
-#endif
     }
     if (ports.size() + ios.size() < 2 || (!ports.empty() && !ios.empty()) || cfg.link_mbps <= 0 ||
         cfg.red.kmax_bytes < cfg.red.kmin_bytes || cfg.red.pmax > 1 || cfg.sample_ns == 0) {
@@ -206,12 +201,13 @@ int main(int argc, char **argv) {
     }
     Switch sw(cfg);
     for (size_t i = 0; i < ios.size(); ++i) {
-        std::printf("port %zu: memif %s -> endpoint %s\n", i, sockets[i].c_str(), format_addr(endpoints[i]).c_str());
-        sw.add_port(std::move(ios[i]), endpoints[i]);
+        const NetAddr endpoint{specs[i].endpoint_ip, 0};
+        std::printf("port %zu: memif %s -> endpoint %s\n", i, specs[i].socket.c_str(), format_addr(endpoint).c_str());
+        sw.add_port(std::move(ios[i]), endpoint);
     }
     for (auto &[local, endpoint] : ports) {
         std::string err;
-        auto io = open_udp_port_io(local, err);
+        auto io = open_udp_switch_port(local, err);
         if (!io) {
             std::fprintf(stderr, "ibex_switch: %s\n", err.c_str());
             return 1;

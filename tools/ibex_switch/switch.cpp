@@ -10,7 +10,7 @@
 #include <sched.h>
 #include <sys/prctl.h>
 
-#include "tools/ibex_switch/udp_port_io.h"
+#include "tools/ibex_switch/switch_ports.h"
 #include "transport/soft/codec/icrc.h"
 
 namespace ibex::sw {
@@ -20,7 +20,7 @@ constexpr int kRxBatch = 32;
 constexpr uint8_t kEcnMask = 0x3;
 constexpr uint8_t kEcnCe = 0x3;
 
-uint32_t icrc_for(const uint8_t *data, uint32_t transport_len, const Addr &src, const Addr &dst) {
+uint32_t icrc_for(const uint8_t *data, uint32_t transport_len, const soft::NetAddr &src, const soft::NetAddr &dst) {
     roce::IcrcIpv4Fields f;
     f.src_ip = src.ip;
     f.src_port = src.port;
@@ -43,7 +43,7 @@ uint64_t Switch::now_ns() {
     return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
 }
 
-void Switch::add_port(std::unique_ptr<PortIo> io, const Addr &endpoint) {
+void Switch::add_port(std::unique_ptr<soft::Port> io, const soft::NetAddr &endpoint) {
     Port p;
     p.io = std::move(io);
     p.endpoint = endpoint;
@@ -51,7 +51,7 @@ void Switch::add_port(std::unique_ptr<PortIo> io, const Addr &endpoint) {
     cp_.add_port();
 }
 
-int Switch::ingress_of(const Addr &src) const {
+int Switch::ingress_of(const soft::NetAddr &src) const {
     for (size_t i = 0; i < ports_.size(); ++i)
         if (ports_[i].endpoint == src) return static_cast<int>(i);
     return -1;
@@ -68,7 +68,7 @@ PortCounters Switch::counters(size_t port) const {
     return c;
 }
 
-void Switch::enqueue(uint64_t now, size_t egress, size_t ingress, const Frame &f) {
+void Switch::enqueue(uint64_t now, size_t egress, size_t ingress, const soft::RxPacket &f) {
     Port &out = ports_[egress];
     if (free_slots_.empty() && slots_.size() < max_slots_) {
         slots_.push_back({std::make_unique<uint8_t[]>(kSlotBytes), 0});
@@ -108,7 +108,7 @@ bool Switch::transmit(size_t egress, uint64_t now) {
         if (d->ce) s.tos = static_cast<uint8_t>((s.tos & ~kEcnMask) | kEcnCe);
         const uint8_t *data = s.bytes.get();
         // Sent from the ingress port's address: the receiver knows its peer by that.
-        if (!ports_[p.ingress].io->send(data, p.bytes, out.endpoint, s.tos)) cp_.not_sent(egress, *d);
+        if (!ports_[p.ingress].io->send_one(data, p.bytes, out.endpoint, s.tos)) cp_.not_sent(egress, *d);
         free_slots_.push_back(p.handle);
         moved = true;
     }
@@ -120,7 +120,7 @@ bool Switch::poll(uint64_t now) {
     if (last_poll_ && now - last_poll_ > kStall) stalled_ns_ += now - last_poll_ - kStall;
     last_poll_ = now;
     bool moved = false;
-    Frame frames[kRxBatch];
+    soft::RxPacket frames[kRxBatch];
     for (size_t e = 0; e < ports_.size(); ++e) {
         Port &p = ports_[e];
         for (int round = 0; round < 4 && !cp_.paused(e); ++round) {

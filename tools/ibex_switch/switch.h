@@ -4,7 +4,7 @@
 // its source, queues it on the destination's egress queue (the congestion point of
 // congestion/switch/: shared buffer, RED/ECN marking, tail drop), and sends it from port i's address to endpoint j at the egress
 // port's shaped link rate, recomputing the ICRC for the rewritten addresses. memif ports
-// (memif_port_io.h) instead forward whole frames by destination IP, addresses unchanged.
+// (transport/soft/dpdk/memif_fabric.h) instead forward whole frames by destination IP, addresses unchanged.
 // See README.md for the design and its limits.
 #pragma once
 
@@ -16,7 +16,7 @@
 
 #include "congestion/switch/congestion_point.h"
 #include "congestion/switch/queue_series.h"
-#include "tools/ibex_switch/port_io.h"
+#include "transport/soft/port.h"
 
 namespace ibex::sw {
 
@@ -48,9 +48,9 @@ class Switch {
 public:
     explicit Switch(const SwitchConfig &cfg);
     // Port i: its I/O and the endpoint attached to it.
-    void add_port(std::unique_ptr<PortIo> io, const Addr &endpoint);
+    void add_port(std::unique_ptr<soft::Port> io, const soft::NetAddr &endpoint);
     size_t ports() const { return ports_.size(); }
-    Addr port_addr(size_t i) const { return ports_[i].io->local(); }
+    soft::NetAddr port_addr(size_t i) const { return ports_[i].io->local(); }
 
     // One pass at time `now`: receive, enqueue, transmit what the shapers allow, sample.
     // Returns true if it moved any packet.
@@ -79,8 +79,8 @@ public:
 private:
     // What the congestion point does not see: the port's I/O and what it received.
     struct Port {
-        std::unique_ptr<PortIo> io;
-        Addr endpoint;
+        std::unique_ptr<soft::Port> io;
+        soft::NetAddr endpoint;
         uint64_t rx_packets = 0, rx_bytes = 0;
         uint64_t unknown_src = 0;
         uint64_t icrc_errors = 0;
@@ -91,8 +91,8 @@ private:
         uint8_t tos = 0;
     };
 
-    int ingress_of(const Addr &src) const;
-    void enqueue(uint64_t now, size_t egress, size_t ingress, const Frame &f);
+    int ingress_of(const soft::NetAddr &src) const;
+    void enqueue(uint64_t now, size_t egress, size_t ingress, const soft::RxPacket &f);
     bool transmit(size_t egress, uint64_t now);
 
     SwitchConfig cfg_;

@@ -1,7 +1,8 @@
-// The port interface of the soft provider: what the RC engine needs from a packet I/O
-// path (kernel UDP socket, DPDK ethdev, or a test double). The engine hands over RoCEv2
-// transport bytes (BTH .. ICRC) in pieces; the port adds whatever lies below (UDP/IP for
-// the socket, Ethernet/IP/UDP for DPDK).
+// The frame-I/O interface of the soft transport: what the RC engine and ibex_switch need
+// from a packet I/O path (kernel UDP socket, DPDK ethdev, or a test double). The engine
+// hands over RoCEv2 transport bytes (BTH .. ICRC) in pieces; the port adds whatever lies
+// below (UDP/IP for the socket, Ethernet/IP/UDP for DPDK). A port in whole-frame mode
+// (whole_frames()) carries Ethernet frames as they are instead (ibex_switch's memif ports).
 #pragma once
 
 #include <cstddef>
@@ -31,7 +32,7 @@ struct TxPacket {
 };
 
 struct RxPacket {
-    const uint8_t *data = nullptr; // BTH first, ICRC last
+    const uint8_t *data = nullptr; // BTH first, ICRC last (whole frames: the Ethernet header first)
     uint32_t len = 0;
     NetAddr src;
     NetAddr dst;
@@ -85,6 +86,27 @@ public:
     virtual bool arm_wait() { return true; }
     // The wait on wait_fd() ended (lock not held).
     virtual void wait_done() {}
+
+    // Whole-frame mode: recv() gives and send() takes whole Ethernet frames that keep their
+    // IP addresses end to end, as a router forwards them; RxPacket::src/dst are the frame's
+    // IP addresses. send() writes only what a router changes: the Ethernet addresses (the
+    // destination's as this port learned it) and the TxPacket's ECN bits into the IPv4
+    // header, with its checksum. The ICRC masks both, so it stays valid.
+    virtual bool whole_frames() const { return false; }
+
+    // Sends one packet held in one buffer (a forwarder's path, not the engine's); false if
+    // the port dropped it.
+    bool send_one(const uint8_t *data, uint32_t len, NetAddr to, uint8_t tos) {
+        TxPacket p;
+        p.dst = to;
+        p.len = len;
+        p.tos = tos;
+        p.npieces = 1;
+        p.pieces[0] = {const_cast<uint8_t *>(data), len};
+        const uint64_t dropped = tx_dropped();
+        send(std::span<const TxPacket>(&p, 1));
+        return tx_dropped() == dropped;
+    }
 };
 
 } // namespace ibex::soft

@@ -12,9 +12,10 @@
 
 #include "tests/support/child_process.h"
 #include "tests/support/endpoint.h"
-#include "tools/ibex_switch/memif_port_io.h"
 #include "tools/ibex_switch/switch.h"
+#include "transport/soft/dpdk/memif_fabric.h"
 
+using namespace ibex::soft;
 using namespace ibex::sw;
 using namespace ibex::test;
 
@@ -37,11 +38,11 @@ std::string device(const std::string &socket, uint32_t ip) {
 }
 
 // The switch: ready (0) or an error, runs until the parent writes, then sends its counters.
-int switch_child(int fd, const std::vector<MemifPortSpec> &specs, const SwitchConfig &cfg) {
-    std::string err;
-    auto ios = open_memif_ports(specs, err);
+int switch_child(int fd, const std::vector<MemifFabricPort> &specs, const SwitchConfig &cfg) {
+    ibex_status_t st;
+    auto ios = open_memif_fabric(specs, &st);
     int32_t ready = ios.size() == specs.size() ? 0 : 1;
-    if (ready) std::fprintf(stderr, "switch: %s\n", err.c_str());
+    if (ready) std::fprintf(stderr, "switch: %s\n", ibex_last_error());
     if (!send_all(fd, &ready, sizeof ready) || ready) return 2;
     Switch sw(cfg);
     for (size_t i = 0; i < ios.size(); ++i) sw.add_port(std::move(ios[i]), {specs[i].endpoint_ip, 0});
@@ -100,7 +101,7 @@ int endpoint_child(int fd, const std::string &dev) {
 }
 
 void run_through_switch(const SwitchConfig &cfg, bool expect_marks) {
-    const std::vector<MemifPortSpec> specs = {{sock(0), kIpA}, {sock(1), kIpB}};
+    const std::vector<MemifFabricPort> specs = {{sock(0), kIpA}, {sock(1), kIpB}};
     ChildProcess sw, b;
     ASSERT_TRUE(sw.start([&](int fd) { return switch_child(fd, specs, cfg); }, kChildSeconds + 10));
     int32_t ready = -1;

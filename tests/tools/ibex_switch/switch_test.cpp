@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <ibex/ibex.h>
+
 #include "tools/ibex_switch/switch.h"
 #include "transport/soft/codec/icrc.h"
 #include "transport/soft/codec/roce.h"
@@ -16,18 +18,23 @@ using namespace ibex::sw;
 
 namespace {
 
+using ibex::soft::NetAddr;
+using ibex::soft::RxPacket;
+using ibex::soft::TxPacket;
+
 struct Sent {
     std::vector<uint8_t> data;
-    Addr to;
+    NetAddr to;
     uint8_t tos;
 };
 
-class FakeIo : public PortIo {
+class FakeIo : public ibex::soft::Port {
 public:
-    explicit FakeIo(Addr a) : addr(a) {}
-    Addr local() const override { return addr; }
+    explicit FakeIo(NetAddr a) : addr(a) {}
+    NetAddr local() const override { return addr; }
+    uint8_t max_mtu() const override { return IBEX_MTU_4096; }
     int wait_fd() const override { return -1; }
-    int recv(std::span<Frame> out) override {
+    int recv(std::span<RxPacket> out) override {
         ++recv_calls;
         int n = 0;
         held.clear();
@@ -36,25 +43,40 @@ public:
             rx.pop_front();
             ++n;
         }
-        for (int i = 0; i < n; ++i) out[size_t(i)] = {held[size_t(i)].data.data(), uint32_t(held[size_t(i)].data.size()), held[size_t(i)].to, held[size_t(i)].tos};
+        for (int i = 0; i < n; ++i) {
+            const Sent &h = held[size_t(i)];
+            RxPacket &p = out[size_t(i)];
+            p = RxPacket{};
+            p.data = h.data.data();
+            p.len = uint32_t(h.data.size());
+            p.src = h.to;
+            p.dst = addr;
+            p.tos = h.tos;
+        }
         return n;
     }
-    bool send(const uint8_t *data, uint32_t len, const Addr &to, uint8_t tos) override {
-        sent.push_back({std::vector<uint8_t>(data, data + len), to, tos});
-        return true;
+    void send(std::span<const TxPacket> pkts) override {
+        for (const TxPacket &p : pkts) {
+            std::vector<uint8_t> bytes;
+            for (int i = 0; i < p.npieces; ++i) {
+                const auto *b = static_cast<const uint8_t *>(p.pieces[i].iov_base);
+                bytes.insert(bytes.end(), b, b + p.pieces[i].iov_len);
+            }
+            sent.push_back({std::move(bytes), p.dst, p.tos});
+        }
     }
-    void arrive(std::vector<uint8_t> pkt, Addr from, uint8_t tos) { rx.push_back({std::move(pkt), from, tos}); }
+    void arrive(std::vector<uint8_t> pkt, NetAddr from, uint8_t tos) { rx.push_back({std::move(pkt), from, tos}); }
 
-    Addr addr;
+    NetAddr addr;
     std::deque<Sent> rx; // `to` holds the source here
     std::vector<Sent> held;
     std::vector<Sent> sent;
     int recv_calls = 0;
 };
 
-const Addr kE0{0x7f000002, 4791}, kE1{0x7f000003, 4791}, kL0{0x7f000001, 5000}, kL1{0x7f000001, 5001};
+const NetAddr kE0{0x7f000002, 4791}, kE1{0x7f000003, 4791}, kL0{0x7f000001, 5000}, kL1{0x7f000001, 5001};
 
-uint32_t icrc(const std::vector<uint8_t> &p, Addr src, Addr dst) {
+uint32_t icrc(const std::vector<uint8_t> &p, NetAddr src, NetAddr dst) {
     roce::IcrcIpv4Fields f;
     f.src_ip = src.ip;
     f.src_port = src.port;
@@ -65,7 +87,7 @@ uint32_t icrc(const std::vector<uint8_t> &p, Addr src, Addr dst) {
 }
 
 // A WRITE-only packet of `payload` bytes from `src` to switch address `dst`.
-std::vector<uint8_t> packet(size_t payload, Addr src, Addr dst, uint8_t fill = 0x11) {
+std::vector<uint8_t> packet(size_t payload, NetAddr src, NetAddr dst, uint8_t fill = 0x11) {
     std::vector<uint8_t> p(roce::kBthLen + roce::kRethLen + payload + 4, fill);
     roce::Bth b;
     b.opcode = roce::kWriteOnly;
@@ -114,7 +136,7 @@ TEST(Switch, DropsBadIcrcAndUnknownSources) {
     auto bad = packet(100, kE1, kL0);
     bad[20] ^= 1;
     t.p0->arrive(bad, kE1, 0x2);
-    t.p0->arrive(packet(100, kE1, kL0), Addr{0x7f000009, 1}, 0x2);
+    t.p0->arrive(packet(100, kE1, kL0), NetAddr{0x7f000009, 1}, 0x2);
     t.sw.poll(1'000'000);
     EXPECT_TRUE(t.p1->sent.empty());
     EXPECT_EQ(t.sw.counters(0).icrc_errors, 1u);

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
 
 namespace ibex::soft::dpdk {
@@ -35,6 +36,12 @@ bool parse_ipv4(const std::string &text, uint32_t *ip) {
     if (inet_pton(AF_INET, text.c_str(), &a) != 1) return false;
     *ip = ntohl(a.s_addr);
     return true;
+}
+
+std::string format_ipv4(uint32_t ip) {
+    char b[16];
+    std::snprintf(b, sizeof b, "%u.%u.%u.%u", ip >> 24, (ip >> 16) & 255, (ip >> 8) & 255, ip & 255);
+    return b;
 }
 
 bool parse_mac(const std::string &text, uint8_t mac[6]) {

@@ -47,8 +47,9 @@ bool is_dpdk_device(const char *device);
 // Parses `device` ("dpdk:..."); on failure returns false with a message in *error.
 bool parse_device(const std::string &device, DeviceSpec *out, std::string *error);
 
-// "A.B.C.D" -> host-order address.
+// "A.B.C.D" -> host-order address, and back.
 bool parse_ipv4(const std::string &text, uint32_t *ip);
+std::string format_ipv4(uint32_t ip);
 bool parse_mac(const std::string &text, uint8_t mac[6]);
 // "ip@mac[;ip@mac...]" (IBEX_DPDK_NEIGH and the neigh= key, which may repeat).
 bool parse_neighbours(const std::string &text, std::vector<StaticNeighbour> *out);

@@ -16,6 +16,9 @@ struct DpdkPortOptions {
     std::string device;     // "dpdk:..."
     std::string local_addr; // overrides the IPv4 address from the name or the environment
     uint16_t port = 0;      // 0: 4791
+    // Whole Ethernet frames in and out (port.h, whole_frames()), RoCE frames to any address;
+    // what ibex_switch's memif ports are (memif_fabric.h).
+    bool whole_frames = false;
 };
 
 // What a dpdk port did besides moving packets (for tests, tools and logs).

@@ -4,10 +4,8 @@
 
 #include <rte_arp.h>
 #include <rte_byteorder.h>
-#include <rte_ethdev.h>
 #include <rte_ether.h>
 #include <rte_ip.h>
-#include <rte_mbuf.h>
 #include <rte_udp.h>
 
 namespace ibex::soft::dpdk {
@@ -28,6 +26,19 @@ size_t write_l2(uint8_t *out, const L2Options &o, const Mac &src, const Mac &dst
     vlan->vlan_tci = rte_cpu_to_be_16(static_cast<uint16_t>((pcp << 13) | unsigned(o.vlan)));
     vlan->eth_proto = rte_cpu_to_be_16(ether_type);
     return sizeof(rte_ether_hdr) + sizeof(rte_vlan_hdr);
+}
+
+// The EtherType behind up to two VLAN tags, and in *off where that header starts; 0 when
+// a tag is cut short.
+uint16_t inner_ether_type(const uint8_t *p, size_t len, size_t *off) {
+    uint16_t type = rte_be_to_cpu_16(reinterpret_cast<const rte_ether_hdr *>(p)->ether_type);
+    *off = sizeof(rte_ether_hdr);
+    for (int tags = 0; (type == RTE_ETHER_TYPE_VLAN || type == RTE_ETHER_TYPE_QINQ) && tags < 2; ++tags) {
+        if (len < *off + sizeof(rte_vlan_hdr)) return 0;
+        type = rte_be_to_cpu_16(reinterpret_cast<const rte_vlan_hdr *>(p + *off)->eth_proto);
+        *off += sizeof(rte_vlan_hdr);
+    }
+    return type;
 }
 
 } // namespace
@@ -78,23 +89,27 @@ constexpr uint8_t kLeaveMagic[4] = {'I', 'B', 'X', 'L'};
 }
 
 size_t write_leave(uint8_t *out, LeaveOp op, const Mac &src_mac) {
-    std::memset(out, 0, 60);
+    std::memset(out, 0, kLeaveFrameLen);
     auto *eth = reinterpret_cast<rte_ether_hdr *>(out);
     std::memcpy(eth->dst_addr.addr_bytes, kBroadcast.b, 6);
     std::memcpy(eth->src_addr.addr_bytes, src_mac.b, 6);
     eth->ether_type = rte_cpu_to_be_16(kLeaveEtherType);
     std::memcpy(out + sizeof *eth, kLeaveMagic, sizeof kLeaveMagic);
     out[sizeof *eth + sizeof kLeaveMagic] = static_cast<uint8_t>(op);
-    return 60;
+    return kLeaveFrameLen;
 }
 
-bool send_leave(uint16_t port_id, rte_mempool *pool, LeaveOp op, const Mac &src_mac) {
-    rte_mbuf *m = rte_pktmbuf_alloc(pool);
-    if (!m) return false;
-    auto *p = reinterpret_cast<uint8_t *>(rte_pktmbuf_append(m, 60));
-    if (p && (write_leave(p, op, src_mac), rte_eth_tx_burst(port_id, 0, &m, 1) == 1)) return true;
-    rte_pktmbuf_free(m);
-    return false;
+void rewrite_for_hop(uint8_t *frame, size_t len, const Mac &src_mac, const Mac &dst_mac, uint8_t tos) {
+    if (len < sizeof(rte_ether_hdr)) return;
+    auto *eth = reinterpret_cast<rte_ether_hdr *>(frame);
+    std::memcpy(eth->dst_addr.addr_bytes, dst_mac.b, 6);
+    std::memcpy(eth->src_addr.addr_bytes, src_mac.b, 6);
+    size_t l3 = 0;
+    if (inner_ether_type(frame, len, &l3) != RTE_ETHER_TYPE_IPV4 || len < l3 + sizeof(rte_ipv4_hdr)) return;
+    auto *ip = reinterpret_cast<rte_ipv4_hdr *>(frame + l3);
+    ip->type_of_service = static_cast<uint8_t>((ip->type_of_service & ~0x3) | (tos & 0x3));
+    ip->hdr_checksum = 0;
+    ip->hdr_checksum = rte_ipv4_cksum(ip);
 }
 
 ParsedFrame parse_frame(const uint8_t *p, size_t len, uint16_t roce_port) {
@@ -103,13 +118,8 @@ ParsedFrame parse_frame(const uint8_t *p, size_t len, uint16_t roce_port) {
     const auto *eth = reinterpret_cast<const rte_ether_hdr *>(p);
     std::memcpy(f.dst_mac.b, eth->dst_addr.addr_bytes, 6);
     std::memcpy(f.src_mac.b, eth->src_addr.addr_bytes, 6);
-    uint16_t type = rte_be_to_cpu_16(eth->ether_type);
-    size_t off = sizeof(rte_ether_hdr);
-    for (int tags = 0; (type == RTE_ETHER_TYPE_VLAN || type == RTE_ETHER_TYPE_QINQ) && tags < 2; ++tags) {
-        if (len < off + sizeof(rte_vlan_hdr)) return f;
-        type = rte_be_to_cpu_16(reinterpret_cast<const rte_vlan_hdr *>(p + off)->eth_proto);
-        off += sizeof(rte_vlan_hdr);
-    }
+    size_t off = 0;
+    const uint16_t type = inner_ether_type(p, len, &off);
     if (type == kLeaveEtherType) {
         if (len < off + sizeof kLeaveMagic + 1 || std::memcmp(p + off, kLeaveMagic, sizeof kLeaveMagic) != 0) return f;
         const uint8_t op = p[off + sizeof kLeaveMagic];

@@ -8,8 +8,6 @@
 
 #include "transport/soft/port.h"
 
-struct rte_mempool;
-
 namespace ibex::soft::dpdk {
 
 struct Mac {
@@ -45,13 +43,16 @@ inline constexpr size_t kArpFrameMax = 64;
 // polling: DPDK 22.11's memif unmaps a port's rings when its peer disconnects without
 // synchronising with rx/tx bursts running on that port, so a burst caught mid-way crashes.
 // The frame: broadcast, EtherType 0x88B5 (IEEE 802 local experimental), the magic "IBXL"
-// and one byte of op, padded to 60 bytes.
+// and one byte of op, padded to 60 bytes. (The handshake itself: memif_session.h.)
 inline constexpr uint16_t kLeaveEtherType = 0x88B5;
+inline constexpr size_t kLeaveFrameLen = 60;
 enum class LeaveOp : uint8_t { leaving = 1, stopped = 2 };
 size_t write_leave(uint8_t *out, LeaveOp op, const Mac &src_mac);
-// One leave frame from an mbuf of `pool` on queue 0 of `port_id`; false when the ring had
-// no room (memif hands a sender slots only as its peer receives) or the pool was empty.
-bool send_leave(uint16_t port_id, rte_mempool *pool, LeaveOp op, const Mac &src_mac);
+
+// What a router changes in a frame it forwards: the Ethernet addresses and, where the
+// frame is IPv4 (behind up to two VLAN tags, as parse_frame takes them), the ECN bits, from `tos`, with the header checksum
+// recomputed. DSCP and everything the ICRC covers stay as they are.
+void rewrite_for_hop(uint8_t *frame, size_t len, const Mac &src_mac, const Mac &dst_mac, uint8_t tos);
 
 enum class FrameKind { kOther, kRoce, kArp, kLeave };
 

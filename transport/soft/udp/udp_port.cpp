@@ -29,7 +29,8 @@ namespace ibex::soft {
 namespace {
 
 constexpr size_t kBatch = 64;
-constexpr size_t kRxBufLen = 65536; // room for a GRO train
+constexpr size_t kGroBufLen = 65536;  // a receive buffer with GRO: room for a train
+constexpr size_t kDatagramLen = 9216; // without: one datagram, above any RoCE packet
 constexpr size_t kMaxGsoBytes = 65000;
 constexpr int kMaxGsoSegments = 64;
 
@@ -66,9 +67,10 @@ bool lookup_interface(const std::string &ifname, uint32_t *ip, std::string *name
 class UdpPort final : public Port {
 public:
     UdpPort(int fd, NetAddr local, uint8_t mtu, bool gso, bool gro)
-        : fd_(fd), local_(local), mtu_(mtu), gso_(gso), gro_(gro), rx_bufs_(kBatch * kRxBufLen) {
+        : fd_(fd), local_(local), mtu_(mtu), gso_(gso), gro_(gro), rx_bufs_(kBatch * (gro ? kGroBufLen : kDatagramLen)) {
+        const size_t buf_len = gro ? kGroBufLen : kDatagramLen;
         for (size_t i = 0; i < kBatch; ++i) {
-            rx_iov_[i] = {rx_bufs_.data() + i * kRxBufLen, kRxBufLen};
+            rx_iov_[i] = {rx_bufs_.data() + i * buf_len, buf_len};
             auto &h = rx_msgs_[i].msg_hdr;
             h.msg_name = &rx_names_[i];
             h.msg_namelen = sizeof(sockaddr_in);
@@ -96,9 +98,13 @@ public:
         while (i < pkts.size()) {
             size_t nmsg = 0;
             size_t niov = 0;
+            const uint8_t batch_tos = pkts[i].tos;
             while (i < pkts.size() && nmsg < kBatch) {
                 const TxPacket &p = pkts[i];
                 if (niov + p.npieces > tx_iov_.size()) break;
+                // The TOS is the socket's (set_tos), so one sendmmsg carries one TOS: a CNP
+                // among ECN-capable data would otherwise take their TOS, or they its.
+                if (p.tos != batch_tos) break;
                 // A run of equal-size packets to one peer leaves as one GSO send.
                 size_t run = 1;
                 if (gso_) {
@@ -145,10 +151,10 @@ public:
                     m.msg_hdr.msg_control = c;
                     m.msg_hdr.msg_controllen = CMSG_SPACE(sizeof(uint16_t));
                 }
-                set_tos(p.tos);
                 i += run;
                 ++nmsg;
             }
+            set_tos(batch_tos);
             send_all(nmsg);
         }
     }

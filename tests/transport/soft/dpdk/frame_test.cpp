@@ -2,8 +2,9 @@
 // a valid Ethernet(/802.1Q)/IPv4/UDP frame whose IP fields agree with the ICRC the engine
 // computed from addresses alone (checked against the ICRC recomputed from the real IP
 // header bytes), carry DSCP/ECN/PCP as configured, and parse back to the same RxPacket.
-// ARP frames, the neighbour table, the memif leave frame and its gate are checked here
-// too; no device is needed.
+// ARP frames, the neighbour table, the memif leave frame and its gate, and the rewrite a
+// forwarding port makes (MACs, ECN with the checksum; the ICRC still holds) are checked
+// here too; no device is needed.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -177,6 +178,36 @@ TEST(DpdkFrame, NeighbourTableStaticWinsAndAsksAreRateLimited) {
     EXPECT_EQ(*t.find(2), kB);
     EXPECT_TRUE(t.learn(1, kB)) << "a learned entry follows the network";
     EXPECT_EQ(*t.find(1), kB);
+}
+
+TEST(DpdkFrame, ForwardingRewritesMacsAndEcnAndKeepsTheIcrcValid) {
+    for (const int vlan : {-1, 7}) {
+        L2Options o;
+        o.vlan = vlan;
+        auto frame = make_frame(o, 0x68 | 2, 300); // DSCP 26, ECT(0)
+        const size_t l2 = l2_header_len(o);
+        const Mac kSwitch{{0x02, 0, 0, 0, 0, 0x5e}};
+        rewrite_for_hop(frame.data(), frame.size(), kSwitch, kA, 0x3); // CE
+        EXPECT_EQ(0, std::memcmp(frame.data(), kA.b, 6)) << "destination: the next hop";
+        EXPECT_EQ(0, std::memcmp(frame.data() + 6, kSwitch.b, 6)) << "source: the forwarding port";
+        const uint8_t *ip = frame.data() + l2;
+        EXPECT_EQ(ip[1], 0x68 | 3) << "CE set, DSCP kept";
+        EXPECT_EQ(ip_sum(ip), 0xffff) << "IPv4 header checksum recomputed";
+        uint32_t icrc = 0;
+        ASSERT_TRUE(ibex::roce::icrc_ipv4_packet(ip, frame.size() - l2 - 4, &icrc));
+        EXPECT_EQ(icrc, ibex::roce::load_icrc(frame.data() + frame.size() - 4)) << "the ICRC masks TOS and checksum";
+        const ParsedFrame f = parse_frame(frame.data(), frame.size(), 4791);
+        ASSERT_EQ(f.kind, FrameKind::kRoce) << "still a valid RoCE frame";
+        EXPECT_EQ(f.pkt.tos, 0x68 | 3);
+        EXPECT_EQ(f.pkt.src, kSrc) << "addresses end to end";
+        EXPECT_EQ(f.pkt.dst, kDst);
+    }
+    // Not IPv4 (an ARP frame): only the Ethernet addresses change.
+    uint8_t arp[kArpFrameMax];
+    const size_t n = write_arp(arp, L2Options{}, 1, kA, kSrc.ip, kBroadcast, kDst.ip);
+    std::vector<uint8_t> before(arp, arp + n);
+    rewrite_for_hop(arp, n, kB, kA, 0x3);
+    EXPECT_EQ(0, std::memcmp(arp + 12, before.data() + 12, n - 12));
 }
 
 TEST(LeaveFrame, RoundTripsAndRejectsForeignFrames) {

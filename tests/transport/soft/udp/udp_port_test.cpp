@@ -1,12 +1,16 @@
 // The udp port seen from outside: crafted datagrams from a plain socket reach a context,
 // and what the receive path counts (CE marks, CNPs, bad ICRC, malformed, unknown QP)
-// shows in ibex_query_counters. Also device naming and address selection errors.
+// shows in ibex_query_counters. Also device naming and address selection errors, and the
+// port's own interface as ibex_switch uses it: every packet leaves with its own TOS, and
+// send_one() says whether the packet left.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -14,6 +18,7 @@
 #include "tests/support/endpoint.h"
 #include "transport/soft/codec/icrc.h"
 #include "transport/soft/codec/roce.h"
+#include "transport/soft/udp/udp_port.h"
 
 using namespace ibex::test;
 using namespace ibex::roce;
@@ -131,6 +136,76 @@ TEST(UdpPort, DropsAndCountsBadPackets) {
     s.send(send, e.addr());
     c = counters_after(e.ctx, &ibex_counters_t::rx_unknown_qp, 1);
     EXPECT_EQ(c.rx_unknown_qp, 1u);
+}
+
+// What a test needs of a received packet, kept past the next recv().
+struct Received {
+    uint32_t len;
+    uint8_t first_byte;
+    uint8_t tos;
+    ibex::soft::NetAddr src, dst;
+};
+
+// Up to `want` packets from `port` within a second.
+std::vector<Received> receive(ibex::soft::Port &port, size_t want) {
+    std::vector<Received> got;
+    ibex::soft::RxPacket pkts[8];
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    while (got.size() < want && std::chrono::steady_clock::now() < end) {
+        const int n = port.recv(pkts);
+        for (int i = 0; i < n; ++i) got.push_back({pkts[i].len, pkts[i].data[0], pkts[i].tos, pkts[i].src, pkts[i].dst});
+        if (!n) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return got;
+}
+
+TEST(UdpPort, EachPacketLeavesWithItsOwnTos) {
+    using namespace ibex::soft;
+    UdpPortOptions o;
+    o.device = "udp:127.0.0.1:0"; // any free port
+    o.local_addr = "127.0.0.1";
+    ibex_status_t st;
+    auto rx = open_udp_port(o, &st);
+    ASSERT_TRUE(rx) << ibex_last_error();
+    auto tx = open_udp_port(o, &st);
+    ASSERT_TRUE(tx) << ibex_last_error();
+
+    // One send() of ECN-capable data around a CNP (its DSCP, not ECN-capable) and a CE
+    // mark, as the engine and the switch send them: the TOS is the socket's, so the port
+    // must not let one packet's TOS leave with another.
+    const uint8_t tos[] = {0x02, 0xb8, 0x03, 0x02, 0x02};
+    constexpr size_t kCount = sizeof tos;
+    std::array<std::array<uint8_t, 64>, kCount> bytes{};
+    TxPacket pkts[kCount];
+    for (size_t i = 0; i < kCount; ++i) {
+        bytes[i].fill(uint8_t(i));
+        pkts[i].dst = rx->local();
+        pkts[i].len = 64;
+        pkts[i].tos = tos[i];
+        pkts[i].npieces = 1;
+        pkts[i].pieces[0] = {bytes[i].data(), 64};
+    }
+    tx->send(pkts);
+    EXPECT_EQ(tx->tx_dropped(), 0u);
+    const auto got = receive(*rx, kCount);
+    ASSERT_EQ(got.size(), kCount);
+    for (const Received &p : got) {
+        ASSERT_EQ(p.len, 64u);
+        ASSERT_LT(p.first_byte, kCount);
+        EXPECT_EQ(p.tos, tos[p.first_byte]) << "packet " << int(p.first_byte);
+        EXPECT_EQ(p.src, tx->local());
+        EXPECT_EQ(p.dst, rx->local());
+    }
+
+    // send_one: true when the packet left, false when the port dropped it.
+    EXPECT_TRUE(tx->send_one(bytes[1].data(), 64, rx->local(), 0x03));
+    const auto one = receive(*rx, 1);
+    ASSERT_EQ(one.size(), 1u);
+    EXPECT_EQ(one[0].tos, 0x03);
+    std::vector<uint8_t> too_big(70000);
+    EXPECT_FALSE(tx->send_one(too_big.data(), uint32_t(too_big.size()), rx->local(), 0x02)) << "no datagram is this big";
+    EXPECT_EQ(tx->tx_dropped(), 1u);
+    EXPECT_FALSE(tx->whole_frames());
 }
 
 TEST(UdpPort, LoopbackContextsTakeDistinctAddresses) {
