@@ -48,41 +48,48 @@ struct DeviceEntry {
     std::string provider;
 };
 
+// The ops of a provider, one per line: X(return type, name, parameters). ProviderOps holds a
+// pointer for each, and IBEX_PROVIDER_DECLARE_OPS() declares a function for each in the
+// namespace it stands in, so a provider that spreads its ops over several files takes the
+// signatures from here instead of restating them.
+#define IBEX_PROVIDER_OPS(X)                                                                        \
+    /* Appends the devices this provider can open. Must not fail for "no hardware". */              \
+    X(void, list_devices, (std::vector<DeviceEntry> & out))                                         \
+    /* True if this provider handles the device name (e.g. "udp:" prefix). */                       \
+    X(bool, claims, (const char *device))                                                           \
+    X(ibex_status_t, open_device, (const char *device, const ibex_context_attr_t *attr, ibex_context **out)) \
+    X(ibex_status_t, close_device, (ibex_context * ctx))                                            \
+    X(ibex_status_t, set_faults, (ibex_context * ctx, const ibex_fault_config_t *faults))           \
+    X(ibex_status_t, query_counters, (ibex_context * ctx, ibex_counters_t *out))                    \
+    X(ibex_status_t, progress, (ibex_context * ctx))                                                \
+    X(ibex_status_t, alloc_pd, (ibex_context * ctx, ibex_pd **out))                                 \
+    X(ibex_status_t, dealloc_pd, (ibex_pd * pd))                                                    \
+    X(ibex_status_t, reg_mr, (ibex_pd * pd, void *addr, size_t length, unsigned access, ibex_mr **out)) \
+    X(ibex_status_t, dereg_mr, (ibex_mr * mr))                                                      \
+    X(ibex_status_t, create_cq, (ibex_context * ctx, int cqe, ibex_cq **out))                       \
+    X(ibex_status_t, destroy_cq, (ibex_cq * cq))                                                    \
+    X(ibex_status_t, poll_cq, (ibex_cq * cq, int max, ibex_wc_t *wc, int *count))                   \
+    X(ibex_status_t, cq_fd, (ibex_cq * cq, int *fd))                                                \
+    X(ibex_status_t, req_notify_cq, (ibex_cq * cq))                                                 \
+    X(ibex_status_t, cq_wait, (ibex_cq * cq, int timeout_ms))                                       \
+    X(ibex_status_t, create_qp, (ibex_pd * pd, const ibex_qp_init_attr_t *attr, ibex_qp **out))     \
+    X(ibex_status_t, destroy_qp, (ibex_qp * qp))                                                    \
+    X(ibex_status_t, modify_qp, (ibex_qp * qp, const ibex_qp_attr_t *attr, unsigned mask))          \
+    X(ibex_status_t, query_qp, (ibex_qp * qp, ibex_qp_attr_t *attr))                                \
+    X(ibex_status_t, qp_local_addr, (ibex_qp * qp, ibex_ep_addr_t *addr))                           \
+    X(ibex_status_t, post_send, (ibex_qp * qp, ibex_send_wr_t *wr, ibex_send_wr_t **bad_wr))        \
+    X(ibex_status_t, post_recv, (ibex_qp * qp, ibex_recv_wr_t *wr, ibex_recv_wr_t **bad_wr))        \
+    /* Congestion control (DCQCN) state of one QP; `out->size` already checked. */                  \
+    X(ibex_status_t, query_qp_cc, (ibex_qp * qp, ibex_qp_cc_t *out))
+
+#define IBEX_PROVIDER_OP_POINTER_(ret, op, params) ret(*op) params;
+#define IBEX_PROVIDER_OP_DECLARATION_(ret, op, params) ret op params;
+#define IBEX_PROVIDER_DECLARE_OPS() IBEX_PROVIDER_OPS(IBEX_PROVIDER_OP_DECLARATION_)
+
+// An entry left null answers IBEX_ERR_NOT_SUPPORTED.
 struct ProviderOps {
     const char *name;
-    // Appends the devices this provider can open. Must not fail for "no hardware".
-    void (*list_devices)(std::vector<DeviceEntry> &out);
-    // True if this provider handles the device name (e.g. "udp:" prefix).
-    bool (*claims)(const char *device);
-
-    ibex_status_t (*open_device)(const char *device, const ibex_context_attr_t *attr, ibex_context **out);
-    ibex_status_t (*close_device)(ibex_context *ctx);
-    ibex_status_t (*set_faults)(ibex_context *ctx, const ibex_fault_config_t *faults);
-    ibex_status_t (*query_counters)(ibex_context *ctx, ibex_counters_t *out);
-    ibex_status_t (*progress)(ibex_context *ctx);
-
-    ibex_status_t (*alloc_pd)(ibex_context *ctx, ibex_pd **out);
-    ibex_status_t (*dealloc_pd)(ibex_pd *pd);
-    ibex_status_t (*reg_mr)(ibex_pd *pd, void *addr, size_t length, unsigned access, ibex_mr **out);
-    ibex_status_t (*dereg_mr)(ibex_mr *mr);
-
-    ibex_status_t (*create_cq)(ibex_context *ctx, int cqe, ibex_cq **out);
-    ibex_status_t (*destroy_cq)(ibex_cq *cq);
-    ibex_status_t (*poll_cq)(ibex_cq *cq, int max, ibex_wc_t *wc, int *count);
-    ibex_status_t (*cq_fd)(ibex_cq *cq, int *fd);
-    ibex_status_t (*req_notify_cq)(ibex_cq *cq);
-    ibex_status_t (*cq_wait)(ibex_cq *cq, int timeout_ms);
-
-    ibex_status_t (*create_qp)(ibex_pd *pd, const ibex_qp_init_attr_t *attr, ibex_qp **out);
-    ibex_status_t (*destroy_qp)(ibex_qp *qp);
-    ibex_status_t (*modify_qp)(ibex_qp *qp, const ibex_qp_attr_t *attr, unsigned mask);
-    ibex_status_t (*query_qp)(ibex_qp *qp, ibex_qp_attr_t *attr);
-    ibex_status_t (*qp_local_addr)(ibex_qp *qp, ibex_ep_addr_t *addr);
-    ibex_status_t (*post_send)(ibex_qp *qp, ibex_send_wr_t *wr, ibex_send_wr_t **bad_wr);
-    ibex_status_t (*post_recv)(ibex_qp *qp, ibex_recv_wr_t *wr, ibex_recv_wr_t **bad_wr);
-
-    // Congestion control (DCQCN) state of one QP; `out->size` already checked.
-    ibex_status_t (*query_qp_cc)(ibex_qp *qp, ibex_qp_cc_t *out);
+    IBEX_PROVIDER_OPS(IBEX_PROVIDER_OP_POINTER_)
 };
 
 // Every provider built into this library, in the order devices are listed.

@@ -16,7 +16,8 @@ struct BringUp {
     uint32_t sq_psn = 0;
     uint32_t rq_psn = 0;
     ibex_mtu_t mtu = IBEX_MTU_1024;
-    uint8_t timeout = 10; // 4.2 ms: quick recovery under fault injection
+    uint8_t timeout = 12; // 16.8 ms: quick recovery under fault injection, yet 8 tries (134 ms)
+                          // outlast a progress thread descheduled on a loaded 2-core host
     uint8_t retry_cnt = 7;
     uint8_t rnr_retry = 7;
 };
