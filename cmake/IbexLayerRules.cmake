@@ -33,3 +33,16 @@ set(IBEX_LAYER_ibex_coll_USES ibex_base ibex_api)
 # Folders above every layer (programs, tests, benchmarks, bindings) may include anything;
 # nothing in a layer may include them.
 set(IBEX_ABOVE_LAYERS_DIRS tools tests bench python plugins)
+
+# The glob patterns of every layer's sources below `root`.
+function(ibex_layer_source_globs root out)
+  set(_globs)
+  foreach(_layer IN LISTS IBEX_LAYERS)
+    foreach(_dir IN LISTS IBEX_LAYER_${_layer}_DIRS)
+      foreach(_ext h hpp c cc cpp cu cuh)
+        list(APPEND _globs "${root}/${_dir}/*.${_ext}")
+      endforeach()
+    endforeach()
+  endforeach()
+  set(${out} ${_globs} PARENT_SCOPE)
+endfunction()

@@ -12,14 +12,7 @@ include(${CMAKE_CURRENT_LIST_DIR}/IbexLayerRules.cmake)
 
 # ibex_add_layer_check(): the include check as a build step over the layers' sources.
 function(ibex_add_layer_check)
-  set(_globs)
-  foreach(_layer IN LISTS IBEX_LAYERS)
-    foreach(_dir IN LISTS IBEX_LAYER_${_layer}_DIRS)
-      foreach(_ext h hpp c cc cpp cu cuh)
-        list(APPEND _globs "${PROJECT_SOURCE_DIR}/${_dir}/*.${_ext}")
-      endforeach()
-    endforeach()
-  endforeach()
+  ibex_layer_source_globs("${PROJECT_SOURCE_DIR}" _globs)
   file(GLOB_RECURSE _sources CONFIGURE_DEPENDS ${_globs})
   set(_stamp ${PROJECT_BINARY_DIR}/ibex_layer_check.stamp)
   add_custom_command(OUTPUT ${_stamp}
