@@ -94,5 +94,7 @@ const ProviderOps *provider_for(const char *device);
 extern const ProviderOps kSoftProviderOps;
 // rdma-core verbs (transport/verbs), when built (IBEX_HAVE_VERBS).
 extern const ProviderOps kVerbsProviderOps;
+// Processes of one host (transport/shm).
+extern const ProviderOps kShmProviderOps;
 
 } // namespace ibex

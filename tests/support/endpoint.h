@@ -32,6 +32,27 @@ inline const char *test_device() { return kTestDevice.c_str(); }
 // the other stays (dpdk memif: both ends of one socket in one process).
 inline bool test_device_reopens() { return kTestDevice.compare(0, 10, "dpdk:memif") != 0; }
 
+// False where the device has no fault injection (shm: nothing is lost between processes
+// of one host, so loss, reordering and recovery from them do not apply).
+inline bool injects_faults(ibex_context_t *ctx) {
+    ibex_fault_config_t none = IBEX_FAULT_CONFIG_INIT;
+    return ibex_set_faults(ctx, &none) != IBEX_ERR_NOT_SUPPORTED;
+}
+// The same for test_device(), asked of a context opened (without a progress thread) and
+// closed again, so a test may still fork afterwards.
+inline bool test_device_injects_faults() {
+    static const bool yes = [] {
+        ibex_context_attr_t attr = IBEX_CONTEXT_ATTR_INIT;
+        attr.progress_thread = 0;
+        ibex_context_t *ctx = nullptr;
+        if (ibex_open_device(test_device(), &attr, &ctx) != IBEX_OK) return true; // the test reports it
+        const bool r = injects_faults(ctx);
+        ibex_close_device(ctx);
+        return r;
+    }();
+    return yes;
+}
+
 #define IBEX_ASSERT_OK(expr)                                                                          \
     do {                                                                                              \
         ibex_status_t _st = (expr);                                                                   \

@@ -1,0 +1,47 @@
+// The shm RC engine: the requester (requester.cpp) turns send WQEs into fragments on the
+// peer's request ring and completes them from its responses; the responder
+// (responder.cpp) serves the requests on this QP's ring against this context's memory
+// regions, so rkey, bounds and access are checked where the memory lives. The copy
+// mechanism is chosen in copy.cpp; the progress loop is in context.cpp. All calls with
+// the context lock held unless said otherwise.
+#pragma once
+
+#include <cstdint>
+
+#include "transport/shm/objects.h"
+
+namespace ibex::shm {
+
+uint64_t now_ns();
+
+// ---- requester.cpp
+// Puts as many fragments on the peer's ring as the window, the ring and RNR back-off allow.
+bool transmit(ShmQp &qp);
+// Consumes the peer's responses; completes WQEs; runs the ack and RNR timers.
+bool requester_progress(ShmQp &qp, uint64_t now);
+// Earliest timer of the QP (ns), 0 when none.
+uint64_t requester_deadline(const ShmQp &qp);
+
+// ---- responder.cpp
+bool serve_requests(ShmQp &qp);
+
+// ---- qp_state.cpp
+// Moves the QP to ERR and flushes both queues (no-op when already there).
+void qp_to_error(ShmQp &qp);
+void complete(ShmQp &qp, ShmCq *cq, uint64_t wr_id, ibex_wc_status_t st, ibex_wc_opcode_t op, uint32_t len);
+
+// ---- context.cpp
+bool progress_once(ShmContext &ctx);
+// Wakes the context whose shared header this is, when its progress thread sleeps.
+void ring_doorbell(CtxShared *peer);
+
+// ---- copy.cpp
+// IBEX_SHM_COPY (map|cma|ring), 0 when unset; logs a bad value once.
+uint32_t forced_copy();
+// Whether this process may read the peer context's probe word by process_vm_readv.
+bool cma_works(uint32_t pid, const CtxShared *peer);
+// Logs, once per process and mechanism, that the mechanism is in use and why.
+void note_copy_choice(Copy c, const char *why);
+const char *copy_name(Copy c);
+
+} // namespace ibex::shm
