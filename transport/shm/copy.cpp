@@ -43,4 +43,12 @@ void note_copy_choice(Copy c, const char *why) {
     if (!logged[i].exchange(true)) IBEX_LOG(info, "shm: copy mechanism %s (%s)", copy_name(c), why);
 }
 
+bool copy_stats(ibex_context *c, CopyStats *out) {
+    if (!c || c->ops != &kShmProviderOps) return false;
+    ShmContext *ctx = to_shm(c);
+    std::lock_guard<std::mutex> l(ctx->mu);
+    *out = ctx->copies;
+    return true;
+}
+
 } // namespace ibex::shm

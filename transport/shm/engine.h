@@ -43,5 +43,7 @@ bool cma_works(uint32_t pid, const CtxShared *peer);
 // Logs, once per process and mechanism, that the mechanism is in use and why.
 void note_copy_choice(Copy c, const char *why);
 const char *copy_name(Copy c);
+// The context's payload counters by mechanism (tests, tools); false when `c` is not shm.
+bool copy_stats(ibex_context *c, CopyStats *out);
 
 } // namespace ibex::shm

@@ -1,0 +1,90 @@
+// Which mechanism moved the payload, asserted by the contexts' counters (never by timing):
+// cross-memory attach by default, the per-QP ring when forced or when CMA is refused.
+#include <sys/prctl.h>
+
+#include "tests/transport/shm/shm_pair.h"
+#include "tests/transport/soft/rc/peer.h"
+
+using namespace ibex::test;
+
+namespace {
+
+constexpr size_t kBuf = 4 << 20;
+constexpr uint32_t kBig = (1 << 20) + 13; // many ring slots, and an odd tail
+
+// WRITE, READ and SEND of kBig bytes a -> b, each checked byte for byte.
+void move_everything(ShmPair &p) {
+    fill_pattern(p.a.buf.data(), kBig, 1);
+    IBEX_ASSERT_OK(p.a.post_rdma(IBEX_WR_RDMA_WRITE, 1, 0, kBig, p.b.va(0), ibex_mr_rkey(p.b.mr)));
+    fill_pattern(p.b.buf.data() + kBuf / 2, kBig, 2);
+    IBEX_ASSERT_OK(p.a.post_rdma(IBEX_WR_RDMA_READ, 2, kBuf / 2, kBig, p.b.va(kBuf / 2), ibex_mr_rkey(p.b.mr)));
+    auto wc = p.a.wait(2);
+    ASSERT_EQ(wc.size(), 2u);
+    for (auto &w : wc) EXPECT_EQ(w.status, IBEX_WC_SUCCESS) << ibex_wc_status_str(w.status);
+    EXPECT_EQ(check_pattern(p.b.buf.data(), kBig, 1), 0u) << "WRITE";
+    EXPECT_EQ(check_pattern(p.a.buf.data() + kBuf / 2, kBig, 2), 0u) << "READ";
+    IBEX_ASSERT_OK(p.b.post_recv(3, kBuf / 4, kBig));
+    fill_pattern(p.a.buf.data() + kBuf / 4, kBig, 3);
+    IBEX_ASSERT_OK(p.a.post_rdma(IBEX_WR_SEND, 4, kBuf / 4, kBig, 0, 0));
+    ASSERT_EQ(p.a.wait(1).size(), 1u);
+    wc = p.b.wait(1);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].status, IBEX_WC_SUCCESS);
+    EXPECT_EQ(wc[0].byte_len, kBig);
+    EXPECT_EQ(check_pattern(p.b.buf.data() + kBuf / 4, kBig, 3), 0u) << "SEND";
+}
+
+TEST(ShmCopy, CrossMemoryAttachByDefault) {
+    ShmPair p;
+    p.open(kBuf, nullptr);
+    ASSERT_FALSE(::testing::Test::HasFatalFailure());
+    move_everything(p);
+    const auto a = stats(p.a), b = stats(p.b);
+    // b served the WRITE, the READ and the SEND, each one process_vm_* call.
+    EXPECT_EQ(b.cma_ops, 3u);
+    EXPECT_EQ(b.cma_bytes, 3ull * kBig);
+    EXPECT_EQ(a.cma_ops, 0u) << "the initiator copies nothing itself";
+    EXPECT_EQ(a.ring_ops + b.ring_ops + a.map_ops + b.map_ops, 0u);
+}
+
+TEST(ShmCopy, RingWhenForced) {
+    ShmPair p;
+    p.open(kBuf, "ring");
+    ASSERT_FALSE(::testing::Test::HasFatalFailure());
+    move_everything(p);
+    const auto a = stats(p.a), b = stats(p.b);
+    const uint64_t slots = (kBig + ibex::shm::kSlotBytes - 1) / ibex::shm::kSlotBytes;
+    // Every byte crosses twice: into a slot by one side, out of it by the other.
+    EXPECT_EQ(a.ring_bytes, 3ull * kBig);
+    EXPECT_EQ(b.ring_bytes, 3ull * kBig);
+    EXPECT_EQ(a.ring_ops, 3 * slots);
+    EXPECT_EQ(b.ring_ops, 3 * slots);
+    EXPECT_EQ(a.cma_ops + b.cma_ops + a.map_ops + b.map_ops, 0u);
+}
+
+// A peer that may not reach this process by process_vm_* (this process is not dumpable,
+// so ptrace access is refused to the same user without CAP_SYS_PTRACE) serves by the ring.
+TEST(ShmCopy, RingWhenCrossMemoryAttachIsRefused) {
+    if (geteuid() == 0) GTEST_SKIP() << "running as root (CAP_SYS_PTRACE): process_vm_* is never refused here";
+    RemotePeer peer;
+    PeerConfig cfg;
+    cfg.device = "shm";
+    cfg.buf_bytes = kBuf;
+    ASSERT_TRUE(peer.start(cfg)) << peer.error();
+    ASSERT_EQ(prctl(PR_SET_DUMPABLE, 0), 0);
+    Endpoint local;
+    local.open(kBuf, "shm");
+    IBEX_ASSERT_OK(ibex_qp_connect(local.qp, &peer.addr()));
+    ASSERT_TRUE(peer.connect(local.addr())) << peer.error();
+    fill_pattern(local.buf.data(), kBig, 9);
+    IBEX_ASSERT_OK(local.post_rdma(IBEX_WR_RDMA_WRITE, 1, 0, kBig, peer.va(0), peer.rkey()));
+    auto wc = local.wait(1);
+    prctl(PR_SET_DUMPABLE, 1);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].status, IBEX_WC_SUCCESS) << ibex_wc_status_str(wc[0].status);
+    EXPECT_EQ(peer.verify_pattern(0, kBig, 9), 0);
+    EXPECT_GE(stats(local).ring_ops, 1u) << "the peer could not attach: the payload must have gone through the ring";
+    EXPECT_EQ(peer.finish(), 0);
+}
+
+} // namespace
