@@ -83,6 +83,11 @@ struct ProviderOps {
 
     // Congestion control (DCQCN) state of one QP; `out->size` already checked.
     ibex_status_t (*query_qp_cc)(ibex_qp *qp, ibex_qp_cc_t *out);
+
+    // ibex_mem_alloc / ibex_mem_free where the provider backs buffers itself (shm: memfd
+    // memory shared with peers). Null: the runtime hands out page-aligned anonymous memory.
+    ibex_status_t (*mem_alloc)(ibex_pd *pd, size_t size, void **out);
+    ibex_status_t (*mem_free)(ibex_pd *pd, void *ptr);
 };
 
 // Every provider built into this library, in the order devices are listed.

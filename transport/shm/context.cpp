@@ -119,6 +119,7 @@ ibex_status_t open_device(const char *device, const ibex_context_attr_t *attr, i
     ctx->shared->probe = ctx->shared->nonce;
     ctx->shared->probe_addr = reinterpret_cast<uintptr_t>(&ctx->shared->probe);
     ctx->shared->magic = kCtxMagic;
+    open_fd_socket(*ctx);
     ctx->progress_thread = !attr || attr->progress_thread;
     if (ctx->progress_thread) ctx->thread = std::thread(progress_main, ctx);
     *out = ctx;
@@ -137,6 +138,7 @@ ibex_status_t close_device(ibex_context *c) {
         ring_doorbell(ctx->shared);
         ctx->thread.join();
     }
+    close_fd_socket(*ctx);
     delete ctx;
     return IBEX_OK;
 }

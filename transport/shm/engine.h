@@ -35,6 +35,17 @@ bool progress_once(ShmContext &ctx);
 // Wakes the context whose shared header this is, when its progress thread sleeps.
 void ring_doorbell(CtxShared *peer);
 
+// ---- alloc.cpp
+// Opens the context's fd-passing socket (failure only disables `map`).
+void open_fd_socket(ShmContext &ctx);
+void close_fd_socket(ShmContext &ctx);
+// Initiator: the allocation holding [p, p + len) when the peer context may map it (its
+// fd sent once); its id and the offset in *id / *off.
+bool shared_alloc_of(ShmQp &qp, const void *p, size_t len, uint64_t *id, uint64_t *off);
+// Target: where the initiator's bytes [off, off + len) of allocation `id` lie here, or
+// nullptr (not received, out of range).
+uint8_t *peer_mapping(ShmQp &qp, uint64_t id, uint64_t off, uint64_t len);
+
 // ---- copy.cpp
 // IBEX_SHM_COPY (map|cma|ring), 0 when unset; logs a bad value once.
 uint32_t forced_copy();

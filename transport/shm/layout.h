@@ -34,8 +34,10 @@ struct alignas(64) CtxShared {
 };
 
 struct RemoteSge {
-    uint64_t addr; // in the initiator's address space
+    uint64_t addr;      // in the initiator's address space
     uint64_t len;
+    uint64_t alloc;     // `map`: the initiator's ibex_mem_alloc id holding it (0: none)
+    uint64_t alloc_off; // and the offset in it
 };
 
 // One fragment of a work request. A message moves in one fragment under `cma`, in
@@ -46,6 +48,8 @@ struct Request {
     uint8_t first;
     uint8_t last;
     uint8_t nsge;
+    uint8_t mapped; // every sge names an allocation the target can map (`map`)
+    uint8_t pad[3];
     uint32_t imm;
     uint32_t rkey;
     uint32_t len;         // bytes in this fragment

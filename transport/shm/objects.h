@@ -5,7 +5,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <set>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -50,6 +52,20 @@ private:
     std::vector<uint32_t> free_;
 };
 
+// An ibex_mem_alloc allocation of this process: memfd-backed, shared with a peer context
+// (its fd over a UNIX socket) the first time a request of ours uses it.
+struct Alloc {
+    uint64_t id = 0;
+    int fd = -1;
+    size_t size = 0;
+};
+
+// A peer's allocation mapped here, keyed by (peer pid << 32 | peer context id, alloc id).
+struct PeerMapping {
+    uint8_t *base = nullptr;
+    size_t size = 0;
+};
+
 struct ShmContext : ibex_context {
     std::mutex mu;
     uint32_t id = 0; // per process
@@ -64,6 +80,11 @@ struct ShmContext : ibex_context {
     int live_objects = 0; // PDs and CQs
     ibex_counters_t counters{};
     CopyStats copies;
+    // ---- `map` (alloc.cpp)
+    std::map<uintptr_t, Alloc> allocs; // by base address
+    uint64_t next_alloc = 1;
+    int sock = -1; // datagram socket "@ibex-shm.<pid>.<ctx>": peers' fds arrive here
+    std::map<std::pair<uint64_t, uint64_t>, PeerMapping> peer_maps;
 };
 
 struct ShmPd : ibex_pd {
@@ -133,11 +154,13 @@ struct ShmQp : ibex_qp {
 
     // ---- the peer (from RTR on)
     ibex_ep_addr_t dest{};
-    uint32_t peer_pid = 0;
+    uint32_t peer_pid = 0, peer_ctx_id = 0;
     Segment peer_seg, peer_ctx_seg;
     QpShared *peer = nullptr;
     CtxShared *peer_ctx = nullptr;
     Copy send_mode = Copy::kCma; // the peer's serve_mode, read once it is ready
+    uint32_t forced = 0;         // IBEX_SHM_COPY at RTR (Copy, 0: none)
+    std::set<uint64_t> shared_allocs; // our allocation ids whose fd the peer context got
 
     // ---- requester
     Ring<SendWqe> sq;

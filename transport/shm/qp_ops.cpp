@@ -66,14 +66,17 @@ ibex_status_t attach_peer(ShmQp &qp, const ibex_ep_addr_t &dest) {
     qp.peer_ctx = pc;
     qp.peer = pq;
     qp.peer_pid = pid;
+    qp.peer_ctx_id = ctx_id;
+    qp.shared_allocs.clear();
     qp.dest = dest;
-    const uint32_t forced = forced_copy();
+    const uint32_t forced = qp.forced = forced_copy();
     if (forced == static_cast<uint32_t>(Copy::kRing)) {
         qp.serve_mode = Copy::kRing;
         note_copy_choice(Copy::kRing, "IBEX_SHM_COPY=ring");
     } else if (cma_works(pid, pc)) {
         qp.serve_mode = Copy::kCma;
-        note_copy_choice(Copy::kCma, forced ? "IBEX_SHM_COPY" : "process_vm_readv reaches the peer");
+        note_copy_choice(Copy::kCma, forced == static_cast<uint32_t>(Copy::kCma) ? "IBEX_SHM_COPY=cma"
+                                     : "process_vm_readv reaches the peer; for memory not from ibex_mem_alloc");
     } else {
         qp.serve_mode = Copy::kRing;
         note_copy_choice(Copy::kRing, "process_vm_readv refused (ptrace scope, user or PID namespace)");

@@ -105,11 +105,17 @@ bool transmit(ShmQp &qp) {
         r.compare_add = w.compare_add;
         r.swap = w.swap;
         r.nsge = 0;
+        r.mapped = 0;
         if (!atomic && len) {
             iovec iov[kMaxSge];
             const int n = w.local.gather(qp.tx_off, len, iov);
             for (int i = 0; i < n; ++i) r.sge[i] = {reinterpret_cast<uintptr_t>(iov[i].iov_base), iov[i].iov_len};
             r.nsge = static_cast<uint8_t>(n);
+            // `map`: the target copies straight from/to our allocation when it can map it.
+            bool mapped = !ring && qp.forced != static_cast<uint32_t>(Copy::kCma);
+            for (int i = 0; mapped && i < n; ++i)
+                mapped = shared_alloc_of(qp, iov[i].iov_base, iov[i].iov_len, &r.sge[i].alloc, &r.sge[i].alloc_off);
+            r.mapped = mapped;
             if (ring && carries_payload(w.opcode)) {
                 uint8_t *dst = qp.peer->req_data[r.seq % kSlots];
                 for (int i = 0; i < n; ++i) {

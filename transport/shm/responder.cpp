@@ -2,6 +2,7 @@
 // context's memory regions. The target does the copy (cross-memory attach from or into the
 // initiator, or through the per-slot data areas under `ring`), so an rkey, bounds or
 // access violation is found before any byte of target memory moves.
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <sys/uio.h>
@@ -49,10 +50,40 @@ void remote_iov(const Request &r, iovec *out) {
     for (int i = 0; i < r.nsge; ++i) out[i] = {reinterpret_cast<void *>(static_cast<uintptr_t>(r.sge[i].addr)), r.sge[i].len};
 }
 
+// Copies `len` bytes from one iovec list to another.
+void copy_iovs(iovec *dst, unsigned long nd, iovec *src, unsigned long ns, size_t len) {
+    while (len && nd && ns) {
+        const size_t n = std::min({len, dst->iov_len, src->iov_len});
+        std::memcpy(dst->iov_base, src->iov_base, n);
+        advance(dst, nd, n);
+        advance(src, ns, n);
+        len -= n;
+    }
+}
+
+// `map`: the initiator's buffers of the fragment as they lie in this process, when it
+// sent us every allocation they are in.
+bool mapped_iov(ShmQp &qp, const Request &r, iovec *out) {
+    if (!r.mapped || qp.forced == static_cast<uint32_t>(Copy::kCma)) return false;
+    for (int i = 0; i < r.nsge; ++i) {
+        uint8_t *p = peer_mapping(qp, r.sge[i].alloc, r.sge[i].alloc_off, r.sge[i].len);
+        if (!p) return false;
+        out[i] = {p, r.sge[i].len};
+    }
+    note_copy_choice(Copy::kMap, "ibex_mem_alloc memory, mapped from the peer's memfd");
+    return true;
+}
+
 // The fragment's payload into local buffers `dst` (n iovecs, r.len bytes in all).
 bool move_in(ShmQp &qp, const Request &r, iovec *dst, int n) {
     if (!r.len) return true;
     CopyStats &s = qp.ctx->copies;
+    if (iovec src[kMaxSge]; qp.serve_mode != Copy::kRing && mapped_iov(qp, r, src)) {
+        copy_iovs(dst, static_cast<unsigned long>(n), src, r.nsge, r.len);
+        ++s.map_ops;
+        s.map_bytes += r.len;
+        return true;
+    }
     if (qp.serve_mode == Copy::kRing) {
         const uint8_t *src = qp.self->req_data[r.seq % kSlots];
         for (int i = 0; i < n; ++i) {
@@ -82,6 +113,12 @@ bool move_out(ShmQp &qp, const Request &r, uint8_t *src) {
         return true;
     }
     iovec loc{src, r.len};
+    if (iovec dst[kMaxSge]; qp.serve_mode != Copy::kRing && mapped_iov(qp, r, dst)) {
+        copy_iovs(dst, r.nsge, &loc, 1, r.len);
+        ++s.map_ops;
+        s.map_bytes += r.len;
+        return true;
+    }
     iovec rem[kMaxSge];
     remote_iov(r, rem);
     if (!cma_all(true, qp.peer_pid, &loc, 1, rem, r.nsge, r.len)) return false;

@@ -24,6 +24,9 @@ ibex_status_t alloc_pd(ibex_context *c, ibex_pd **out);
 ibex_status_t dealloc_pd(ibex_pd *p);
 ibex_status_t reg_mr(ibex_pd *pd, void *addr, size_t length, unsigned access, ibex_mr **out);
 ibex_status_t dereg_mr(ibex_mr *mr);
+// alloc.cpp: ibex_mem_alloc memory (memfd, shared with peers for `map`)
+ibex_status_t mem_alloc(ibex_pd *pd, size_t size, void **out);
+ibex_status_t mem_free(ibex_pd *pd, void *ptr);
 
 ibex_status_t create_cq(ibex_context *c, int cqe, ibex_cq **out);
 ibex_status_t destroy_cq(ibex_cq *c);

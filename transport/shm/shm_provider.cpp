@@ -32,6 +32,8 @@ const ProviderOps kShmProviderOps = {
     .post_send = shm::post_send,
     .post_recv = shm::post_recv,
     .query_qp_cc = nullptr,
+    .mem_alloc = shm::mem_alloc,
+    .mem_free = shm::mem_free,
 };
 
 } // namespace ibex

@@ -88,3 +88,81 @@ TEST(ShmCopy, RingWhenCrossMemoryAttachIsRefused) {
 }
 
 } // namespace
+
+namespace {
+
+constexpr size_t kRead = 5 << 18, kSend = 5 << 19; // three disjoint kBig ranges: 0, kRead, kSend
+
+// ibex_mem_alloc memory on both sides, registered; a WRITE, a READ and a SEND between
+// the two allocations. Returns what the target (b) counted.
+ibex::shm::CopyStats move_between_allocations(const char *copy) {
+    ShmPair p;
+    p.open(4096, copy);
+    void *amem = nullptr, *bmem = nullptr;
+    ibex_mr_t *amr = nullptr, *bmr = nullptr;
+    EXPECT_EQ(ibex_mem_alloc(p.a.pd, kBuf, &amem), IBEX_OK) << ibex_last_error();
+    EXPECT_EQ(ibex_mem_alloc(p.b.pd, kBuf, &bmem), IBEX_OK) << ibex_last_error();
+    EXPECT_EQ(ibex_reg_mr(p.a.pd, amem, kBuf, kAllAccess, &amr), IBEX_OK);
+    EXPECT_EQ(ibex_reg_mr(p.b.pd, bmem, kBuf, kAllAccess, &bmr), IBEX_OK);
+    auto *a = static_cast<uint8_t *>(amem), *b = static_cast<uint8_t *>(bmem);
+    const auto va = [](void *m, size_t off) { return reinterpret_cast<uintptr_t>(m) + off; };
+    auto post = [&](ibex_wr_opcode_t op, uint64_t id, size_t aoff, size_t boff) {
+        ibex_sge_t s{va(amem, aoff), kBig, ibex_mr_lkey(amr)};
+        ibex_send_wr_t wr{};
+        wr.wr_id = id;
+        wr.sg_list = &s;
+        wr.num_sge = 1;
+        wr.opcode = op;
+        wr.send_flags = IBEX_SEND_SIGNALED;
+        wr.wr.rdma.remote_addr = va(bmem, boff);
+        wr.wr.rdma.rkey = ibex_mr_rkey(bmr);
+        EXPECT_EQ(ibex_post_send(p.a.qp, &wr, nullptr), IBEX_OK) << ibex_last_error();
+    };
+    fill_pattern(a, kBig, 21);
+    fill_pattern(b + kRead, kBig, 22);
+    fill_pattern(a + kSend, kBig, 23);
+    ibex_sge_t rs{va(bmem, kSend), kBig, ibex_mr_lkey(bmr)};
+    ibex_recv_wr_t rw{};
+    rw.wr_id = 9;
+    rw.sg_list = &rs;
+    rw.num_sge = 1;
+    EXPECT_EQ(ibex_post_recv(p.b.qp, &rw, nullptr), IBEX_OK);
+    post(IBEX_WR_RDMA_WRITE, 1, 0, 0);
+    post(IBEX_WR_RDMA_READ, 2, kRead, kRead);
+    post(IBEX_WR_SEND, 3, kSend, 0);
+    auto wc = p.a.wait(3);
+    EXPECT_EQ(wc.size(), 3u);
+    for (auto &w : wc) EXPECT_EQ(w.status, IBEX_WC_SUCCESS) << ibex_wc_status_str(w.status);
+    EXPECT_EQ(p.b.wait(1).size(), 1u);
+    EXPECT_EQ(check_pattern(b, kBig, 21), 0u) << "WRITE";
+    EXPECT_EQ(check_pattern(a + kRead, kBig, 22), 0u) << "READ";
+    EXPECT_EQ(check_pattern(b + kSend, kBig, 23), 0u) << "SEND";
+    const auto s = stats(p.b);
+    EXPECT_EQ(stats(p.a).map_ops, 0u) << "the target does the copy";
+    ibex_dereg_mr(amr);
+    ibex_dereg_mr(bmr);
+    EXPECT_EQ(ibex_mem_free(p.a.pd, amem), IBEX_OK);
+    EXPECT_EQ(ibex_mem_free(p.b.pd, bmem), IBEX_OK);
+    return s;
+}
+
+TEST(ShmCopy, MapForIbexAllocatedMemory) {
+    const auto s = move_between_allocations(nullptr);
+    EXPECT_EQ(s.map_ops, 3u);
+    EXPECT_EQ(s.map_bytes, 3ull * kBig);
+    EXPECT_EQ(s.cma_ops + s.ring_ops, 0u);
+}
+
+TEST(ShmCopy, CmaForcedOverIbexAllocatedMemory) {
+    const auto s = move_between_allocations("cma");
+    EXPECT_EQ(s.cma_ops, 3u);
+    EXPECT_EQ(s.map_ops + s.ring_ops, 0u);
+}
+
+TEST(ShmCopy, RingForcedOverIbexAllocatedMemory) {
+    const auto s = move_between_allocations("ring");
+    EXPECT_EQ(s.ring_bytes, 3ull * kBig);
+    EXPECT_EQ(s.map_ops + s.cma_ops, 0u);
+}
+
+} // namespace

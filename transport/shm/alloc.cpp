@@ -1,0 +1,187 @@
+// The `map` mechanism. ibex_mem_alloc memory is a memfd mapped MAP_SHARED; the first
+// request that uses an allocation sends its fd to the peer context over a UNIX datagram
+// socket (SCM_RIGHTS; the receiver checks the sender's pid by SCM_CREDENTIALS), and the
+// peer maps it. From then on the target serves WRITE, READ and SEND that use it as one
+// memcpy between the two mappings: no system call, and the rkey checks, ordering and
+// completions stay exactly where the other mechanisms keep them.
+#include <cerrno>
+#include <cstring>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "runtime/base/log.h"
+#include "runtime/base/status.h"
+#include "transport/shm/engine.h"
+#include "transport/shm/shm_ops.h"
+
+namespace ibex::shm {
+
+namespace {
+
+struct FdMessage {
+    uint64_t sender; // pid << 32 | context id
+    uint64_t id;
+    uint64_t size;
+};
+
+uint64_t ctx_key(uint32_t pid, uint32_t ctx_id) { return uint64_t(pid) << 32 | ctx_id; }
+
+socklen_t socket_address(uint32_t pid, uint32_t ctx_id, sockaddr_un *a) {
+    std::memset(a, 0, sizeof *a);
+    a->sun_family = AF_UNIX;
+    // Abstract namespace: the name goes with the socket, nothing to clean up.
+    const int n = std::snprintf(a->sun_path + 1, sizeof a->sun_path - 1, "%s%u.%u", kSegmentPrefix, pid, ctx_id);
+    return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+}
+
+// Maps every fd waiting on the socket.
+void drain(ShmContext &ctx) {
+    for (;;) {
+        FdMessage m{};
+        iovec iov{&m, sizeof m};
+        alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(ucred))];
+        msghdr h{};
+        h.msg_iov = &iov;
+        h.msg_iovlen = 1;
+        h.msg_control = ctl;
+        h.msg_controllen = sizeof ctl;
+        if (recvmsg(ctx.sock, &h, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) != sizeof m) return;
+        int fd = -1;
+        pid_t sender = 0;
+        for (cmsghdr *c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(&h, c)) {
+            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS) {
+                ucred u;
+                std::memcpy(&u, CMSG_DATA(c), sizeof u);
+                sender = u.pid;
+            }
+        }
+        if (fd < 0) continue;
+        const auto key = std::make_pair(m.sender, m.id);
+        if (uint64_t(sender) == m.sender >> 32 && !ctx.peer_maps.count(key)) {
+            void *p = mmap(nullptr, m.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            if (p != MAP_FAILED) ctx.peer_maps[key] = {static_cast<uint8_t *>(p), m.size};
+        } else if (uint64_t(sender) != m.sender >> 32) {
+            IBEX_LOG(warn, "shm: dropped an fd from pid %d claiming to be pid %llu", static_cast<int>(sender),
+                     static_cast<unsigned long long>(m.sender >> 32));
+        }
+        ::close(fd);
+    }
+}
+
+bool send_fd(ShmQp &qp, const Alloc &a) {
+    ShmContext &ctx = *qp.ctx;
+    sockaddr_un to;
+    const socklen_t tolen = socket_address(qp.peer_pid, qp.peer_ctx_id, &to);
+    FdMessage m{ctx_key(ctx.shared->pid, ctx.id), a.id, a.size};
+    iovec iov{&m, sizeof m};
+    alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
+    msghdr h{};
+    h.msg_name = &to;
+    h.msg_namelen = tolen;
+    h.msg_iov = &iov;
+    h.msg_iovlen = 1;
+    h.msg_control = ctl;
+    h.msg_controllen = sizeof ctl;
+    cmsghdr *c = CMSG_FIRSTHDR(&h);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &a.fd, sizeof a.fd);
+    return sendmsg(ctx.sock, &h, MSG_DONTWAIT | MSG_NOSIGNAL) == sizeof m;
+}
+
+} // namespace
+
+void open_fd_socket(ShmContext &ctx) {
+    ctx.sock = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (ctx.sock < 0) return;
+    const int one = 1;
+    sockaddr_un a;
+    const socklen_t len = socket_address(ctx.shared->pid, ctx.id, &a);
+    if (setsockopt(ctx.sock, SOL_SOCKET, SO_PASSCRED, &one, sizeof one) != 0 ||
+        bind(ctx.sock, reinterpret_cast<sockaddr *>(&a), len) != 0) {
+        IBEX_LOG(info, "shm: no fd-passing socket (%s): ibex_mem_alloc memory moves by cma", std::strerror(errno));
+        ::close(ctx.sock);
+        ctx.sock = -1;
+    }
+}
+
+void close_fd_socket(ShmContext &ctx) {
+    if (ctx.sock >= 0) ::close(ctx.sock);
+    ctx.sock = -1;
+    for (auto &[key, m] : ctx.peer_maps) munmap(m.base, m.size);
+    ctx.peer_maps.clear();
+}
+
+bool shared_alloc_of(ShmQp &qp, const void *p, size_t len, uint64_t *id, uint64_t *off) {
+    ShmContext &ctx = *qp.ctx;
+    if (ctx.allocs.empty() || ctx.sock < 0) return false;
+    const auto addr = reinterpret_cast<uintptr_t>(p);
+    auto it = ctx.allocs.upper_bound(addr);
+    if (it == ctx.allocs.begin()) return false;
+    --it;
+    const Alloc &a = it->second;
+    if (addr - it->first > a.size || len > a.size - (addr - it->first)) return false;
+    if (!qp.shared_allocs.count(a.id)) {
+        if (!send_fd(qp, a)) return false;
+        qp.shared_allocs.insert(a.id);
+    }
+    *id = a.id;
+    *off = addr - it->first;
+    return true;
+}
+
+uint8_t *peer_mapping(ShmQp &qp, uint64_t id, uint64_t off, uint64_t len) {
+    ShmContext &ctx = *qp.ctx;
+    const auto key = std::make_pair(ctx_key(qp.peer_pid, qp.peer_ctx_id), id);
+    auto it = ctx.peer_maps.find(key);
+    if (it == ctx.peer_maps.end() && ctx.sock >= 0) {
+        drain(ctx);
+        it = ctx.peer_maps.find(key);
+    }
+    if (it == ctx.peer_maps.end() || off > it->second.size || len > it->second.size - off) return nullptr;
+    return it->second.base + off;
+}
+
+ibex_status_t mem_alloc(ibex_pd *pd, size_t size, void **out) {
+    ShmContext *ctx = ctx_of(pd);
+    const int fd = memfd_create("ibex-shm", MFD_CLOEXEC);
+    if (fd < 0) return fail_errno(IBEX_ERR_SYSTEM, errno, "memfd_create");
+    if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
+        const int e = errno;
+        ::close(fd);
+        return fail_errno(IBEX_ERR_NO_MEMORY, e, "ftruncate of a memfd to %zu bytes", size);
+    }
+    void *p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        const int e = errno;
+        ::close(fd);
+        return fail_errno(IBEX_ERR_NO_MEMORY, e, "mmap of a %zu-byte memfd", size);
+    }
+    Lock l(ctx->mu);
+    ctx->allocs[reinterpret_cast<uintptr_t>(p)] = {ctx->next_alloc++, fd, size};
+    *out = p;
+    return IBEX_OK;
+}
+
+ibex_status_t mem_free(ibex_pd *pd, void *ptr) {
+    ShmContext *ctx = ctx_of(pd);
+    Alloc a;
+    {
+        Lock l(ctx->mu);
+        auto it = ctx->allocs.find(reinterpret_cast<uintptr_t>(ptr));
+        if (it == ctx->allocs.end()) return fail(IBEX_ERR_INVALID_ARGUMENT, "%p is not an shm allocation of this context", ptr);
+        a = it->second;
+        ctx->allocs.erase(it);
+    }
+    // Peers keep their mapping (and so the pages) until their context closes; ids are
+    // never reused, so a stale mapping is never taken for a new allocation.
+    munmap(ptr, a.size);
+    ::close(a.fd);
+    return IBEX_OK;
+}
+
+} // namespace ibex::shm
