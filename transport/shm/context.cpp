@@ -21,6 +21,10 @@ namespace {
 
 constexpr uint64_t kSpinNs = 50'000;           // polling before the thread sleeps
 constexpr uint64_t kMaxSleepNs = 50'000'000;   // bounded sleep: the loop re-checks `stop`
+// While the application polls (poll_cq, ibex_progress run the same progress), the thread
+// naps instead of competing with it for the lock and a core: many ranks, few cores.
+constexpr uint64_t kAppPollingNs = 200'000;
+constexpr long kNapNs = 100'000;
 
 std::atomic<uint32_t> g_next_ctx{0};
 
@@ -45,6 +49,12 @@ void progress_main(ShmContext *ctx) {
             did = progress_once(*ctx);
         }
         const uint64_t now = now_ns();
+        if (now - ctx->app_polled_ns.load(std::memory_order_relaxed) < kAppPollingNs) {
+            const timespec nap{0, kNapNs};
+            nanosleep(&nap, nullptr);
+            idle_since = 0;
+            continue;
+        }
         if (did) {
             idle_since = 0;
             continue;
@@ -155,6 +165,7 @@ ibex_status_t query_counters(ibex_context *c, ibex_counters_t *out) {
 
 ibex_status_t progress(ibex_context *c) {
     ShmContext *ctx = to_shm(c);
+    ctx->app_polled_ns.store(now_ns(), std::memory_order_relaxed);
     Lock l(ctx->mu);
     progress_once(*ctx);
     return IBEX_OK;

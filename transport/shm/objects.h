@@ -74,6 +74,7 @@ struct ShmContext : ibex_context {
     bool progress_thread = true;
     std::thread thread;
     std::atomic<bool> stop{false};
+    std::atomic<uint64_t> app_polled_ns{0}; // last poll_cq/ibex_progress by the application
     MrTable mrs;
     std::vector<ShmQp *> qps;
     uint32_t next_qpn = 1;
