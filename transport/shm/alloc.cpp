@@ -71,6 +71,16 @@ void drain(ShmContext &ctx) {
     }
 }
 
+// The allocation holding [addr, addr + len), or nullptr; *base gets its start.
+const Alloc *alloc_holding(const ShmContext &ctx, uintptr_t addr, size_t len, uintptr_t *base) {
+    auto it = ctx.allocs.upper_bound(addr);
+    if (it == ctx.allocs.begin()) return nullptr;
+    --it;
+    if (addr - it->first > it->second.size || len > it->second.size - (addr - it->first)) return nullptr;
+    *base = it->first;
+    return &it->second;
+}
+
 bool send_fd(ShmQp &qp, const Alloc &a) {
     ShmContext &ctx = *qp.ctx;
     sockaddr_un to;
@@ -118,19 +128,15 @@ void close_fd_socket(ShmContext &ctx) {
 
 bool shared_alloc_of(ShmQp &qp, const void *p, size_t len, uint64_t *id, uint64_t *off) {
     ShmContext &ctx = *qp.ctx;
-    if (ctx.allocs.empty() || ctx.sock < 0) return false;
-    const auto addr = reinterpret_cast<uintptr_t>(p);
-    auto it = ctx.allocs.upper_bound(addr);
-    if (it == ctx.allocs.begin()) return false;
-    --it;
-    const Alloc &a = it->second;
-    if (addr - it->first > a.size || len > a.size - (addr - it->first)) return false;
-    if (!qp.shared_allocs.count(a.id)) {
-        if (!send_fd(qp, a)) return false;
-        qp.shared_allocs.insert(a.id);
+    uintptr_t base = 0;
+    const Alloc *a = ctx.allocs.empty() || ctx.sock < 0 ? nullptr : alloc_holding(ctx, reinterpret_cast<uintptr_t>(p), len, &base);
+    if (!a) return false;
+    if (!qp.shared_allocs.count(a->id)) {
+        if (!send_fd(qp, *a)) return false;
+        qp.shared_allocs.insert(a->id);
     }
-    *id = a.id;
-    *off = addr - it->first;
+    *id = a->id;
+    *off = reinterpret_cast<uintptr_t>(p) - base;
     return true;
 }
 
@@ -144,6 +150,83 @@ uint8_t *peer_mapping(ShmQp &qp, uint64_t id, uint64_t off, uint64_t len) {
     }
     if (it == ctx.peer_maps.end() || off > it->second.size || len > it->second.size - off) return nullptr;
     return it->second.base + off;
+}
+
+namespace {
+
+void offer(ShmQp &qp, const Alloc &a) {
+    if (qp.peer && qp.ctx->sock >= 0 && !qp.shared_allocs.count(a.id) && send_fd(qp, a)) qp.shared_allocs.insert(a.id);
+}
+
+} // namespace
+
+void offer_allocs(ShmQp &qp) {
+    for (auto &[base, a] : qp.ctx->allocs) offer(qp, a);
+}
+
+void publish_mr(ShmContext &ctx, const ibex_mr &mr) {
+    const uint32_t index = mr.rkey >> 8;
+    uintptr_t base = 0;
+    const Alloc *a = alloc_holding(ctx, reinterpret_cast<uintptr_t>(mr.addr), mr.length, &base);
+    if (index >= kPublishedMrs || !a || ctx.sock < 0) return;
+    for (ShmQp *qp : ctx.qps) offer(*qp, *a); // the fd before the entry that names it
+    PublishedMr &p = ctx.shared->mrs[index];
+    p.seq.fetch_add(1, std::memory_order_acq_rel);
+    p.rkey.store(mr.rkey, std::memory_order_relaxed);
+    p.access.store(mr.access, std::memory_order_relaxed);
+    p.addr.store(reinterpret_cast<uintptr_t>(mr.addr), std::memory_order_relaxed);
+    p.len.store(mr.length, std::memory_order_relaxed);
+    p.alloc.store(a->id, std::memory_order_relaxed);
+    p.alloc_off.store(reinterpret_cast<uintptr_t>(mr.addr) - base, std::memory_order_relaxed);
+    p.seq.fetch_add(1, std::memory_order_release);
+}
+
+void withdraw_mr(ShmContext &ctx, const ibex_mr &mr) {
+    const uint32_t index = mr.rkey >> 8;
+    if (index >= kPublishedMrs || ctx.shared->mrs[index].rkey.load(std::memory_order_relaxed) != mr.rkey) return;
+    PublishedMr &p = ctx.shared->mrs[index];
+    p.seq.fetch_add(1, std::memory_order_acq_rel);
+    p.rkey.store(0, std::memory_order_relaxed);
+    p.seq.fetch_add(1, std::memory_order_release);
+}
+
+bool direct_copy(ShmQp &qp, const SendWqe &w) {
+    const bool write = w.opcode == IBEX_WR_RDMA_WRITE;
+    if ((!write && w.opcode != IBEX_WR_RDMA_READ) || !w.local.total || qp.send_mode == Copy::kRing ||
+        (qp.forced && qp.forced != static_cast<uint32_t>(Copy::kMap)))
+        return false;
+    const unsigned need = write ? IBEX_ACCESS_REMOTE_WRITE : IBEX_ACCESS_REMOTE_READ;
+    const uint32_t state = qp.peer->state.load(std::memory_order_acquire);
+    if ((state != IBEX_QPS_RTR && state != IBEX_QPS_RTS) || !(qp.peer->access.load(std::memory_order_relaxed) & need))
+        return false;
+    const uint32_t index = w.rkey >> 8;
+    if (index >= kPublishedMrs) return false;
+    const PublishedMr &p = qp.peer_ctx->mrs[index];
+    const uint32_t seq = p.seq.load(std::memory_order_acquire);
+    if (seq & 1) return false;
+    const uint64_t addr = p.addr.load(std::memory_order_relaxed), len = p.len.load(std::memory_order_relaxed);
+    const uint64_t alloc = p.alloc.load(std::memory_order_relaxed), off = p.alloc_off.load(std::memory_order_relaxed);
+    const bool ok = p.rkey.load(std::memory_order_relaxed) == w.rkey &&
+                    (p.access.load(std::memory_order_relaxed) & need) == need && w.remote_addr >= addr &&
+                    w.local.total <= len && w.remote_addr - addr <= len - w.local.total;
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (!ok || p.seq.load(std::memory_order_relaxed) != seq) return false;
+    uint8_t *remote = peer_mapping(qp, alloc, off + (w.remote_addr - addr), w.local.total);
+    if (!remote) return false;
+    if (write) {
+        iovec iov[kMaxSge];
+        const int n = w.local.gather(0, w.local.total, iov);
+        for (int i = 0; i < n; ++i) {
+            std::memcpy(remote, iov[i].iov_base, iov[i].iov_len);
+            remote += iov[i].iov_len;
+        }
+    } else {
+        w.local.scatter(0, remote, w.local.total);
+    }
+    ++qp.ctx->copies.map_ops;
+    qp.ctx->copies.map_bytes += w.local.total;
+    note_copy_choice(Copy::kMap, "ibex_mem_alloc memory, mapped from the peer's memfd");
+    return true;
 }
 
 ibex_status_t mem_alloc(ibex_pd *pd, size_t size, void **out) {

@@ -36,6 +36,17 @@ bool progress_once(ShmContext &ctx);
 void ring_doorbell(CtxShared *peer);
 
 // ---- alloc.cpp
+// Publishes (or withdraws) an MR that lies in one of this context's allocations, and
+// offers that allocation to every connected peer.
+void publish_mr(ShmContext &ctx, const ibex_mr &mr);
+void withdraw_mr(ShmContext &ctx, const ibex_mr &mr);
+// Sends the peer context the fds of all this context's allocations it lacks.
+void offer_allocs(ShmQp &qp);
+// Initiator: WRITE or READ straight into or out of the peer's allocation when its
+// published MR, QP state and access allow it (checked as the target would); false: the
+// request goes the usual way, and the target answers it, errors included.
+bool direct_copy(ShmQp &qp, const SendWqe &w);
+
 // Opens the context's fd-passing socket (failure only disables `map`).
 void open_fd_socket(ShmContext &ctx);
 void close_fd_socket(ShmContext &ctx);

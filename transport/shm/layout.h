@@ -23,6 +23,18 @@ inline constexpr int kMaxSge = soft::kMaxSge;
 // How a target moves payload between its memory and the initiator's.
 enum class Copy : uint32_t { kCma = 1, kRing = 2, kMap = 3 };
 
+inline constexpr uint32_t kPublishedMrs = 256; // MRs with key index below this are published
+
+// An MR over ibex_mem_alloc memory as its owner publishes it, so a peer can check a WRITE
+// or READ against it and copy straight into or out of its own mapping of the allocation.
+// A seqlock: `seq` is odd while the owner changes the entry.
+struct PublishedMr {
+    std::atomic<uint32_t> seq;
+    std::atomic<uint32_t> rkey; // 0: none
+    std::atomic<uint32_t> access;
+    std::atomic<uint64_t> addr, len, alloc, alloc_off;
+};
+
 struct alignas(64) CtxShared {
     uint32_t magic;
     uint32_t pid;
@@ -31,6 +43,7 @@ struct alignas(64) CtxShared {
     uint64_t probe;      // == nonce: what a peer's process_vm_readv must read back
     alignas(64) std::atomic<uint32_t> doorbell; // futex word: bumped by every producer
     std::atomic<uint32_t> sleeping;             // the progress thread waits on doorbell
+    PublishedMr mrs[kPublishedMrs];             // by key index (key >> 8)
 };
 
 struct RemoteSge {
@@ -95,6 +108,8 @@ struct QpShared {
     std::atomic<uint32_t> ready;  // 1 from RTR on: `mode` is valid and requests are served
     std::atomic<uint32_t> mode;   // Copy: how this QP serves requests
     std::atomic<uint32_t> closed; // the owner reset or destroyed this incarnation
+    std::atomic<uint32_t> state;  // the owner's ibex_qp_state_t (direct WRITE/READ need RTR+)
+    std::atomic<uint32_t> access; // the owner's qp_access_flags
     SpscRing<Request> req;        // written by the peer's requester
     SpscRing<Response> resp;      // written by the peer's responder
     alignas(4096) uint8_t req_data[kSlots][kSlotBytes];  // `ring`: WRITE/SEND payload by seq

@@ -1,6 +1,7 @@
 // Protection domains, memory regions and the key table the responder checks requests
 // against.
 #include "runtime/base/status.h"
+#include "transport/shm/engine.h"
 #include "transport/shm/shm_ops.h"
 
 namespace ibex::shm {
@@ -76,6 +77,7 @@ ibex_status_t reg_mr(ibex_pd *pd, void *addr, size_t length, unsigned access, ib
         return fail(IBEX_ERR_NO_MEMORY, "memory region table full");
     }
     mr->lkey = mr->rkey = key;
+    publish_mr(*ctx, *mr);
     ++static_cast<ShmPd *>(pd)->users;
     *out = mr;
     return IBEX_OK;
@@ -85,6 +87,7 @@ ibex_status_t dereg_mr(ibex_mr *mr) {
     ShmContext *ctx = ctx_of(mr->pd);
     {
         Lock l(ctx->mu);
+        withdraw_mr(*ctx, *mr);
         ctx->mrs.remove(mr->lkey);
         --static_cast<ShmPd *>(mr->pd)->users;
     }

@@ -83,6 +83,7 @@ ibex_status_t attach_peer(ShmQp &qp, const ibex_ep_addr_t &dest) {
     }
     qp.self->mode.store(static_cast<uint32_t>(qp.serve_mode));
     qp.self->ready.store(1, std::memory_order_release);
+    offer_allocs(qp);
     return IBEX_OK;
 }
 
@@ -120,6 +121,7 @@ void complete(ShmQp &qp, ShmCq *cq, uint64_t wr_id, ibex_wc_status_t st, ibex_wc
 void qp_to_error(ShmQp &qp) {
     if (qp.state == IBEX_QPS_ERR) return;
     qp.state = IBEX_QPS_ERR;
+    if (qp.self) qp.self->state.store(IBEX_QPS_ERR, std::memory_order_release);
     for (; !qp.sq.empty(); qp.sq.pop()) complete(qp, qp.scq, qp.sq.front().wr_id, IBEX_WC_WR_FLUSH_ERR, IBEX_WC_SEND, 0);
     for (; !qp.rq.empty(); qp.rq.pop()) complete(qp, qp.rcq, qp.rq.front().wr_id, IBEX_WC_WR_FLUSH_ERR, IBEX_WC_RECV, 0);
     qp.tx_wqe = qp.sq.tail();
@@ -190,7 +192,7 @@ ibex_status_t modify_qp(ibex_qp *q, const ibex_qp_attr_t *a, unsigned mask) {
     const ibex_qp_state_t to = (mask & IBEX_QP_STATE) ? a->qp_state : qp->state;
     if (to == IBEX_QPS_RESET) return reset(*qp);
     if (mask & IBEX_QP_DEST) IBEX_TRY(attach_peer(*qp, a->dest));
-    if (mask & IBEX_QP_ACCESS_FLAGS) qp->access = a->qp_access_flags;
+    if (mask & IBEX_QP_ACCESS_FLAGS) qp->self->access.store(qp->access = a->qp_access_flags);
     if (mask & IBEX_QP_PATH_MTU) qp->mtu_enum = static_cast<uint8_t>(a->path_mtu);
     if (mask & IBEX_QP_RQ_PSN) qp->rq_psn = a->rq_psn;
     if (mask & IBEX_QP_SQ_PSN) qp->sq_psn = a->sq_psn;
@@ -205,6 +207,7 @@ ibex_status_t modify_qp(ibex_qp *q, const ibex_qp_attr_t *a, unsigned mask) {
         return IBEX_OK;
     }
     qp->state = to;
+    qp->self->state.store(to, std::memory_order_release);
     return IBEX_OK;
 }
 

@@ -84,9 +84,18 @@ bool transmit(ShmQp &qp) {
     }
     qp.send_mode = static_cast<Copy>(qp.peer->mode.load(std::memory_order_relaxed));
     const bool ring = qp.send_mode == Copy::kRing;
-    bool sent = false;
+    bool sent = false, direct = false;
     while (qp.tx_wqe < qp.sq.tail() && qp.next_seq - qp.una_seq < kSlots && qp.peer->req.can_push()) {
         const SendWqe &w = qp.sq.at(qp.tx_wqe);
+        // `map`, nothing before it in flight: the WRITE or READ is one memcpy here, done.
+        if (qp.tx_off == 0 && qp.next_seq == qp.una_seq && direct_copy(qp, w)) {
+            if (w.signaled || qp.sig_all) complete(qp, qp.scq, w.wr_id, IBEX_WC_SUCCESS, wc_opcode(w.opcode), w.local.total);
+            qp.sq.pop();
+            ++qp.tx_wqe;
+            if (qp.sq.empty()) qp.ack_deadline = 0;
+            direct = true;
+            continue;
+        }
         const bool atomic = is_atomic(w.opcode);
         const uint32_t total = atomic ? 8 : w.local.total;
         uint32_t len = total - qp.tx_off;
@@ -139,7 +148,7 @@ bool transmit(ShmQp &qp) {
         sent = true;
     }
     if (sent) ring_doorbell(qp.peer_ctx);
-    return sent;
+    return sent || direct;
 }
 
 bool requester_progress(ShmQp &qp, uint64_t now) {

@@ -94,8 +94,8 @@ namespace {
 constexpr size_t kRead = 5 << 18, kSend = 5 << 19; // three disjoint kBig ranges: 0, kRead, kSend
 
 // ibex_mem_alloc memory on both sides, registered; a WRITE, a READ and a SEND between
-// the two allocations. Returns what the target (b) counted.
-ibex::shm::CopyStats move_between_allocations(const char *copy) {
+// the two allocations. Returns what the initiator (a) and the target (b) counted.
+std::pair<ibex::shm::CopyStats, ibex::shm::CopyStats> move_between_allocations(const char *copy) {
     ShmPair p;
     p.open(4096, copy);
     void *amem = nullptr, *bmem = nullptr;
@@ -137,8 +137,7 @@ ibex::shm::CopyStats move_between_allocations(const char *copy) {
     EXPECT_EQ(check_pattern(b, kBig, 21), 0u) << "WRITE";
     EXPECT_EQ(check_pattern(a + kRead, kBig, 22), 0u) << "READ";
     EXPECT_EQ(check_pattern(b + kSend, kBig, 23), 0u) << "SEND";
-    const auto s = stats(p.b);
-    EXPECT_EQ(stats(p.a).map_ops, 0u) << "the target does the copy";
+    const auto s = std::make_pair(stats(p.a), stats(p.b));
     ibex_dereg_mr(amr);
     ibex_dereg_mr(bmr);
     EXPECT_EQ(ibex_mem_free(p.a.pd, amem), IBEX_OK);
@@ -147,22 +146,78 @@ ibex::shm::CopyStats move_between_allocations(const char *copy) {
 }
 
 TEST(ShmCopy, MapForIbexAllocatedMemory) {
-    const auto s = move_between_allocations(nullptr);
-    EXPECT_EQ(s.map_ops, 3u);
-    EXPECT_EQ(s.map_bytes, 3ull * kBig);
-    EXPECT_EQ(s.cma_ops + s.ring_ops, 0u);
+    const auto [a, b] = move_between_allocations(nullptr);
+    // The WRITE and the READ are the initiator's memcpy into / out of its mapping of b's
+    // allocation; the SEND is the target's memcpy out of its mapping of a's.
+    EXPECT_EQ(a.map_ops, 2u);
+    EXPECT_EQ(b.map_ops, 1u);
+    EXPECT_EQ(a.map_bytes + b.map_bytes, 3ull * kBig);
+    EXPECT_EQ(a.cma_ops + a.ring_ops + b.cma_ops + b.ring_ops, 0u);
 }
 
 TEST(ShmCopy, CmaForcedOverIbexAllocatedMemory) {
-    const auto s = move_between_allocations("cma");
-    EXPECT_EQ(s.cma_ops, 3u);
-    EXPECT_EQ(s.map_ops + s.ring_ops, 0u);
+    const auto [a, b] = move_between_allocations("cma");
+    EXPECT_EQ(b.cma_ops, 3u);
+    EXPECT_EQ(a.map_ops + b.map_ops + a.ring_ops + b.ring_ops, 0u);
 }
 
 TEST(ShmCopy, RingForcedOverIbexAllocatedMemory) {
-    const auto s = move_between_allocations("ring");
-    EXPECT_EQ(s.ring_bytes, 3ull * kBig);
-    EXPECT_EQ(s.map_ops + s.cma_ops, 0u);
+    const auto [a, b] = move_between_allocations("ring");
+    EXPECT_EQ(b.ring_bytes, 3ull * kBig);
+    EXPECT_EQ(a.map_ops + b.map_ops + a.cma_ops + b.cma_ops, 0u);
+}
+
+} // namespace
+
+namespace {
+
+// The initiator's shortcut checks what the target would: a bad rkey, a range past the
+// region or a region without the right falls back to the target, which refuses it, and
+// the allocation is untouched.
+TEST(ShmCopy, MapChecksKeysBoundsAndRightsLikeTheTarget) {
+    struct Case {
+        const char *what;
+        ibex_wr_opcode_t op;
+        uint32_t rkey_xor;
+        size_t off;
+        unsigned access;
+    };
+    for (const Case &c : {Case{"bad rkey", IBEX_WR_RDMA_WRITE, 0x5500, 0, kAllAccess},
+                          Case{"past the end", IBEX_WR_RDMA_WRITE, 0, 4096 - 100, kAllAccess},
+                          Case{"no remote write", IBEX_WR_RDMA_WRITE, 0, 0, IBEX_ACCESS_LOCAL_WRITE},
+                          Case{"no remote read", IBEX_WR_RDMA_READ, 0, 0, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE}}) {
+        SCOPED_TRACE(c.what);
+        ShmPair p;
+        p.open(4096, nullptr);
+        void *bmem = nullptr, *amem = nullptr;
+        ibex_mr_t *bmr = nullptr, *amr = nullptr;
+        ASSERT_EQ(ibex_mem_alloc(p.b.pd, 4096, &bmem), IBEX_OK);
+        ASSERT_EQ(ibex_mem_alloc(p.a.pd, 4096, &amem), IBEX_OK);
+        ASSERT_EQ(ibex_reg_mr(p.b.pd, bmem, 4096, c.access, &bmr), IBEX_OK);
+        ASSERT_EQ(ibex_reg_mr(p.a.pd, amem, 4096, kAllAccess, &amr), IBEX_OK);
+        std::memset(bmem, 0x3c, 4096);
+        std::memset(amem, 0x11, 4096);
+        ibex_sge_t s{reinterpret_cast<uintptr_t>(amem), 200, ibex_mr_lkey(amr)};
+        ibex_send_wr_t wr{};
+        wr.wr_id = 1;
+        wr.sg_list = &s;
+        wr.num_sge = 1;
+        wr.opcode = c.op;
+        wr.send_flags = IBEX_SEND_SIGNALED;
+        wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(bmem) + c.off;
+        wr.wr.rdma.rkey = ibex_mr_rkey(bmr) ^ c.rkey_xor;
+        ASSERT_EQ(ibex_post_send(p.a.qp, &wr, nullptr), IBEX_OK) << ibex_last_error();
+        auto wc = p.a.wait(1);
+        ASSERT_EQ(wc.size(), 1u);
+        EXPECT_EQ(wc[0].status, IBEX_WC_REM_ACCESS_ERR) << ibex_wc_status_str(wc[0].status);
+        EXPECT_EQ(check_const(static_cast<uint8_t *>(bmem), 4096, 0x3c), 0u) << "target memory changed";
+        EXPECT_EQ(check_const(static_cast<uint8_t *>(amem), 4096, 0x11), 0u) << "READ result written";
+        EXPECT_EQ(stats(p.a).map_ops + stats(p.b).map_ops, 0u);
+        ibex_dereg_mr(amr);
+        ibex_dereg_mr(bmr);
+        ibex_mem_free(p.a.pd, amem);
+        ibex_mem_free(p.b.pd, bmem);
+    }
 }
 
 } // namespace
