@@ -8,6 +8,8 @@
 
 #include <ibex/ibex.h>
 
+#include <algorithm>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -89,6 +91,13 @@ struct ProviderOps {
     ibex_status_t (*mem_alloc)(ibex_pd *pd, size_t size, void **out);
     ibex_status_t (*mem_free)(ibex_pd *pd, void *ptr);
 };
+
+// Copies a counter snapshot into the caller's structure of out->size bytes (an older,
+// smaller layout included), for query_counters.
+inline void copy_counters(ibex_counters_t snap, ibex_counters_t *out) {
+    snap.size = out->size;
+    std::memcpy(out, &snap, std::min<size_t>(out->size, sizeof snap));
+}
 
 // Every provider built into this library, in the order devices are listed.
 const std::vector<const ProviderOps *> &providers();

@@ -156,10 +156,7 @@ ibex_status_t close_device(ibex_context *c) {
 ibex_status_t query_counters(ibex_context *c, ibex_counters_t *out) {
     ShmContext *ctx = to_shm(c);
     Lock l(ctx->mu);
-    ibex_counters_t snap = ctx->counters;
-    const size_t n = std::min<size_t>(out->size, sizeof snap);
-    snap.size = out->size;
-    std::memcpy(out, &snap, n);
+    copy_counters(ctx->counters, out);
     return IBEX_OK;
 }
 

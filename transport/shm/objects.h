@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "transport/mr_keys.h"
 #include "transport/provider.h"
 #include "transport/shm/layout.h"
 #include "transport/shm/segment.h"
@@ -33,23 +34,17 @@ struct CopyStats {
     uint64_t map_ops = 0, map_bytes = 0;
 };
 
-// Memory regions by key (lkey == rkey); the low 8 bits are a generation so a stale key
-// never names the region that reused its slot.
+// Memory regions by key (transport/mr_keys.h), with the responder's range check.
 class MrTable {
 public:
-    uint32_t add(ibex_mr *mr);
-    void remove(uint32_t key);
-    ibex_mr *find(uint32_t key) const;
+    uint32_t add(ibex_mr *mr) { return keys_.add(mr); }
+    void remove(uint32_t key) { keys_.remove(key); }
+    ibex_mr *find(uint32_t key) const { return keys_.find(key); }
     // [addr, addr + len) inside the region of `key` with all of `access`, else nullptr.
     uint8_t *resolve(uint32_t key, uint64_t addr, uint64_t len, unsigned access) const;
 
 private:
-    struct Slot {
-        ibex_mr *mr = nullptr;
-        uint8_t generation = 0;
-    };
-    std::vector<Slot> slots_ = std::vector<Slot>(1);
-    std::vector<uint32_t> free_;
+    MrKeys keys_;
 };
 
 // An ibex_mem_alloc allocation of this process: memfd-backed, shared with a peer context
@@ -105,23 +100,8 @@ struct ShmCq : ibex_cq {
     void push(const ibex_wc_t &wc); // lock held
 };
 
-struct SendWqe {
-    uint64_t wr_id = 0;
-    uint8_t opcode = 0;
-    bool signaled = false;
-    uint32_t imm = 0;
-    SgeList local;
-    uint64_t remote_addr = 0;
-    uint32_t rkey = 0;
-    uint64_t compare_add = 0;
-    uint64_t swap = 0;
-    uint8_t inline_data[soft::kMaxInline];
-};
-
-struct RecvWqe {
-    uint64_t wr_id = 0;
-    SgeList local;
-};
+using soft::RecvWqe;
+using soft::SendWqe; // first_psn, npkts, solicited and fence are unused here
 
 // What the requester remembers of a fragment in flight, by seq % kSlots.
 struct Fragment {

@@ -15,7 +15,6 @@ namespace ibex::shm {
 
 namespace {
 
-constexpr uint32_t kMaxWr = 1 << 16;
 constexpr uint8_t kGidMarker[4] = {'i', 'b', 'x', 's'};
 
 // A fresh segment for the QP's next incarnation; the old one is marked closed (its peer
@@ -87,24 +86,6 @@ ibex_status_t attach_peer(ShmQp &qp, const ibex_ep_addr_t &dest) {
     return IBEX_OK;
 }
 
-ibex_status_t check_modify(const ShmQp &qp, const ibex_qp_attr_t &a, unsigned mask) {
-    const ibex_qp_state_t from = qp.state;
-    const ibex_qp_state_t to = (mask & IBEX_QP_STATE) ? a.qp_state : from;
-    if (!qp_transition_ok(from, to))
-        return fail(IBEX_ERR_INVALID_STATE, "QP 0x%x: %s -> %s is not a valid transition", qp.qp_num,
-                    qp_state_name(from), qp_state_name(to));
-    if ((mask & IBEX_QP_PATH_MTU) && (a.path_mtu < IBEX_MTU_256 || a.path_mtu > IBEX_MTU_4096))
-        return fail(IBEX_ERR_INVALID_ARGUMENT, "path_mtu %d is not an IB MTU (1..5)", a.path_mtu);
-    if (from == IBEX_QPS_INIT && to == IBEX_QPS_RTR && !(mask & IBEX_QP_DEST))
-        return fail(IBEX_ERR_INVALID_ARGUMENT, "INIT -> RTR needs IBEX_QP_DEST (the peer's address)");
-    if ((mask & IBEX_QP_RETRY_CNT) && a.retry_cnt > 7) return fail(IBEX_ERR_INVALID_ARGUMENT, "retry_cnt must be 0..7");
-    if ((mask & IBEX_QP_RNR_RETRY) && a.rnr_retry > 7) return fail(IBEX_ERR_INVALID_ARGUMENT, "rnr_retry must be 0..7");
-    if ((mask & IBEX_QP_TIMEOUT) && a.timeout > 31) return fail(IBEX_ERR_INVALID_ARGUMENT, "timeout must be 0..31");
-    if ((mask & IBEX_QP_MIN_RNR_TIMER) && a.min_rnr_timer > 31)
-        return fail(IBEX_ERR_INVALID_ARGUMENT, "min_rnr_timer must be 0..31");
-    return IBEX_OK;
-}
-
 } // namespace
 
 void complete(ShmQp &qp, ShmCq *cq, uint64_t wr_id, ibex_wc_status_t st, ibex_wc_opcode_t op, uint32_t len) {
@@ -132,14 +113,8 @@ void qp_to_error(ShmQp &qp) {
 
 ibex_status_t create_qp(ibex_pd *pd, const ibex_qp_init_attr_t *a, ibex_qp **out) {
     ShmContext *ctx = ctx_of(pd);
-    const uint32_t send_wr = a->max_send_wr ? a->max_send_wr : 1024;
-    const uint32_t recv_wr = a->max_recv_wr ? a->max_recv_wr : 1024;
-    if (send_wr > kMaxWr || recv_wr > kMaxWr)
-        return fail(IBEX_ERR_INVALID_ARGUMENT, "max_send_wr/max_recv_wr above %u", kMaxWr);
-    if (a->max_send_sge > kMaxSge || a->max_recv_sge > kMaxSge)
-        return fail(IBEX_ERR_INVALID_ARGUMENT, "at most %d SGEs per work request", kMaxSge);
-    if (cq_of(a->send_cq)->ctx != ctx || cq_of(a->recv_cq)->ctx != ctx)
-        return fail(IBEX_ERR_INVALID_ARGUMENT, "the CQs belong to another context");
+    uint32_t send_wr, recv_wr;
+    IBEX_TRY(check_qp_init(*a, kMaxSge, cq_of(a->send_cq)->ctx == ctx && cq_of(a->recv_cq)->ctx == ctx, &send_wr, &recv_wr));
     auto *qp = new (std::nothrow) ShmQp(send_wr, recv_wr);
     if (!qp) return fail(IBEX_ERR_NO_MEMORY, "cannot allocate a QP");
     qp->pd = pd;
@@ -188,7 +163,7 @@ ibex_status_t destroy_qp(ibex_qp *q) {
 ibex_status_t modify_qp(ibex_qp *q, const ibex_qp_attr_t *a, unsigned mask) {
     ShmQp *qp = qp_of(q);
     Lock l(qp->ctx->mu);
-    IBEX_TRY(check_modify(*qp, *a, mask));
+    IBEX_TRY(check_modify_common(qp->qp_num, qp->state, *a, mask));
     const ibex_qp_state_t to = (mask & IBEX_QP_STATE) ? a->qp_state : qp->state;
     if (to == IBEX_QPS_RESET) return reset(*qp);
     if (mask & IBEX_QP_DEST) IBEX_TRY(attach_peer(*qp, a->dest));
