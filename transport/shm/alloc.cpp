@@ -168,16 +168,18 @@ void publish_mr(ShmContext &ctx, const ibex_mr &mr) {
     const uint32_t index = mr.rkey >> 8;
     uintptr_t base = 0;
     const Alloc *a = alloc_holding(ctx, reinterpret_cast<uintptr_t>(mr.addr), mr.length, &base);
-    if (index >= kPublishedMrs || !a || ctx.sock < 0) return;
-    for (ShmQp *qp : ctx.qps) offer(*qp, *a); // the fd before the entry that names it
+    if (index >= kPublishedMrs) return;
+    if (ctx.sock < 0) a = nullptr;
+    if (a)
+        for (ShmQp *qp : ctx.qps) offer(*qp, *a); // the fd before the entry that names it
     PublishedMr &p = ctx.shared->mrs[index];
     p.seq.fetch_add(1, std::memory_order_acq_rel);
     p.rkey.store(mr.rkey, std::memory_order_relaxed);
     p.access.store(mr.access, std::memory_order_relaxed);
     p.addr.store(reinterpret_cast<uintptr_t>(mr.addr), std::memory_order_relaxed);
     p.len.store(mr.length, std::memory_order_relaxed);
-    p.alloc.store(a->id, std::memory_order_relaxed);
-    p.alloc_off.store(reinterpret_cast<uintptr_t>(mr.addr) - base, std::memory_order_relaxed);
+    p.alloc.store(a ? a->id : 0, std::memory_order_relaxed); // 0: not in an allocation (cma only)
+    p.alloc_off.store(a ? reinterpret_cast<uintptr_t>(mr.addr) - base : 0, std::memory_order_relaxed);
     p.seq.fetch_add(1, std::memory_order_release);
 }
 
@@ -193,7 +195,7 @@ void withdraw_mr(ShmContext &ctx, const ibex_mr &mr) {
 bool direct_copy(ShmQp &qp, const SendWqe &w) {
     const bool write = w.opcode == IBEX_WR_RDMA_WRITE;
     if ((!write && w.opcode != IBEX_WR_RDMA_READ) || !w.local.total || qp.send_mode == Copy::kRing ||
-        (qp.forced && qp.forced != static_cast<uint32_t>(Copy::kMap)))
+        qp.forced == static_cast<uint32_t>(Copy::kRing))
         return false;
     const unsigned need = write ? IBEX_ACCESS_REMOTE_WRITE : IBEX_ACCESS_REMOTE_READ;
     const uint32_t state = qp.peer->state.load(std::memory_order_acquire);
@@ -211,11 +213,21 @@ bool direct_copy(ShmQp &qp, const SendWqe &w) {
                     w.local.total <= len && w.remote_addr - addr <= len - w.local.total;
     std::atomic_thread_fence(std::memory_order_acquire);
     if (!ok || p.seq.load(std::memory_order_relaxed) != seq) return false;
-    uint8_t *remote = peer_mapping(qp, alloc, off + (w.remote_addr - addr), w.local.total);
-    if (!remote) return false;
+    iovec iov[kMaxSge];
+    const int n = w.local.gather(0, w.local.total, iov);
+    uint8_t *remote = alloc && qp.forced != static_cast<uint32_t>(Copy::kCma)
+                          ? peer_mapping(qp, alloc, off + (w.remote_addr - addr), w.local.total)
+                          : nullptr;
+    if (!remote) {
+        // Other memory: one process_vm_* call of ours, when this process may reach the peer.
+        if (qp.serve_mode != Copy::kCma) return false;
+        iovec rem{reinterpret_cast<void *>(static_cast<uintptr_t>(w.remote_addr)), w.local.total};
+        if (!cma_all(write, qp.peer_pid, iov, static_cast<unsigned long>(n), &rem, 1, w.local.total)) return false;
+        ++qp.ctx->copies.cma_ops;
+        qp.ctx->copies.cma_bytes += w.local.total;
+        return true;
+    }
     if (write) {
-        iovec iov[kMaxSge];
-        const int n = w.local.gather(0, w.local.total, iov);
         for (int i = 0; i < n; ++i) {
             std::memcpy(remote, iov[i].iov_base, iov[i].iov_len);
             remote += iov[i].iov_len;

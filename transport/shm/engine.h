@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <sys/uio.h>
 
 #include "transport/shm/objects.h"
 
@@ -24,6 +25,9 @@ uint64_t requester_deadline(const ShmQp &qp);
 
 // ---- responder.cpp
 bool serve_requests(ShmQp &qp);
+// process_vm_writev (to_peer) or process_vm_readv until all `len` bytes moved; false on
+// an error or no progress. Advances the iovec arrays it is given.
+bool cma_all(bool to_peer, uint32_t pid, iovec *local, unsigned long nl, iovec *remote, unsigned long nr, size_t len);
 
 // ---- qp_state.cpp
 // Moves the QP to ERR and flushes both queues (no-op when already there).

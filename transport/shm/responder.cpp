@@ -29,7 +29,8 @@ void advance(iovec *&v, unsigned long &n, size_t done) {
     }
 }
 
-// process_vm_readv/writev until all `len` bytes moved; false on an error or no progress.
+} // namespace
+
 bool cma_all(bool to_peer, uint32_t pid, iovec *local, unsigned long nl, iovec *remote, unsigned long nr, size_t len) {
     while (len) {
         const ssize_t got = to_peer ? process_vm_writev(static_cast<pid_t>(pid), local, nl, remote, nr, 0)
@@ -45,6 +46,8 @@ bool cma_all(bool to_peer, uint32_t pid, iovec *local, unsigned long nl, iovec *
     }
     return true;
 }
+
+namespace {
 
 void remote_iov(const Request &r, iovec *out) {
     for (int i = 0; i < r.nsge; ++i) out[i] = {reinterpret_cast<void *>(static_cast<uintptr_t>(r.sge[i].addr)), r.sge[i].len};

@@ -40,10 +40,11 @@ TEST(ShmCopy, CrossMemoryAttachByDefault) {
     ASSERT_FALSE(::testing::Test::HasFatalFailure());
     move_everything(p);
     const auto a = stats(p.a), b = stats(p.b);
-    // b served the WRITE, the READ and the SEND, each one process_vm_* call.
-    EXPECT_EQ(b.cma_ops, 3u);
-    EXPECT_EQ(b.cma_bytes, 3ull * kBig);
-    EXPECT_EQ(a.cma_ops, 0u) << "the initiator copies nothing itself";
+    // The WRITE and the READ are one process_vm_* call of the initiator's (b's published
+    // MR allowed them), the SEND one of the target's.
+    EXPECT_EQ(a.cma_ops, 2u);
+    EXPECT_EQ(b.cma_ops, 1u);
+    EXPECT_EQ(a.cma_bytes + b.cma_bytes, 3ull * kBig);
     EXPECT_EQ(a.ring_ops + b.ring_ops + a.map_ops + b.map_ops, 0u);
 }
 
@@ -63,7 +64,8 @@ TEST(ShmCopy, RingWhenForced) {
 }
 
 // A peer that may not reach this process by process_vm_* (this process is not dumpable,
-// so ptrace access is refused to the same user without CAP_SYS_PTRACE) serves by the ring.
+// so ptrace access is refused to the same user without CAP_SYS_PTRACE) serves by the ring:
+// a SEND, which the target always places itself.
 TEST(ShmCopy, RingWhenCrossMemoryAttachIsRefused) {
     if (geteuid() == 0) GTEST_SKIP() << "running as root (CAP_SYS_PTRACE): process_vm_* is never refused here";
     RemotePeer peer;
@@ -77,11 +79,15 @@ TEST(ShmCopy, RingWhenCrossMemoryAttachIsRefused) {
     IBEX_ASSERT_OK(ibex_qp_connect(local.qp, &peer.addr()));
     ASSERT_TRUE(peer.connect(local.addr())) << peer.error();
     fill_pattern(local.buf.data(), kBig, 9);
-    IBEX_ASSERT_OK(local.post_rdma(IBEX_WR_RDMA_WRITE, 1, 0, kBig, peer.va(0), peer.rkey()));
+    ASSERT_EQ(peer.post_recv(7, {SgeDesc{0, kBig}}), IBEX_OK);
+    IBEX_ASSERT_OK(local.post_rdma(IBEX_WR_SEND, 1, 0, kBig, 0, 0));
     auto wc = local.wait(1);
+    const auto rc = peer.wait_recv(1);
     prctl(PR_SET_DUMPABLE, 1);
     ASSERT_EQ(wc.size(), 1u);
     EXPECT_EQ(wc[0].status, IBEX_WC_SUCCESS) << ibex_wc_status_str(wc[0].status);
+    ASSERT_EQ(rc.size(), 1u);
+    EXPECT_EQ(rc[0].status, IBEX_WC_SUCCESS);
     EXPECT_EQ(peer.verify_pattern(0, kBig, 9), 0);
     EXPECT_GE(stats(local).ring_ops, 1u) << "the peer could not attach: the payload must have gone through the ring";
     EXPECT_EQ(peer.finish(), 0);
@@ -157,7 +163,8 @@ TEST(ShmCopy, MapForIbexAllocatedMemory) {
 
 TEST(ShmCopy, CmaForcedOverIbexAllocatedMemory) {
     const auto [a, b] = move_between_allocations("cma");
-    EXPECT_EQ(b.cma_ops, 3u);
+    EXPECT_EQ(a.cma_ops, 2u); // WRITE, READ
+    EXPECT_EQ(b.cma_ops, 1u); // SEND
     EXPECT_EQ(a.map_ops + b.map_ops + a.ring_ops + b.ring_ops, 0u);
 }
 
