@@ -7,6 +7,7 @@ namespace ibex {
 const std::vector<const ProviderOps *> &providers() {
     static const std::vector<const ProviderOps *> list = {
         &kSoftProviderOps,
+        &kShmProviderOps,
 #if IBEX_HAVE_VERBS
         &kVerbsProviderOps, // after soft: it claims plain RDMA device names only
 #endif

@@ -8,6 +8,8 @@
 
 #include <ibex/ibex.h>
 
+#include <algorithm>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -80,7 +82,11 @@ struct DeviceEntry {
     X(ibex_status_t, post_send, (ibex_qp * qp, ibex_send_wr_t *wr, ibex_send_wr_t **bad_wr))        \
     X(ibex_status_t, post_recv, (ibex_qp * qp, ibex_recv_wr_t *wr, ibex_recv_wr_t **bad_wr))        \
     /* Congestion control (DCQCN) state of one QP; `out->size` already checked. */                  \
-    X(ibex_status_t, query_qp_cc, (ibex_qp * qp, ibex_qp_cc_t *out))
+    X(ibex_status_t, query_qp_cc, (ibex_qp * qp, ibex_qp_cc_t *out))                                \
+    /* ibex_mem_alloc / ibex_mem_free where the provider backs buffers itself (shm: memfd */         \
+    /* memory shared with peers). Null: the runtime hands out page-aligned anonymous memory. */      \
+    X(ibex_status_t, mem_alloc, (ibex_pd * pd, size_t size, void **out))                            \
+    X(ibex_status_t, mem_free, (ibex_pd * pd, void *ptr))
 
 #define IBEX_PROVIDER_OP_POINTER_(ret, op, params) ret(*op) params;
 #define IBEX_PROVIDER_OP_DECLARATION_(ret, op, params) ret op params;
@@ -92,6 +98,13 @@ struct ProviderOps {
     IBEX_PROVIDER_OPS(IBEX_PROVIDER_OP_POINTER_)
 };
 
+// Copies a counter snapshot into the caller's structure of out->size bytes (an older,
+// smaller layout included), for query_counters.
+inline void copy_counters(ibex_counters_t snap, ibex_counters_t *out) {
+    snap.size = out->size;
+    std::memcpy(out, &snap, std::min<size_t>(out->size, sizeof snap));
+}
+
 // Every provider built into this library, in the order devices are listed.
 const std::vector<const ProviderOps *> &providers();
 // The provider that claims a device name, or nullptr.
@@ -101,5 +114,7 @@ const ProviderOps *provider_for(const char *device);
 extern const ProviderOps kSoftProviderOps;
 // rdma-core verbs (transport/verbs), when built (IBEX_HAVE_VERBS).
 extern const ProviderOps kVerbsProviderOps;
+// Processes of one host (transport/shm).
+extern const ProviderOps kShmProviderOps;
 
 } // namespace ibex

@@ -4,6 +4,8 @@
 
 #include <ibex/ibex.h>
 
+#include "runtime/base/status.h"
+
 namespace ibex {
 
 inline const char *qp_state_name(ibex_qp_state_t s) {
@@ -20,6 +22,40 @@ inline bool qp_transition_ok(ibex_qp_state_t from, ibex_qp_state_t to) {
     case IBEX_QPS_RTS: return to == IBEX_QPS_RTS;
     default: return false;
     }
+}
+
+// Queue sizes of ibex_create_qp (0: 1024) into *send_wr / *recv_wr, checked with the SGE
+// counts against a software provider's limits; `cqs_ours`: both CQs are of the QP's context.
+inline ibex_status_t check_qp_init(const ibex_qp_init_attr_t &a, uint32_t max_sge, bool cqs_ours, uint32_t *send_wr,
+                                   uint32_t *recv_wr) {
+    constexpr uint32_t kMaxWr = 1 << 16;
+    *send_wr = a.max_send_wr ? a.max_send_wr : 1024;
+    *recv_wr = a.max_recv_wr ? a.max_recv_wr : 1024;
+    if (*send_wr > kMaxWr || *recv_wr > kMaxWr)
+        return fail(IBEX_ERR_INVALID_ARGUMENT, "max_send_wr/max_recv_wr above %u", kMaxWr);
+    if (a.max_send_sge > max_sge || a.max_recv_sge > max_sge)
+        return fail(IBEX_ERR_INVALID_ARGUMENT, "at most %u SGEs per work request", max_sge);
+    if (!cqs_ours) return fail(IBEX_ERR_INVALID_ARGUMENT, "the CQs belong to another context");
+    return IBEX_OK;
+}
+
+// The checks of ibex_modify_qp every provider makes before its own: the transition, the
+// attribute ranges, and that INIT -> RTR names the peer.
+inline ibex_status_t check_modify_common(uint32_t qpn, ibex_qp_state_t from, const ibex_qp_attr_t &a, unsigned mask) {
+    const ibex_qp_state_t to = (mask & IBEX_QP_STATE) ? a.qp_state : from;
+    if (!qp_transition_ok(from, to))
+        return fail(IBEX_ERR_INVALID_STATE, "QP 0x%x: %s -> %s is not a valid transition", qpn, qp_state_name(from),
+                    qp_state_name(to));
+    if ((mask & IBEX_QP_PATH_MTU) && (a.path_mtu < IBEX_MTU_256 || a.path_mtu > IBEX_MTU_4096))
+        return fail(IBEX_ERR_INVALID_ARGUMENT, "path_mtu %d is not an IB MTU (1..5)", a.path_mtu);
+    if (from == IBEX_QPS_INIT && to == IBEX_QPS_RTR && !(mask & IBEX_QP_DEST))
+        return fail(IBEX_ERR_INVALID_ARGUMENT, "INIT -> RTR needs IBEX_QP_DEST (the peer's address)");
+    if ((mask & IBEX_QP_RETRY_CNT) && a.retry_cnt > 7) return fail(IBEX_ERR_INVALID_ARGUMENT, "retry_cnt must be 0..7");
+    if ((mask & IBEX_QP_RNR_RETRY) && a.rnr_retry > 7) return fail(IBEX_ERR_INVALID_ARGUMENT, "rnr_retry must be 0..7");
+    if ((mask & IBEX_QP_TIMEOUT) && a.timeout > 31) return fail(IBEX_ERR_INVALID_ARGUMENT, "timeout must be 0..31");
+    if ((mask & IBEX_QP_MIN_RNR_TIMER) && a.min_rnr_timer > 31)
+        return fail(IBEX_ERR_INVALID_ARGUMENT, "min_rnr_timer must be 0..31");
+    return IBEX_OK;
 }
 
 } // namespace ibex

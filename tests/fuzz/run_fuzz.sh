@@ -56,8 +56,10 @@ engine_srcs=()
 for f in "$src"/transport/soft/codec/*.cpp "$src"/transport/soft/engine/*.cpp; do engine_srcs+=("$f"); done
 for f in "$src"/transport/soft/*.cpp; do engine_srcs+=("$f"); done
 engine_srcs+=("$src/transport/soft/udp/udp_port.cpp" "$src/transport/provider.cpp")
+# The provider list names the shm provider too (and the C API reaches its ibex_mem_alloc).
+for f in "$src"/transport/shm/*.cpp; do engine_srcs+=("$f"); done
 for f in "$src"/runtime/base/*.cpp; do engine_srcs+=("$f"); done
-for f in api endpoint device binding_defaults; do engine_srcs+=("$src/runtime/$f.cpp"); done
+for f in api endpoint device binding_defaults memory; do engine_srcs+=("$src/runtime/$f.cpp"); done
 # The runtime's progress-CPU choice reads the topology (hwloc) and parses cpulists.
 for f in "$src"/runtime/topology/*.cpp; do engine_srcs+=("$f"); done
 # The engine paces and reacts to CNPs through congestion/ (DCQCN state machines) and

@@ -32,6 +32,16 @@ inline const char *test_device() { return kTestDevice.c_str(); }
 // the other stays (dpdk memif: both ends of one socket in one process).
 inline bool test_device_reopens() { return kTestDevice.compare(0, 10, "dpdk:memif") != 0; }
 
+// False where the device has no fault injection (shm: nothing is lost between processes
+// of one host, so loss, reordering and recovery from them do not apply).
+inline bool injects_faults(ibex_context_t *ctx) {
+    ibex_fault_config_t none = IBEX_FAULT_CONFIG_INIT;
+    return ibex_set_faults(ctx, &none) != IBEX_ERR_NOT_SUPPORTED;
+}
+// The same for test_device(), without opening it (a dpdk context in the parent would start
+// EAL before a test forks): shm is the one provider without fault injection.
+inline bool test_device_injects_faults() { return kTestDevice != "shm"; }
+
 #define IBEX_ASSERT_OK(expr)                                                                          \
     do {                                                                                              \
         ibex_status_t _st = (expr);                                                                   \

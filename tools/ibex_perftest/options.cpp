@@ -39,6 +39,7 @@ constexpr Flag kFlags[] = {
     {0, "report_gbits", false, kBw},     {0, "report-both", false, kBw},
     {0, "run_infinitely", false, kBw},   {0, "json", false, kAll},
     {0, "use_cuda", true, kAll},         {0, "disable_numa", false, kAll},
+    {0, "use_malloc", false, kAll},
 };
 
 unsigned scope_of(Test t) {
@@ -192,6 +193,7 @@ public:
         else if (n == "report-both") o_->report_both = true;
         else if (n == "run_infinitely") o_->run_infinitely = true;
         else if (n == "disable_numa") o_->numa = false;
+        else if (n == "use_malloc") o_->ibex_alloc = false;
         else if (n == "json") {
             o_->json = true;
             if (v) o_->json_path = v;
@@ -334,6 +336,8 @@ void print_usage(Test t, FILE *out) {
                  "  -F, --CPU-freq          accepted; ibex times with a monotonic clock, not CPU cycles\n"
                  "      --use_cuda=<id>     buffers in the memory of GPU <id> (needs ibex built with CUDA)\n"
                  "      --disable_numa      do not bind memory and this thread to the NIC's NUMA node\n"
+                 "      --use_malloc        ordinary (NUMA-placed) memory for the buffer instead of\n"
+                 "                          ibex_mem_alloc (on shm: CMA instead of a shared mapping)\n"
                  "      --json[=FILE]       also write the results as JSON to FILE, or alone on stdout\n"
                  "                          (the tables then go to stderr); \"--json FILE\" works when\n"
                  "                          FILE contains '/' or ends in .json\n"

@@ -55,6 +55,7 @@ struct Options {
     int gid_index = -1;        // -x, accepted; ibex picks the GID (soft provider: its IPv4 address)
     int use_cuda = -1;         // --use_cuda=<id>; -1: host memory
     bool numa = true;          // bind to the NIC's NUMA node; --disable_numa turns it off
+    bool ibex_alloc = true;    // host buffer from ibex_mem_alloc; --use_malloc: ordinary memory
 
     bool is_server() const { return server.empty(); }
     bool is_bw() const { return test.kind == Kind::bw; }

@@ -107,6 +107,16 @@ bool Resources::open(const std::string &device, const ResourceSpec &spec, std::s
 #else
         return cuda_usable(spec.cuda_device, err);
 #endif
+    } else if (spec.ibex_alloc) {
+        // First touch by this (NUMA-bound) thread places the pages, as ibex_numa_alloc would.
+        void *p = nullptr;
+        if ((st = ibex_mem_alloc(pd, buf_len, &p)) != IBEX_OK) {
+            *err = ibex_error(("ibex_mem_alloc of " + std::to_string(buf_len) + " bytes").c_str(), st);
+            return false;
+        }
+        buf = static_cast<uint8_t *>(p);
+        ibex_alloc_ = true;
+        std::memset(buf, 0, buf_len);
     } else {
         void *p = nullptr;
         if ((st = ibex_numa_alloc(buf_len, spec.numa_node, &p)) != IBEX_OK) {
@@ -131,6 +141,11 @@ void Resources::close() {
     if (mr) ibex_dereg_mr(mr);
     for (ibex_qp_t *qp : qps) ibex_destroy_qp(qp);
     if (cq) ibex_destroy_cq(cq);
+    if (buf && ibex_alloc_) {
+        ibex_mem_free(pd, buf);
+        buf = nullptr;
+    }
+    ibex_alloc_ = false;
     if (pd) ibex_dealloc_pd(pd);
     if (ctx) ibex_close_device(ctx);
     if (buf) {

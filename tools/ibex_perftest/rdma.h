@@ -26,6 +26,7 @@ struct ResourceSpec {
     uint32_t max_recv_wr = 1; // per QP
     int numa_node = -1;       // host buffers on this node; -1: no preference
     int cuda_device = -1;     // >= 0: the buffer is GPU memory on this device
+    bool ibex_alloc = true;   // host buffer from ibex_mem_alloc (shm shares it with the peer)
 };
 
 // Whether --use_cuda=<id> can work in this build on this host; *err says why not.
@@ -65,6 +66,7 @@ public:
 private:
     int path_mtu_ = 0;
     int cuda_ = -1;
+    bool ibex_alloc_ = false; // buf came from ibex_mem_alloc
 };
 
 // An MTU in bytes as ibex_mtu_t (0 for an invalid value).

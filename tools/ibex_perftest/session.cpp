@@ -124,6 +124,7 @@ bool Session::setup(const ResourceSpec &spec_in, size_t remote_offset, uint32_t 
     numa = place_near_nic(o_.device, o_.numa);
     spec.numa_node = numa.node;
     spec.cuda_device = o_.use_cuda;
+    spec.ibex_alloc = o_.ibex_alloc;
     // The device first: a bad -d fails at once, before any waiting.
     if (!res.open(o_.device, spec, err)) return false;
 
@@ -191,7 +192,9 @@ bool Session::setup(const ResourceSpec &spec_in, size_t remote_offset, uint32_t 
     header.out_reads = rd_atomic ? o_.out_reads : 0;
     header.mtu = res.path_mtu_bytes();
     header.numa = numa.summary;
-    header.memory = o_.use_cuda >= 0 ? "GPU " + std::to_string(o_.use_cuda) : "host";
+    header.memory = o_.use_cuda >= 0 ? "GPU " + std::to_string(o_.use_cuda)
+                    : o_.ibex_alloc  ? "host (ibex_mem_alloc)"
+                                     : "host (--use_malloc)";
     header.remote = again;
     print_header(out_, header);
     return true;

@@ -111,10 +111,7 @@ ibex_status_t set_faults(ibex_context *c, const ibex_fault_config_t *f) {
 ibex_status_t query_counters(ibex_context *c, ibex_counters_t *out) {
     SoftContext *ctx = to_soft(c);
     Lock l(ctx->mutex());
-    ibex_counters_t snap = ctx->counters();
-    const size_t n = std::min<size_t>(out->size, sizeof snap);
-    snap.size = out->size;
-    std::memcpy(out, &snap, n);
+    copy_counters(ctx->counters(), out);
     return IBEX_OK;
 }
 

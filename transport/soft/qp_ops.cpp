@@ -13,7 +13,6 @@ namespace ibex::soft::ops {
 
 namespace {
 
-constexpr uint32_t kMaxWr = 1 << 16;
 
 bool dest_from_gid(const ibex_ep_addr_t &ep, NetAddr *out) {
     static const uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
@@ -26,27 +25,12 @@ bool dest_from_gid(const ibex_ep_addr_t &ep, NetAddr *out) {
 // What ibex_modify_qp may not ask of the QP in its current state; `dest` gets the peer
 // address that a.dest names (lock held).
 ibex_status_t check_modify(const SoftQp &qp, const ibex_qp_attr_t &a, unsigned mask, NetAddr *dest) {
-    const ibex_qp_state_t from = qp.state;
-    const ibex_qp_state_t to = (mask & IBEX_QP_STATE) ? a.qp_state : from;
-    if (!qp_transition_ok(from, to))
-        return fail(IBEX_ERR_INVALID_STATE, "QP 0x%x: %s -> %s is not a valid transition", qp.qp_num,
-                    qp_state_name(from), qp_state_name(to));
-    if (mask & IBEX_QP_PATH_MTU) {
-        if (a.path_mtu < IBEX_MTU_256 || a.path_mtu > IBEX_MTU_4096)
-            return fail(IBEX_ERR_INVALID_ARGUMENT, "path_mtu %d is not an IB MTU (1..5)", a.path_mtu);
-        if (a.path_mtu > qp.ctx->port().max_mtu())
-            return fail(IBEX_ERR_INVALID_ARGUMENT, "path MTU %d exceeds what the port carries (%d)",
-                        roce::mtu_bytes(static_cast<uint8_t>(a.path_mtu)), roce::mtu_bytes(qp.ctx->port().max_mtu()));
-    }
+    IBEX_TRY(check_modify_common(qp.qp_num, qp.state, a, mask));
+    if ((mask & IBEX_QP_PATH_MTU) && a.path_mtu > qp.ctx->port().max_mtu())
+        return fail(IBEX_ERR_INVALID_ARGUMENT, "path MTU %d exceeds what the port carries (%d)",
+                    roce::mtu_bytes(static_cast<uint8_t>(a.path_mtu)), roce::mtu_bytes(qp.ctx->port().max_mtu()));
     if ((mask & IBEX_QP_DEST) && !dest_from_gid(a.dest, dest))
         return fail(IBEX_ERR_NOT_SUPPORTED, "the udp port reaches IPv4 peers only (GID must be ::ffff:a.b.c.d)");
-    if (from == IBEX_QPS_INIT && to == IBEX_QPS_RTR && !(mask & IBEX_QP_DEST))
-        return fail(IBEX_ERR_INVALID_ARGUMENT, "INIT -> RTR needs IBEX_QP_DEST (the peer's address)");
-    if ((mask & IBEX_QP_RETRY_CNT) && a.retry_cnt > 7) return fail(IBEX_ERR_INVALID_ARGUMENT, "retry_cnt must be 0..7");
-    if ((mask & IBEX_QP_RNR_RETRY) && a.rnr_retry > 7) return fail(IBEX_ERR_INVALID_ARGUMENT, "rnr_retry must be 0..7");
-    if ((mask & IBEX_QP_TIMEOUT) && a.timeout > 31) return fail(IBEX_ERR_INVALID_ARGUMENT, "timeout must be 0..31");
-    if ((mask & IBEX_QP_MIN_RNR_TIMER) && a.min_rnr_timer > 31)
-        return fail(IBEX_ERR_INVALID_ARGUMENT, "min_rnr_timer must be 0..31");
     return IBEX_OK;
 }
 
@@ -54,14 +38,8 @@ ibex_status_t check_modify(const SoftQp &qp, const ibex_qp_attr_t &a, unsigned m
 
 ibex_status_t create_qp(ibex_pd *pd, const ibex_qp_init_attr_t *a, ibex_qp **out) {
     SoftContext *ctx = ctx_of(pd);
-    const uint32_t send_wr = a->max_send_wr ? a->max_send_wr : 1024;
-    const uint32_t recv_wr = a->max_recv_wr ? a->max_recv_wr : 1024;
-    if (send_wr > kMaxWr || recv_wr > kMaxWr)
-        return fail(IBEX_ERR_INVALID_ARGUMENT, "max_send_wr/max_recv_wr above %u", kMaxWr);
-    if (a->max_send_sge > kMaxSge || a->max_recv_sge > kMaxSge)
-        return fail(IBEX_ERR_INVALID_ARGUMENT, "at most %d SGEs per work request", kMaxSge);
-    if (cq_of(a->send_cq)->ctx != ctx || cq_of(a->recv_cq)->ctx != ctx)
-        return fail(IBEX_ERR_INVALID_ARGUMENT, "the CQs belong to another context");
+    uint32_t send_wr, recv_wr;
+    IBEX_TRY(check_qp_init(*a, kMaxSge, cq_of(a->send_cq)->ctx == ctx && cq_of(a->recv_cq)->ctx == ctx, &send_wr, &recv_wr));
     auto *qp = new (std::nothrow) SoftQp(send_wr, recv_wr);
     if (!qp) return fail(IBEX_ERR_NO_MEMORY, "cannot allocate a QP");
     qp->pd = pd;

@@ -181,6 +181,14 @@ IBEX_API ibex_status_t ibex_reg_mr(ibex_pd_t *pd, void *addr, size_t length, uns
                                    ibex_mr_t **mr);
 IBEX_API ibex_status_t ibex_dereg_mr(ibex_mr_t *mr);
 
+/* Memory for buffers that peers will access (since 0.3). On the shm device it is
+ * memfd-backed and shared with same-host peers on first use, so a WRITE or READ that
+ * uses it moves as one memcpy between the two mappings; on other devices it is ordinary
+ * page-aligned memory. Either way register it with ibex_reg_mr like any memory, and
+ * release it with ibex_mem_free on the same PD (after ibex_dereg_mr). size > 0. */
+IBEX_API ibex_status_t ibex_mem_alloc(ibex_pd_t *pd, size_t size, void **ptr);
+IBEX_API ibex_status_t ibex_mem_free(ibex_pd_t *pd, void *ptr);
+
 typedef struct ibex_mr_info {
     void *addr;
     size_t length;

@@ -111,6 +111,48 @@ INSTANTIATE_TEST_SUITE_P(PerftestTools, AllSizes,
                                          ToolCase{"ibex_atomic_lat", false, true}),
                          case_name);
 
+// The same eight tools over the shm provider (two processes of this host), with the
+// buffer from ibex_mem_alloc (the default) and from ordinary memory (--use_malloc).
+struct ShmCase {
+    ToolCase tool;
+    bool malloc_buf;
+};
+
+class ShmTools : public testing::TestWithParam<ShmCase> {};
+
+TEST_P(ShmTools, TablesParseAndAreSane) {
+    const ToolCase &c = GetParam().tool;
+    std::vector<std::string> flags{"-d", "shm", "-a", "-n", "5"};
+    if (GetParam().malloc_buf) flags.push_back("--use_malloc");
+    auto [server, client] = run_pair(c.name, flags, 120);
+    ASSERT_EQ(client.status, 0) << client.err;
+    ASSERT_EQ(server.status, 0) << server.err;
+    const std::string memory = GetParam().malloc_buf ? "host (--use_malloc)" : "host (ibex_mem_alloc)";
+    for (const Result *side : {&client, &server}) {
+        EXPECT_NE(side->out.find(" Buffer memory   : " + memory), std::string::npos) << side->out;
+        EXPECT_NE(side->out.find(" GID: 105:98:120:115:"), std::string::npos) << "an shm address (\"ibxs\")";
+    }
+    const auto sizes = all_sizes(c.atomic);
+    if (c.bw) {
+        check_bw_rows(table(client.out, kBwHeaderMiB, 5), sizes, 5, false, "client");
+        check_bw_rows(table(server.out, kBwHeaderMiB, 5), sizes, 5, false, "server", std::string(c.name) != "ibex_send_bw");
+    } else {
+        check_lat_rows(table(client.out, kLatHeader, 9), sizes, 5, "client");
+        check_lat_rows(table(server.out, kLatHeader, 9), sizes, 5, "server");
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    PerftestTools, ShmTools,
+    testing::Values(ShmCase{{"ibex_write_bw", true, false}, false}, ShmCase{{"ibex_read_bw", true, false}, false},
+                    ShmCase{{"ibex_send_bw", true, false}, false}, ShmCase{{"ibex_atomic_bw", true, true}, false},
+                    ShmCase{{"ibex_write_lat", false, false}, false}, ShmCase{{"ibex_read_lat", false, false}, false},
+                    ShmCase{{"ibex_send_lat", false, false}, false}, ShmCase{{"ibex_atomic_lat", false, true}, false},
+                    ShmCase{{"ibex_write_bw", true, false}, true}, ShmCase{{"ibex_read_lat", false, false}, true}),
+    [](const testing::TestParamInfo<ShmCase> &i) {
+        return std::string(i.param.tool.name) + (i.param.malloc_buf ? "_malloc" : "");
+    });
+
 TEST(PerftestTools, TitlesNameTheOperation) {
     // The client prints perftest's title for each verb.
     const std::pair<const char *, const char *> cases[] = {

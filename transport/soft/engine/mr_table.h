@@ -1,5 +1,5 @@
-// Memory regions of one soft context, addressed by key. lkey == rkey; the low 8 bits are
-// a generation so a stale key of a deregistered region never matches its successor.
+// Memory regions of one soft context, addressed by key (transport/mr_keys.h), with the
+// lookup the engine does per request.
 #pragma once
 
 #include <cstdint>
@@ -7,6 +7,7 @@
 
 #include <ibex/ibex.h>
 
+#include "transport/mr_keys.h"
 #include "transport/provider.h"
 #include "transport/soft/engine/objects.h"
 #include "transport/soft/engine/staging.h"
@@ -16,14 +17,11 @@ namespace ibex::soft {
 class MrTable {
 public:
     // Returns the new key, or 0 when the table is full.
-    uint32_t add(ibex_mr *mr);
-    void remove(uint32_t key);
-    ibex_mr *find(uint32_t key) const {
-        const uint32_t index = key >> 8;
-        if (index >= slots_.size()) return nullptr;
-        const Slot &s = slots_[index];
-        return (s.mr && s.generation == (key & 0xff)) ? s.mr : nullptr;
+    uint32_t add(ibex_mr *mr) { return keys_.add(mr); }
+    void remove(uint32_t key) {
+        if (keys_.remove(key)) ++epoch_;
     }
+    ibex_mr *find(uint32_t key) const { return keys_.find(key); }
     // Counts deregistrations: a pointer resolved earlier (a WRITE being placed, READ
     // responses being sent) is still good while this has not changed.
     uint64_t epoch() const { return epoch_; }
@@ -41,12 +39,7 @@ public:
     }
 
 private:
-    struct Slot {
-        ibex_mr *mr = nullptr;
-        uint8_t generation = 0;
-    };
-    std::vector<Slot> slots_ = std::vector<Slot>(1); // index 0 unused: key 0 is never valid
-    std::vector<uint32_t> free_;
+    MrKeys keys_;
     uint64_t epoch_ = 0;
 };
 

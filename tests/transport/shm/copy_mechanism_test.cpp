@@ -1,0 +1,230 @@
+// Which mechanism moved the payload, asserted by the contexts' counters (never by timing):
+// cross-memory attach by default, the per-QP ring when forced or when CMA is refused.
+#include <sys/prctl.h>
+
+#include "tests/transport/shm/shm_pair.h"
+#include "tests/transport/soft/rc/peer.h"
+
+using namespace ibex::test;
+
+namespace {
+
+constexpr size_t kBuf = 4 << 20;
+constexpr uint32_t kBig = (1 << 20) + 13; // many ring slots, and an odd tail
+
+// WRITE, READ and SEND of kBig bytes a -> b, each checked byte for byte.
+void move_everything(ShmPair &p) {
+    fill_pattern(p.a.buf.data(), kBig, 1);
+    IBEX_ASSERT_OK(p.a.post_rdma(IBEX_WR_RDMA_WRITE, 1, 0, kBig, p.b.va(0), ibex_mr_rkey(p.b.mr)));
+    fill_pattern(p.b.buf.data() + kBuf / 2, kBig, 2);
+    IBEX_ASSERT_OK(p.a.post_rdma(IBEX_WR_RDMA_READ, 2, kBuf / 2, kBig, p.b.va(kBuf / 2), ibex_mr_rkey(p.b.mr)));
+    auto wc = p.a.wait(2);
+    ASSERT_EQ(wc.size(), 2u);
+    for (auto &w : wc) EXPECT_EQ(w.status, IBEX_WC_SUCCESS) << ibex_wc_status_str(w.status);
+    EXPECT_EQ(check_pattern(p.b.buf.data(), kBig, 1), 0u) << "WRITE";
+    EXPECT_EQ(check_pattern(p.a.buf.data() + kBuf / 2, kBig, 2), 0u) << "READ";
+    IBEX_ASSERT_OK(p.b.post_recv(3, kBuf / 4, kBig));
+    fill_pattern(p.a.buf.data() + kBuf / 4, kBig, 3);
+    IBEX_ASSERT_OK(p.a.post_rdma(IBEX_WR_SEND, 4, kBuf / 4, kBig, 0, 0));
+    ASSERT_EQ(p.a.wait(1).size(), 1u);
+    wc = p.b.wait(1);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].status, IBEX_WC_SUCCESS);
+    EXPECT_EQ(wc[0].byte_len, kBig);
+    EXPECT_EQ(check_pattern(p.b.buf.data() + kBuf / 4, kBig, 3), 0u) << "SEND";
+}
+
+TEST(ShmCopy, CrossMemoryAttachByDefault) {
+    ShmPair p;
+    p.open(kBuf, nullptr);
+    ASSERT_FALSE(::testing::Test::HasFatalFailure());
+    move_everything(p);
+    const auto a = stats(p.a), b = stats(p.b);
+    // The WRITE and the READ are one process_vm_* call of the initiator's (b's published
+    // MR allowed them), the SEND one of the target's.
+    EXPECT_EQ(a.cma_ops, 2u);
+    EXPECT_EQ(b.cma_ops, 1u);
+    EXPECT_EQ(a.cma_bytes + b.cma_bytes, 3ull * kBig);
+    EXPECT_EQ(a.ring_ops + b.ring_ops + a.map_ops + b.map_ops, 0u);
+}
+
+TEST(ShmCopy, RingWhenForced) {
+    ShmPair p;
+    p.open(kBuf, "ring");
+    ASSERT_FALSE(::testing::Test::HasFatalFailure());
+    move_everything(p);
+    const auto a = stats(p.a), b = stats(p.b);
+    const uint64_t slots = (kBig + ibex::shm::kSlotBytes - 1) / ibex::shm::kSlotBytes;
+    // Every byte crosses twice: into a slot by one side, out of it by the other.
+    EXPECT_EQ(a.ring_bytes, 3ull * kBig);
+    EXPECT_EQ(b.ring_bytes, 3ull * kBig);
+    EXPECT_EQ(a.ring_ops, 3 * slots);
+    EXPECT_EQ(b.ring_ops, 3 * slots);
+    EXPECT_EQ(a.cma_ops + b.cma_ops + a.map_ops + b.map_ops, 0u);
+}
+
+// A peer that may not reach this process by process_vm_* (this process is not dumpable,
+// so ptrace access is refused to the same user without CAP_SYS_PTRACE) serves by the ring:
+// a SEND, which the target always places itself.
+TEST(ShmCopy, RingWhenCrossMemoryAttachIsRefused) {
+    if (geteuid() == 0) GTEST_SKIP() << "running as root (CAP_SYS_PTRACE): process_vm_* is never refused here";
+    RemotePeer peer;
+    PeerConfig cfg;
+    cfg.device = "shm";
+    cfg.buf_bytes = kBuf;
+    ASSERT_TRUE(peer.start(cfg)) << peer.error();
+    ASSERT_EQ(prctl(PR_SET_DUMPABLE, 0), 0);
+    Endpoint local;
+    local.open(kBuf, "shm");
+    IBEX_ASSERT_OK(ibex_qp_connect(local.qp, &peer.addr()));
+    ASSERT_TRUE(peer.connect(local.addr())) << peer.error();
+    fill_pattern(local.buf.data(), kBig, 9);
+    ASSERT_EQ(peer.post_recv(7, {SgeDesc{0, kBig}}), IBEX_OK);
+    IBEX_ASSERT_OK(local.post_rdma(IBEX_WR_SEND, 1, 0, kBig, 0, 0));
+    auto wc = local.wait(1);
+    const auto rc = peer.wait_recv(1);
+    prctl(PR_SET_DUMPABLE, 1);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].status, IBEX_WC_SUCCESS) << ibex_wc_status_str(wc[0].status);
+    ASSERT_EQ(rc.size(), 1u);
+    EXPECT_EQ(rc[0].status, IBEX_WC_SUCCESS);
+    EXPECT_EQ(peer.verify_pattern(0, kBig, 9), 0);
+    EXPECT_GE(stats(local).ring_ops, 1u) << "the peer could not attach: the payload must have gone through the ring";
+    EXPECT_EQ(peer.finish(), 0);
+}
+
+} // namespace
+
+namespace {
+
+constexpr size_t kRead = 5 << 18, kSend = 5 << 19; // three disjoint kBig ranges: 0, kRead, kSend
+
+// ibex_mem_alloc memory on both sides, registered; a WRITE, a READ and a SEND between
+// the two allocations. Returns what the initiator (a) and the target (b) counted.
+std::pair<ibex::shm::CopyStats, ibex::shm::CopyStats> move_between_allocations(const char *copy) {
+    ShmPair p;
+    p.open(4096, copy);
+    void *amem = nullptr, *bmem = nullptr;
+    ibex_mr_t *amr = nullptr, *bmr = nullptr;
+    EXPECT_EQ(ibex_mem_alloc(p.a.pd, kBuf, &amem), IBEX_OK) << ibex_last_error();
+    EXPECT_EQ(ibex_mem_alloc(p.b.pd, kBuf, &bmem), IBEX_OK) << ibex_last_error();
+    EXPECT_EQ(ibex_reg_mr(p.a.pd, amem, kBuf, kAllAccess, &amr), IBEX_OK);
+    EXPECT_EQ(ibex_reg_mr(p.b.pd, bmem, kBuf, kAllAccess, &bmr), IBEX_OK);
+    auto *a = static_cast<uint8_t *>(amem), *b = static_cast<uint8_t *>(bmem);
+    const auto va = [](void *m, size_t off) { return reinterpret_cast<uintptr_t>(m) + off; };
+    auto post = [&](ibex_wr_opcode_t op, uint64_t id, size_t aoff, size_t boff) {
+        ibex_sge_t s{va(amem, aoff), kBig, ibex_mr_lkey(amr)};
+        ibex_send_wr_t wr{};
+        wr.wr_id = id;
+        wr.sg_list = &s;
+        wr.num_sge = 1;
+        wr.opcode = op;
+        wr.send_flags = IBEX_SEND_SIGNALED;
+        wr.wr.rdma.remote_addr = va(bmem, boff);
+        wr.wr.rdma.rkey = ibex_mr_rkey(bmr);
+        EXPECT_EQ(ibex_post_send(p.a.qp, &wr, nullptr), IBEX_OK) << ibex_last_error();
+    };
+    fill_pattern(a, kBig, 21);
+    fill_pattern(b + kRead, kBig, 22);
+    fill_pattern(a + kSend, kBig, 23);
+    ibex_sge_t rs{va(bmem, kSend), kBig, ibex_mr_lkey(bmr)};
+    ibex_recv_wr_t rw{};
+    rw.wr_id = 9;
+    rw.sg_list = &rs;
+    rw.num_sge = 1;
+    EXPECT_EQ(ibex_post_recv(p.b.qp, &rw, nullptr), IBEX_OK);
+    post(IBEX_WR_RDMA_WRITE, 1, 0, 0);
+    post(IBEX_WR_RDMA_READ, 2, kRead, kRead);
+    post(IBEX_WR_SEND, 3, kSend, 0);
+    auto wc = p.a.wait(3);
+    EXPECT_EQ(wc.size(), 3u);
+    for (auto &w : wc) EXPECT_EQ(w.status, IBEX_WC_SUCCESS) << ibex_wc_status_str(w.status);
+    EXPECT_EQ(p.b.wait(1).size(), 1u);
+    EXPECT_EQ(check_pattern(b, kBig, 21), 0u) << "WRITE";
+    EXPECT_EQ(check_pattern(a + kRead, kBig, 22), 0u) << "READ";
+    EXPECT_EQ(check_pattern(b + kSend, kBig, 23), 0u) << "SEND";
+    const auto s = std::make_pair(stats(p.a), stats(p.b));
+    ibex_dereg_mr(amr);
+    ibex_dereg_mr(bmr);
+    EXPECT_EQ(ibex_mem_free(p.a.pd, amem), IBEX_OK);
+    EXPECT_EQ(ibex_mem_free(p.b.pd, bmem), IBEX_OK);
+    return s;
+}
+
+TEST(ShmCopy, MapForIbexAllocatedMemory) {
+    const auto [a, b] = move_between_allocations(nullptr);
+    // The WRITE and the READ are the initiator's memcpy into / out of its mapping of b's
+    // allocation; the SEND is the target's memcpy out of its mapping of a's.
+    EXPECT_EQ(a.map_ops, 2u);
+    EXPECT_EQ(b.map_ops, 1u);
+    EXPECT_EQ(a.map_bytes + b.map_bytes, 3ull * kBig);
+    EXPECT_EQ(a.cma_ops + a.ring_ops + b.cma_ops + b.ring_ops, 0u);
+}
+
+TEST(ShmCopy, CmaForcedOverIbexAllocatedMemory) {
+    const auto [a, b] = move_between_allocations("cma");
+    EXPECT_EQ(a.cma_ops, 2u); // WRITE, READ
+    EXPECT_EQ(b.cma_ops, 1u); // SEND
+    EXPECT_EQ(a.map_ops + b.map_ops + a.ring_ops + b.ring_ops, 0u);
+}
+
+TEST(ShmCopy, RingForcedOverIbexAllocatedMemory) {
+    const auto [a, b] = move_between_allocations("ring");
+    EXPECT_EQ(b.ring_bytes, 3ull * kBig);
+    EXPECT_EQ(a.map_ops + b.map_ops + a.cma_ops + b.cma_ops, 0u);
+}
+
+} // namespace
+
+namespace {
+
+// The initiator's shortcut checks what the target would: a bad rkey, a range past the
+// region or a region without the right falls back to the target, which refuses it, and
+// the allocation is untouched.
+TEST(ShmCopy, MapChecksKeysBoundsAndRightsLikeTheTarget) {
+    struct Case {
+        const char *what;
+        ibex_wr_opcode_t op;
+        uint32_t rkey_xor;
+        size_t off;
+        unsigned access;
+    };
+    for (const Case &c : {Case{"bad rkey", IBEX_WR_RDMA_WRITE, 0x5500, 0, kAllAccess},
+                          Case{"past the end", IBEX_WR_RDMA_WRITE, 0, 4096 - 100, kAllAccess},
+                          Case{"no remote write", IBEX_WR_RDMA_WRITE, 0, 0, IBEX_ACCESS_LOCAL_WRITE},
+                          Case{"no remote read", IBEX_WR_RDMA_READ, 0, 0, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE}}) {
+        SCOPED_TRACE(c.what);
+        ShmPair p;
+        p.open(4096, nullptr);
+        void *bmem = nullptr, *amem = nullptr;
+        ibex_mr_t *bmr = nullptr, *amr = nullptr;
+        ASSERT_EQ(ibex_mem_alloc(p.b.pd, 4096, &bmem), IBEX_OK);
+        ASSERT_EQ(ibex_mem_alloc(p.a.pd, 4096, &amem), IBEX_OK);
+        ASSERT_EQ(ibex_reg_mr(p.b.pd, bmem, 4096, c.access, &bmr), IBEX_OK);
+        ASSERT_EQ(ibex_reg_mr(p.a.pd, amem, 4096, kAllAccess, &amr), IBEX_OK);
+        std::memset(bmem, 0x3c, 4096);
+        std::memset(amem, 0x11, 4096);
+        ibex_sge_t s{reinterpret_cast<uintptr_t>(amem), 200, ibex_mr_lkey(amr)};
+        ibex_send_wr_t wr{};
+        wr.wr_id = 1;
+        wr.sg_list = &s;
+        wr.num_sge = 1;
+        wr.opcode = c.op;
+        wr.send_flags = IBEX_SEND_SIGNALED;
+        wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(bmem) + c.off;
+        wr.wr.rdma.rkey = ibex_mr_rkey(bmr) ^ c.rkey_xor;
+        ASSERT_EQ(ibex_post_send(p.a.qp, &wr, nullptr), IBEX_OK) << ibex_last_error();
+        auto wc = p.a.wait(1);
+        ASSERT_EQ(wc.size(), 1u);
+        EXPECT_EQ(wc[0].status, IBEX_WC_REM_ACCESS_ERR) << ibex_wc_status_str(wc[0].status);
+        EXPECT_EQ(check_const(static_cast<uint8_t *>(bmem), 4096, 0x3c), 0u) << "target memory changed";
+        EXPECT_EQ(check_const(static_cast<uint8_t *>(amem), 4096, 0x11), 0u) << "READ result written";
+        EXPECT_EQ(stats(p.a).map_ops + stats(p.b).map_ops, 0u);
+        ibex_dereg_mr(amr);
+        ibex_dereg_mr(bmr);
+        ibex_mem_free(p.a.pd, amem);
+        ibex_mem_free(p.b.pd, bmem);
+    }
+}
+
+} // namespace

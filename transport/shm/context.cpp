@@ -1,0 +1,171 @@
+// Device discovery, contexts, and the progress loop: poll the rings, then sleep on the
+// context's futex doorbell (in its shared segment, so a peer process can wake it) until a
+// peer rings it or the nearest timer is due.
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <ctime>
+#include <linux/futex.h>
+#include <random>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "runtime/base/status.h"
+#include "transport/shm/engine.h"
+#include "transport/shm/shm_ops.h"
+
+namespace ibex::shm {
+
+namespace {
+
+constexpr uint64_t kSpinNs = 50'000;           // polling before the thread sleeps
+constexpr uint64_t kMaxSleepNs = 50'000'000;   // bounded sleep: the loop re-checks `stop`
+// While the application polls (poll_cq, ibex_progress run the same progress), the thread
+// naps instead of competing with it for the lock and a core: many ranks, few cores.
+constexpr uint64_t kAppPollingNs = 200'000;
+constexpr long kNapNs = 100'000;
+
+std::atomic<uint32_t> g_next_ctx{0};
+
+uint64_t next_deadline(const ShmContext &ctx) {
+    uint64_t d = 0;
+    for (const ShmQp *qp : ctx.qps)
+        if (const uint64_t q = requester_deadline(*qp); q && (!d || q < d)) d = q;
+    return d;
+}
+
+void futex_wait(std::atomic<uint32_t> *word, uint32_t seen, uint64_t ns) {
+    timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+    syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), FUTEX_WAIT, seen, &ts, nullptr, 0);
+}
+
+void progress_main(ShmContext *ctx) {
+    uint64_t idle_since = 0;
+    while (!ctx->stop.load(std::memory_order_relaxed)) {
+        bool did;
+        {
+            Lock l(ctx->mu);
+            did = progress_once(*ctx);
+        }
+        const uint64_t now = now_ns();
+        if (now - ctx->app_polled_ns.load(std::memory_order_relaxed) < kAppPollingNs) {
+            const timespec nap{0, kNapNs};
+            nanosleep(&nap, nullptr);
+            idle_since = 0;
+            continue;
+        }
+        if (did) {
+            idle_since = 0;
+            continue;
+        }
+        if (!idle_since) idle_since = now;
+        if (now - idle_since < kSpinNs) {
+            sched_yield();
+            continue;
+        }
+        ctx->shared->sleeping.store(1);
+        const uint32_t seen = ctx->shared->doorbell.load();
+        uint64_t deadline;
+        {
+            Lock l(ctx->mu);
+            did = progress_once(*ctx);
+            deadline = next_deadline(*ctx);
+        }
+        if (!did && !ctx->stop.load()) {
+            uint64_t wait = kMaxSleepNs;
+            if (deadline) wait = deadline > now ? std::min(wait, deadline - now) : 1;
+            futex_wait(&ctx->shared->doorbell, seen, wait);
+        }
+        ctx->shared->sleeping.store(0);
+        idle_since = 0;
+    }
+}
+
+} // namespace
+
+uint64_t now_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
+}
+
+void ring_doorbell(CtxShared *peer) {
+    if (!peer) return;
+    peer->doorbell.fetch_add(1);
+    if (peer->sleeping.load())
+        syscall(SYS_futex, reinterpret_cast<uint32_t *>(&peer->doorbell), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+bool progress_once(ShmContext &ctx) {
+    const uint64_t now = now_ns();
+    bool did = false;
+    for (ShmQp *qp : ctx.qps) {
+        did |= serve_requests(*qp);
+        did |= requester_progress(*qp, now);
+    }
+    return did;
+}
+
+void list_devices(std::vector<DeviceEntry> &out) { out.push_back({"shm", "shm"}); }
+
+bool claims(const char *device) { return std::strcmp(device, "shm") == 0; }
+
+ibex_status_t open_device(const char *device, const ibex_context_attr_t *attr, ibex_context **out) {
+    reclaim_dead_segments();
+    auto *ctx = new (std::nothrow) ShmContext;
+    if (!ctx) return fail(IBEX_ERR_NO_MEMORY, "cannot allocate a context");
+    ctx->ops = &kShmProviderOps;
+    ctx->device_name = device;
+    ctx->id = g_next_ctx.fetch_add(1) + 1;
+    const uint32_t pid = static_cast<uint32_t>(getpid());
+    if (ibex_status_t st = ctx->seg.create(ctx_segment_name(pid, ctx->id), sizeof(CtxShared)); st != IBEX_OK) {
+        delete ctx;
+        return st;
+    }
+    ctx->shared = new (ctx->seg.addr()) CtxShared{};
+    ctx->shared->pid = pid;
+    ctx->shared->nonce = std::random_device{}() | uint64_t(std::random_device{}()) << 32;
+    ctx->shared->probe = ctx->shared->nonce;
+    ctx->shared->probe_addr = reinterpret_cast<uintptr_t>(&ctx->shared->probe);
+    ctx->shared->magic = kCtxMagic;
+    open_fd_socket(*ctx);
+    ctx->progress_thread = !attr || attr->progress_thread;
+    if (ctx->progress_thread) ctx->thread = std::thread(progress_main, ctx);
+    *out = ctx;
+    return IBEX_OK;
+}
+
+ibex_status_t close_device(ibex_context *c) {
+    ShmContext *ctx = to_shm(c);
+    {
+        Lock l(ctx->mu);
+        if (ctx->live_objects || !ctx->qps.empty())
+            return fail(IBEX_ERR_INVALID_STATE, "context still has %d PD(s)/CQ(s): destroy them first", ctx->live_objects);
+    }
+    ctx->stop.store(true);
+    if (ctx->thread.joinable()) {
+        ring_doorbell(ctx->shared);
+        ctx->thread.join();
+    }
+    close_fd_socket(*ctx);
+    delete ctx;
+    return IBEX_OK;
+}
+
+ibex_status_t query_counters(ibex_context *c, ibex_counters_t *out) {
+    ShmContext *ctx = to_shm(c);
+    Lock l(ctx->mu);
+    copy_counters(ctx->counters, out);
+    return IBEX_OK;
+}
+
+ibex_status_t progress(ibex_context *c) {
+    ShmContext *ctx = to_shm(c);
+    ctx->app_polled_ns.store(now_ns(), std::memory_order_relaxed);
+    Lock l(ctx->mu);
+    progress_once(*ctx);
+    return IBEX_OK;
+}
+
+} // namespace ibex::shm

@@ -1,0 +1,115 @@
+// Completion queues: a process-local ring, and an eventfd the application blocks on; the
+// progress thread (or the waiting thread itself, without one) fills the ring.
+#include <cerrno>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "runtime/base/log.h"
+#include "runtime/base/status.h"
+#include "transport/shm/engine.h"
+#include "transport/shm/shm_ops.h"
+
+namespace ibex::shm {
+
+void ShmCq::push(const ibex_wc_t &wc) {
+    if (ring.full()) {
+        if (overflows++ == 0) IBEX_LOG(error, "completion queue overrun (%zu entries): completions lost", ring.capacity());
+        return;
+    }
+    ring.push() = wc;
+    if (armed) {
+        armed = false;
+        uint64_t one = 1;
+        [[maybe_unused]] ssize_t r = write(event_fd, &one, sizeof one);
+    }
+}
+
+ibex_status_t create_cq(ibex_context *c, int cqe, ibex_cq **out) {
+    auto *cq = new (std::nothrow) ShmCq(static_cast<size_t>(cqe));
+    if (!cq) return fail(IBEX_ERR_NO_MEMORY, "cannot allocate a CQ of %d entries", cqe);
+    cq->context = c;
+    cq->cqe = cqe;
+    cq->ctx = to_shm(c);
+    cq->event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (cq->event_fd < 0) {
+        const int e = errno;
+        delete cq;
+        return fail_errno(IBEX_ERR_SYSTEM, e, "eventfd for a CQ");
+    }
+    Lock l(cq->ctx->mu);
+    ++cq->ctx->live_objects;
+    *out = cq;
+    return IBEX_OK;
+}
+
+ibex_status_t destroy_cq(ibex_cq *c) {
+    ShmCq *cq = cq_of(c);
+    {
+        Lock l(cq->ctx->mu);
+        if (cq->users) return fail(IBEX_ERR_INVALID_STATE, "CQ is still used by %d QP(s)", cq->users);
+        --cq->ctx->live_objects;
+    }
+    close(cq->event_fd);
+    delete cq;
+    return IBEX_OK;
+}
+
+ibex_status_t poll_cq(ibex_cq *c, int max, ibex_wc_t *wc, int *count) {
+    ShmCq *cq = cq_of(c);
+    cq->ctx->app_polled_ns.store(now_ns(), std::memory_order_relaxed);
+    Lock l(cq->ctx->mu);
+    if (cq->ring.empty()) progress_once(*cq->ctx);
+    int n = 0;
+    while (n < max && !cq->ring.empty()) {
+        wc[n++] = cq->ring.front();
+        cq->ring.pop();
+    }
+    *count = n;
+    return IBEX_OK;
+}
+
+ibex_status_t cq_fd(ibex_cq *c, int *fd) {
+    *fd = cq_of(c)->event_fd;
+    return IBEX_OK;
+}
+
+ibex_status_t req_notify_cq(ibex_cq *c) {
+    ShmCq *cq = cq_of(c);
+    Lock l(cq->ctx->mu);
+    cq->armed = true;
+    if (!cq->ring.empty()) {
+        cq->armed = false;
+        uint64_t one = 1;
+        [[maybe_unused]] ssize_t r = write(cq->event_fd, &one, sizeof one);
+    }
+    return IBEX_OK;
+}
+
+ibex_status_t cq_wait(ibex_cq *c, int timeout_ms) {
+    ShmCq *cq = cq_of(c);
+    ShmContext *ctx = cq->ctx;
+    const uint64_t start = now_ns();
+    for (;;) {
+        {
+            Lock l(ctx->mu);
+            if (!cq->ring.empty()) return IBEX_OK;
+            if (!ctx->progress_thread) progress_once(*ctx);
+            if (!cq->ring.empty()) return IBEX_OK;
+            cq->armed = true;
+        }
+        int wait = ctx->progress_thread ? timeout_ms : 1;
+        if (timeout_ms >= 0) {
+            const int64_t left = timeout_ms - int64_t((now_ns() - start) / 1000000);
+            if (left <= 0) return fail(IBEX_ERR_TIMEOUT, "no completion within %d ms", timeout_ms);
+            wait = ctx->progress_thread ? static_cast<int>(left) : 1;
+        }
+        pollfd p{cq->event_fd, POLLIN, 0};
+        if (poll(&p, 1, wait) > 0) {
+            uint64_t v;
+            [[maybe_unused]] ssize_t r = read(cq->event_fd, &v, sizeof v);
+        }
+    }
+}
+
+} // namespace ibex::shm

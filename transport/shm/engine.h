@@ -1,0 +1,75 @@
+// The shm RC engine: the requester (requester.cpp) turns send WQEs into fragments on the
+// peer's request ring and completes them from its responses; the responder
+// (responder.cpp) serves the requests on this QP's ring against this context's memory
+// regions, so rkey, bounds and access are checked where the memory lives. The copy
+// mechanism is chosen in copy.cpp; the progress loop is in context.cpp. All calls with
+// the context lock held unless said otherwise.
+#pragma once
+
+#include <cstdint>
+#include <sys/uio.h>
+
+#include "transport/shm/objects.h"
+
+namespace ibex::shm {
+
+uint64_t now_ns();
+
+// ---- requester.cpp
+// Puts as many fragments on the peer's ring as the window, the ring and RNR back-off allow.
+bool transmit(ShmQp &qp);
+// Consumes the peer's responses; completes WQEs; runs the ack and RNR timers.
+bool requester_progress(ShmQp &qp, uint64_t now);
+// Earliest timer of the QP (ns), 0 when none.
+uint64_t requester_deadline(const ShmQp &qp);
+
+// ---- responder.cpp
+bool serve_requests(ShmQp &qp);
+// process_vm_writev (to_peer) or process_vm_readv until all `len` bytes moved; false on
+// an error or no progress. Advances the iovec arrays it is given.
+bool cma_all(bool to_peer, uint32_t pid, iovec *local, unsigned long nl, iovec *remote, unsigned long nr, size_t len);
+
+// ---- qp_state.cpp
+// Moves the QP to ERR and flushes both queues (no-op when already there).
+void qp_to_error(ShmQp &qp);
+void complete(ShmQp &qp, ShmCq *cq, uint64_t wr_id, ibex_wc_status_t st, ibex_wc_opcode_t op, uint32_t len);
+
+// ---- context.cpp
+bool progress_once(ShmContext &ctx);
+// Wakes the context whose shared header this is, when its progress thread sleeps.
+void ring_doorbell(CtxShared *peer);
+
+// ---- alloc.cpp
+// Publishes (or withdraws) an MR that lies in one of this context's allocations, and
+// offers that allocation to every connected peer.
+void publish_mr(ShmContext &ctx, const ibex_mr &mr);
+void withdraw_mr(ShmContext &ctx, const ibex_mr &mr);
+// Sends the peer context the fds of all this context's allocations it lacks.
+void offer_allocs(ShmQp &qp);
+// Initiator: WRITE or READ straight into or out of the peer's allocation when its
+// published MR, QP state and access allow it (checked as the target would); false: the
+// request goes the usual way, and the target answers it, errors included.
+bool direct_copy(ShmQp &qp, const SendWqe &w);
+
+// Opens the context's fd-passing socket (failure only disables `map`).
+void open_fd_socket(ShmContext &ctx);
+void close_fd_socket(ShmContext &ctx);
+// Initiator: the allocation holding [p, p + len) when the peer context may map it (its
+// fd sent once); its id and the offset in *id / *off.
+bool shared_alloc_of(ShmQp &qp, const void *p, size_t len, uint64_t *id, uint64_t *off);
+// Target: where the initiator's bytes [off, off + len) of allocation `id` lie here, or
+// nullptr (not received, out of range).
+uint8_t *peer_mapping(ShmQp &qp, uint64_t id, uint64_t off, uint64_t len);
+
+// ---- copy.cpp
+// IBEX_SHM_COPY (map|cma|ring), 0 when unset; logs a bad value once.
+uint32_t forced_copy();
+// Whether this process may read the peer context's probe word by process_vm_readv.
+bool cma_works(uint32_t pid, const CtxShared *peer);
+// Logs, once per process and mechanism, that the mechanism is in use and why.
+void note_copy_choice(Copy c, const char *why);
+const char *copy_name(Copy c);
+// The context's payload counters by mechanism (tests, tools); false when `c` is not shm.
+bool copy_stats(ibex_context *c, CopyStats *out);
+
+} // namespace ibex::shm

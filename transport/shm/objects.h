@@ -1,0 +1,172 @@
+// The shm provider's process-local objects. Each derives from its public handle struct,
+// so a handle is the object. Everything mutable of a context is guarded by its mutex;
+// what peers see lives in the shared segments (layout.h).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "transport/mr_keys.h"
+#include "transport/provider.h"
+#include "transport/shm/layout.h"
+#include "transport/shm/segment.h"
+#include "transport/soft/engine/work_queue.h"
+
+namespace ibex::shm {
+
+using soft::Ring;
+using soft::SgeList;
+
+struct ShmQp;
+struct ShmCq;
+
+// Payload moved per mechanism, counted by the side that moves it (the target for `cma`,
+// both for `ring`: the initiator copies in or out, the target the other half).
+struct CopyStats {
+    uint64_t cma_ops = 0, cma_bytes = 0;
+    uint64_t ring_ops = 0, ring_bytes = 0;
+    uint64_t map_ops = 0, map_bytes = 0;
+};
+
+// Memory regions by key (transport/mr_keys.h), with the responder's range check.
+class MrTable {
+public:
+    uint32_t add(ibex_mr *mr) { return keys_.add(mr); }
+    void remove(uint32_t key) { keys_.remove(key); }
+    ibex_mr *find(uint32_t key) const { return keys_.find(key); }
+    // [addr, addr + len) inside the region of `key` with all of `access`, else nullptr.
+    uint8_t *resolve(uint32_t key, uint64_t addr, uint64_t len, unsigned access) const;
+
+private:
+    MrKeys keys_;
+};
+
+// An ibex_mem_alloc allocation of this process: memfd-backed, shared with a peer context
+// (its fd over a UNIX socket) the first time a request of ours uses it.
+struct Alloc {
+    uint64_t id = 0;
+    int fd = -1;
+    size_t size = 0;
+};
+
+// A peer's allocation mapped here, keyed by (peer pid << 32 | peer context id, alloc id).
+struct PeerMapping {
+    uint8_t *base = nullptr;
+    size_t size = 0;
+};
+
+struct ShmContext : ibex_context {
+    std::mutex mu;
+    uint32_t id = 0; // per process
+    Segment seg;
+    CtxShared *shared = nullptr;
+    bool progress_thread = true;
+    std::thread thread;
+    std::atomic<bool> stop{false};
+    std::atomic<uint64_t> app_polled_ns{0}; // last poll_cq/ibex_progress by the application
+    MrTable mrs;
+    std::vector<ShmQp *> qps;
+    uint32_t next_qpn = 1;
+    int live_objects = 0; // PDs and CQs
+    ibex_counters_t counters{};
+    CopyStats copies;
+    // ---- `map` (alloc.cpp)
+    std::map<uintptr_t, Alloc> allocs; // by base address
+    uint64_t next_alloc = 1;
+    int sock = -1; // datagram socket "@ibex-shm.<pid>.<ctx>": peers' fds arrive here
+    std::map<std::pair<uint64_t, uint64_t>, PeerMapping> peer_maps;
+};
+
+struct ShmPd : ibex_pd {
+    ShmContext *ctx = nullptr;
+    int users = 0;
+};
+
+struct ShmCq : ibex_cq {
+    ShmContext *ctx = nullptr;
+    Ring<ibex_wc_t> ring;
+    int event_fd = -1;
+    bool armed = false;
+    uint64_t overflows = 0;
+    int users = 0;
+
+    explicit ShmCq(size_t capacity) : ring(capacity) {}
+    void push(const ibex_wc_t &wc); // lock held
+};
+
+using soft::RecvWqe;
+using soft::SendWqe; // first_psn, npkts, solicited and fence are unused here
+
+// What the requester remembers of a fragment in flight, by seq % kSlots.
+struct Fragment {
+    uint64_t wqe = 0; // SQ position
+    uint32_t offset = 0;
+    uint32_t len = 0;
+    bool last = false;
+};
+
+struct ShmQp : ibex_qp {
+    ShmContext *ctx = nullptr;
+    ShmCq *scq = nullptr;
+    ShmCq *rcq = nullptr;
+    bool sig_all = false;
+    ibex_qp_state_t state = IBEX_QPS_RESET;
+    unsigned access = 0;
+    uint8_t mtu_enum = IBEX_MTU_4096;
+    uint8_t timeout = 14;
+    uint8_t retry_cnt = 7;
+    uint8_t rnr_retry = 7;
+    uint8_t min_rnr_timer = 12;
+    uint8_t max_rd_atomic = 16;
+    uint8_t traffic_class = 0;
+    uint32_t sq_psn = 0, rq_psn = 0; // reported by query_qp; shm needs no PSNs
+
+    // ---- this incarnation's segment (a new one on every entry into RESET)
+    uint32_t generation = 0;
+    Segment seg;
+    QpShared *self = nullptr;
+    Copy serve_mode = Copy::kCma; // how this QP serves the peer's requests
+
+    // ---- the peer (from RTR on)
+    ibex_ep_addr_t dest{};
+    uint32_t peer_pid = 0, peer_ctx_id = 0;
+    Segment peer_seg, peer_ctx_seg;
+    QpShared *peer = nullptr;
+    CtxShared *peer_ctx = nullptr;
+    Copy send_mode = Copy::kCma; // the peer's serve_mode, read once it is ready
+    uint32_t forced = 0;         // IBEX_SHM_COPY at RTR (Copy, 0: none)
+    std::set<uint64_t> shared_allocs; // our allocation ids whose fd the peer context got
+
+    // ---- requester
+    Ring<SendWqe> sq;
+    uint64_t tx_wqe = 0;       // SQ position being sent
+    uint32_t tx_off = 0;       // its next byte
+    uint64_t next_seq = 0;     // seq of the next fragment
+    uint64_t una_seq = 0;      // oldest fragment without a response
+    Fragment frags[kSlots];
+    int retry_left = 7;
+    int rnr_left = 7;
+    uint64_t ack_deadline = 0; // ns; 0: nothing outstanding
+    uint64_t rnr_until = 0;    // ns: nothing sent before this (RNR back-off)
+    uint64_t liveness_at = 0;  // ns: next check that the peer process runs (timeout 0)
+
+    // ---- responder
+    Ring<RecvWqe> rq;
+    uint64_t epsn = 0;         // seq expected next
+    bool in_send = false;      // a multi-fragment SEND is being placed in rq.front()
+
+    ShmQp(size_t send_cap, size_t recv_cap) : sq(send_cap), rq(recv_cap) {}
+};
+
+inline ShmContext *to_shm(ibex_context *c) { return static_cast<ShmContext *>(c); }
+inline ShmQp *qp_of(ibex_qp *q) { return static_cast<ShmQp *>(q); }
+inline ShmCq *cq_of(ibex_cq *c) { return static_cast<ShmCq *>(c); }
+inline ShmContext *ctx_of(ibex_pd *pd) { return static_cast<ShmPd *>(pd)->ctx; }
+
+} // namespace ibex::shm
