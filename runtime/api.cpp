@@ -283,4 +283,14 @@ ibex_status_t ibex_query_qp_cc(ibex_qp_t *qp, ibex_qp_cc_t *cc) {
     return IBEX_DISPATCH(qp->pd->context->ops, query_qp_cc, qp, cc);
 }
 
+// ---- loss recovery
+
+ibex_status_t ibex_query_qp_retransmit(ibex_qp_t *qp, ibex_qp_retransmit_t *rt) {
+    IBEX_CHECK_NULL(qp, "qp");
+    IBEX_CHECK_NULL(rt, "rt");
+    if (rt->size < 2 * sizeof(uint32_t) || rt->size > sizeof(ibex_qp_retransmit_t))
+        return fail(IBEX_ERR_INVALID_ARGUMENT, "ibex_qp_retransmit_t: set size to sizeof(ibex_qp_retransmit_t)");
+    return IBEX_DISPATCH(qp->pd->context->ops, query_qp_retransmit, qp, rt);
+}
+
 } // extern "C"

@@ -83,6 +83,8 @@ struct ProviderOps {
 
     // Congestion control (DCQCN) state of one QP; `out->size` already checked.
     ibex_status_t (*query_qp_cc)(ibex_qp *qp, ibex_qp_cc_t *out);
+    // Retransmission counters of one QP; `out->size` already checked.
+    ibex_status_t (*query_qp_retransmit)(ibex_qp *qp, ibex_qp_retransmit_t *out);
 };
 
 // Every provider built into this library, in the order devices are listed.
