@@ -144,14 +144,10 @@ void progressed(SoftQp &qp, uint64_t now) {
     qp.tail.update(now, packets_in_flight(qp), true);
 }
 
-// A READ or atomic response is missing. Go-back-N goes back to una; selective mode asks
-// again for that response alone (once until something progresses, like a rewind).
-void response_lost(SoftQp &qp) {
-    if (!selective(qp)) return rewind(qp, false);
-    if (qp.rewound) return;
-    qp.rewound = true;
-    resend_range(qp, qp.una, psn_add(qp.una, 1));
-}
+// A READ or atomic response is missing: back to una in both modes. The requester drops
+// the responses that follow a missing one, so resending the one request alone would
+// leave theirs to be asked for one round trip (or timeout) at a time.
+void response_lost(SoftQp &qp) { rewind(qp, false); }
 
 // A selective NAK: the responder holds what follows and misses exactly [begin, end).
 void on_selective_nak(SoftContext &ctx, SoftQp &qp, uint32_t begin, uint32_t end) {
