@@ -42,7 +42,7 @@ struct EngineConfig {
     // packets are unacknowledged; and the bandwidth-delay product (IBEX_BDP_BYTES) that
     // caps each QP's packets in flight and sizes its out-of-order store (that many bytes
     // of packets, preallocated per QP when it is connected).
-    uint32_t rto_low_us = 300;
+    uint32_t rto_low_us = 1000;
     uint32_t bdp_bytes = 512 * 1024;
 
     static EngineConfig from_env();

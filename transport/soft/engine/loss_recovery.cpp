@@ -146,13 +146,16 @@ void RetransmitSet::reset(uint32_t una) {
 
 // ---- TailTimer
 
-void TailTimer::update(uint64_t now, uint32_t inflight, bool progress) {
+void TailTimer::update(uint64_t now, uint32_t inflight, bool progress, bool idle) {
     if (progress) backoff_ = 0;
-    if (!rto_low_ns_ || inflight == 0 || inflight > kTailPackets) {
+    if (!rto_low_ns_ || inflight == 0 || (inflight > kTailPackets && !idle)) {
         deadline_ = 0;
         return;
     }
-    if (progress || !deadline_) deadline_ = now + (rto_low_ns_ << backoff_);
+    // With more than N in flight the peer may still be working through them: RTO_low
+    // per ack interval (kIdlePackets) outstanding, so a busy peer is not probed early.
+    const uint64_t base = rto_low_ns_ * std::max<uint32_t>(1, inflight / kIdlePackets);
+    if (progress || !deadline_) deadline_ = now + (base << backoff_);
 }
 
 bool TailTimer::fire(uint64_t now) {

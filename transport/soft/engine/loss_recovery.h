@@ -7,8 +7,9 @@
 //   - RetransmitSet: the requester's list of PSN ranges a selective NAK named missing,
 //     resent before anything new; a repeated NAK for a range already resent is ignored.
 //   - TailTimer: IRN's RTO_low, a short timer that runs only while a few packets
-//     (kTailPackets, IRN's N = 3) are unacknowledged, so a lost tail costs RTO_low and not
-//     the transport timeout. Its firings never count against retry_cnt.
+//     (kTailPackets, IRN's N = 3) are unacknowledged or the requester has sent all it has,
+//     so a lost tail costs RTO_low and not the transport timeout. Its firings never count
+//     against retry_cnt.
 // How a selective NAK travels on the wire is described in congestion/README.md.
 #pragma once
 
@@ -90,12 +91,17 @@ class TailTimer {
 public:
     static constexpr uint32_t kTailPackets = 3; // IRN's N
     static constexpr int kMaxBackoff = 6;       // RTO_low doubles at most this often
+    static constexpr uint32_t kIdlePackets = 16; // in flight per RTO_low when idle
 
     void set_rto_low(uint64_t ns) { rto_low_ns_ = ns; }
     uint64_t rto_low() const { return rto_low_ns_; }
-    // After a send or an acknowledgement: runs (from `now`) while 0 < inflight <= N,
-    // stops otherwise. An acknowledgement (`progress`) also ends the back-off.
-    void update(uint64_t now, uint32_t inflight, bool progress);
+    // After a send or an acknowledgement: runs (from `now`) while 0 < inflight <= N, or
+    // while anything is in flight and the requester has nothing more to send (`idle`):
+    // IRN counts on an ACK per packet, which drains in flight down to the lost ones; ibex
+    // coalesces ACKs (AckReq every IBEX_ACK_REQ_EVERY packets and on a message's last),
+    // so a lost last packet leaves a whole message unacknowledged. Stops otherwise. An
+    // acknowledgement (`progress`) also ends the back-off.
+    void update(uint64_t now, uint32_t inflight, bool progress, bool idle = false);
     // True once when the deadline has passed; the timer then re-arms with a doubled
     // RTO_low, so a peer that is merely slow is not flooded.
     bool fire(uint64_t now);

@@ -64,6 +64,9 @@ uint32_t cursor_psn(SoftQp &qp) {
     return qp.tx_pos < qp.sq.tail() ? psn_add(qp.sq.at(qp.tx_pos).first_psn, qp.tx_pkt) : qp.sq_psn;
 }
 
+// Nothing left to send: every posted request is out and no range waits to be resent.
+bool sent_all(const SoftQp &qp) { return qp.tx_pos == qp.sq.tail() && !qp.resending; }
+
 uint32_t packets_in_flight(const SoftQp &qp) { return static_cast<uint32_t>(std::max(0, psn_diff(qp.sent_high, qp.una))); }
 
 // Puts the cursor on `psn` (never before una). Walks the unacknowledged WQEs: bounded by
@@ -141,7 +144,7 @@ void progressed(SoftQp &qp, uint64_t now) {
     window_event(qp, now, cc::EventType::kAcked);
     rearm(qp, now);
     if (qp.resending && qp.resend.acked(qp.una)) qp.range_started = false;
-    qp.tail.update(now, packets_in_flight(qp), true);
+    qp.tail.update(now, packets_in_flight(qp), true, sent_all(qp));
 }
 
 // A READ or atomic response is missing: back to una in both modes. The requester drops
@@ -474,7 +477,7 @@ void requester_transmit(SoftContext &ctx, SoftQp &qp, uint64_t now, uint32_t &bu
         }
         if (!qp.rto_deadline) rearm(qp, now);
     }
-    if (qp.tail.rto_low()) qp.tail.update(now, packets_in_flight(qp), false);
+    if (qp.tail.rto_low()) qp.tail.update(now, packets_in_flight(qp), false, sent_all(qp));
 }
 
 void requester_receive(SoftContext &ctx, SoftQp &qp, const PacketView &pv, uint64_t now) {
@@ -510,7 +513,13 @@ void requester_timers(SoftContext &ctx, SoftQp &qp, uint64_t now) {
     if (qp.tail.fire(now) && outstanding(qp) && now >= qp.rnr_until) {
         ++ctx.counters().tail_timeouts;
         ++qp.rtx.tail_timeouts;
-        rewind(qp, true);
+        // A few in flight: all of them again. More: the last packet alone, a probe (it
+        // carries AckReq): the responder acknowledges what it has, or names its holes
+        // in a selective NAK, and only those go again.
+        if (packets_in_flight(qp) <= TailTimer::kTailPackets)
+            rewind(qp, true);
+        else
+            resend_range(qp, psn_add(qp.sent_high, kPsnMask), qp.sent_high);
     }
     if (!qp.rto_deadline || now < qp.rto_deadline) return;
     if (!outstanding(qp)) {

@@ -138,6 +138,20 @@ TEST(TailTimer, RunsOnlyWithAFewPacketsInFlight) {
     EXPECT_EQ(t.deadline(), 0u) << "nothing in flight";
 }
 
+TEST(TailTimer, RunsWithMoreInFlightOnceTheRequesterHasSentAll) {
+    // Coalesced ACKs: a lost last packet leaves a whole message unacknowledged.
+    TailTimer t;
+    t.set_rto_low(1000);
+    t.update(0, 16, false, false);
+    EXPECT_EQ(t.deadline(), 0u) << "still sending: later packets will reveal a hole";
+    t.update(5, 16, false, true);
+    EXPECT_EQ(t.deadline(), 1005u);
+    t.update(6, 0, true, true);
+    EXPECT_EQ(t.deadline(), 0u);
+    t.update(10, 128, false, true);
+    EXPECT_EQ(t.deadline(), 10u + 8 * 1000u) << "RTO_low per 16 packets outstanding";
+}
+
 TEST(TailTimer, BackOffIsBoundedAndOffMeansOff) {
     TailTimer t;
     t.set_rto_low(100);

@@ -82,7 +82,7 @@ TEST(RetransmitEngine, SelectiveCountersMatchTheContextsAndShowTheMechanism) {
     EXPECT_GT(ra.naks_received, 0u);
     EXPECT_GT(ra.packets_resent, 0u);
     // Selective: no more resent than lost, give or take the tail and a repeated NAK.
-    EXPECT_LT(ra.packets_resent, 3 * ca.faults_injected + 16) << "resent " << ra.packets_resent << " for "
+    EXPECT_LT(ra.packets_resent, 3 * ca.faults_injected + 16) << "resent " << ra.packets_resent << " (tail " << ra.tail_timeouts << ", naks " << ra.naks_received << ", timeouts " << ra.timeouts << ") for "
                                                               << ca.faults_injected << " lost";
     // One QP per context: its counters are the context's.
     EXPECT_EQ(ra.packets_resent, ca.retransmitted_packets);
