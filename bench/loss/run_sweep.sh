@@ -2,7 +2,8 @@
 # Goodput against injected loss: 64 KiB RDMA WRITE bandwidth of the soft RoCEv2 engine
 # (ibex_write_bw, server and client processes on udp:lo, loss injected on both contexts'
 # transmit paths with IBEX_FAULT_LOSS) in go-back-N and selective mode, beside TCP (iperf3
-# between two network namespaces joined by a veth pair, loss by `tc netem` on both ends).
+# between two network namespaces joined by a veth pair, random loss on both ends' egress:
+# `tc netem loss` where the kernel has netem, else the tc BPF program drop.bpf.c).
 # Median of REPS runs per point; writes goodput.csv and, with gnuplot, goodput.png.
 #
 #   bench/loss/run_sweep.sh [BUILD_DIR] [OUT_DIR]     (TCP part needs root: ip netns)
@@ -48,19 +49,35 @@ tcp_setup() {
 }
 tcp_teardown() { ip netns del ibexloss_a 2>/dev/null || true; ip netns del ibexloss_b 2>/dev/null || true; }
 
-# One iperf3 run (5 s) at `loss` percent on both directions: Gb/s.
-tcp_run() {
-    local loss=$1
+# Random loss of `loss` percent on both veth ends' egress: netem if the kernel has it,
+# else drop.bpf.c (compiled per loss level) on a clsact egress hook.
+set_loss() {
+    local loss=$1 ns dev
     for ns in a b; do
-        local dev=ibexloss0; [[ $ns == b ]] && dev=ibexloss1
-        ip netns exec ibexloss_$ns tc qdisc replace dev $dev root netem loss "${loss}%"
+        dev=ibexloss0; [[ $ns == b ]] && dev=ibexloss1
+        ip netns exec ibexloss_$ns tc qdisc del dev $dev root 2>/dev/null || true
+        ip netns exec ibexloss_$ns tc qdisc del dev $dev clsact 2>/dev/null || true
+        if ip netns exec ibexloss_$ns tc qdisc replace dev $dev root netem loss "${loss}%" 2>/dev/null; then
+            continue
+        fi
+        local ppm obj
+        ppm=$(awk -v l="$loss" 'BEGIN {printf "%d", l * 10000}')
+        obj=$tmp/drop_$ppm.o
+        [[ -f $obj ]] || clang -O2 -target bpf -I/usr/include/$(uname -m)-linux-gnu -DLOSS_PPM="$ppm" \
+            -c "$here/drop.bpf.c" -o "$obj"
+        ip netns exec ibexloss_$ns tc qdisc add dev $dev clsact
+        ip netns exec ibexloss_$ns tc filter add dev $dev egress bpf da obj "$obj" sec tc
     done
+}
+
+# One iperf3 run (5 s): Gb/s received.
+tcp_run() {
     ip netns exec ibexloss_b iperf3 -s -1 -p 5299 >/dev/null 2>&1 &
     local srv=$!
     sleep 0.3
     local r
     r=$(ip netns exec ibexloss_a timeout 30 iperf3 -c 10.213.0.2 -p 5299 -t 5 -J 2>/dev/null |
-        python3 -c 'import json,sys; print(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"] / 1e9)' 2>/dev/null)
+        python3 -c 'import json,sys; print(round(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"] / 1e9, 3))' 2>/dev/null)
     wait "$srv" || true
     echo "${r:-0}"
 }
@@ -74,15 +91,17 @@ for mode in gbn selective; do
         echo "ibex-$mode,$l,$m,${s%-*},${s#*-},$reps" | tee -a "$csv"
     done
 done
-if [[ $(id -u) == 0 ]] && command -v iperf3 >/dev/null && tcp_setup; then
-    trap tcp_teardown EXIT
+if [[ ${SKIP_TCP:-0} != 1 && $(id -u) == 0 ]] && command -v iperf3 >/dev/null && tcp_setup; then
+    tmp=$(mktemp -d)
+    trap 'tcp_teardown; rm -rf "$tmp"' EXIT
     for l in $losses; do
-        vals=$(for _ in $(seq "$reps"); do tcp_run "$l"; done)
+        set_loss "$l"
+        vals=$(for _ in $(seq "$reps"); do tcp_run; done)
         m=$(median <<<"$vals"); s=$(spread <<<"$vals")
         echo "tcp,$l,$m,${s%-*},${s#*-},$reps" | tee -a "$csv"
     done
 else
-    echo "TCP sweep skipped: needs root, iperf3 and ip netns" >&2
+    echo "TCP sweep skipped: needs root, iperf3, ip netns (and netem or clang for the loss)" >&2
 fi
 if command -v gnuplot >/dev/null; then
     gnuplot -e "csv='$csv'; png='$out/goodput.png'" "$here/goodput.gp"
