@@ -63,7 +63,7 @@ set_loss() {
         local ppm obj
         ppm=$(awk -v l="$loss" 'BEGIN {printf "%d", l * 10000}')
         obj=$tmp/drop_$ppm.o
-        [[ -f $obj ]] || clang -O2 -target bpf -I/usr/include/$(uname -m)-linux-gnu -DLOSS_PPM="$ppm" \
+        [[ -f $obj ]] || "$(command -v clang || command -v clang-14)" -O2 -target bpf -I/usr/include/$(uname -m)-linux-gnu -DLOSS_PPM="$ppm" \
             -c "$here/drop.bpf.c" -o "$obj"
         ip netns exec ibexloss_$ns tc qdisc add dev $dev clsact
         ip netns exec ibexloss_$ns tc filter add dev $dev egress bpf da obj "$obj" sec tc
