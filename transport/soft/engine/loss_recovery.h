@@ -106,8 +106,6 @@ public:
     // RTO_low, so a peer that is merely slow is not flooded.
     bool fire(uint64_t now);
     uint64_t deadline() const { return deadline_; }
-    // Firings since the last acknowledgement.
-    int backoff() const { return backoff_; }
     void stop() { deadline_ = 0; }
 
 private:

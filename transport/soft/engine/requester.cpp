@@ -515,10 +515,8 @@ void requester_timers(SoftContext &ctx, SoftQp &qp, uint64_t now) {
         ++qp.rtx.tail_timeouts;
         // A few in flight: all of them again. More: the last packet alone, a probe (it
         // carries AckReq): the responder acknowledges what it has, or names its holes
-        // in a selective NAK, and only those go again. A probe that brought nothing (a
-        // go-back-N responder drops it silently after its one NAK) is followed by going
-        // back to una.
-        if (packets_in_flight(qp) <= TailTimer::kTailPackets || qp.tail.backoff() > 1)
+        // in a selective NAK, and only those go again.
+        if (packets_in_flight(qp) <= TailTimer::kTailPackets)
             rewind(qp, true);
         else
             resend_range(qp, psn_add(qp.sent_high, kPsnMask), qp.sent_high);
