@@ -44,6 +44,18 @@ T widen(const T *a, const T &defaults) {
                : fail(IBEX_ERR_NOT_SUPPORTED, "%s: provider \"%s\" does not support this", __func__,      \
                       (ops)->name))
 
+// A per-QP query's arguments: both present, and the struct's leading size (the caller's
+// sizeof) no larger than this library's struct and at least its first two fields.
+template <typename T>
+ibex_status_t check_qp_query(const char *fn, const ibex_qp_t *qp, const T *out, const char *out_name, size_t max,
+                             const char *type) {
+    if (!qp) return fail(IBEX_ERR_INVALID_ARGUMENT, "%s: qp is NULL", fn);
+    if (!out) return fail(IBEX_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, out_name);
+    if (out->size < 2 * sizeof(uint32_t) || out->size > max)
+        return fail(IBEX_ERR_INVALID_ARGUMENT, "%s: set size to sizeof(%s)", type, type);
+    return IBEX_OK;
+}
+
 } // namespace
 
 extern "C" {
@@ -273,14 +285,16 @@ ibex_status_t ibex_post_recv(ibex_qp_t *qp, ibex_recv_wr_t *wr, ibex_recv_wr_t *
     return IBEX_DISPATCH(qp->pd->context->ops, post_recv, qp, wr, bad_wr);
 }
 
-// ---- congestion control (DCQCN)
+// ---- per-QP queries (DCQCN, loss recovery)
 
 ibex_status_t ibex_query_qp_cc(ibex_qp_t *qp, ibex_qp_cc_t *cc) {
-    IBEX_CHECK_NULL(qp, "qp");
-    IBEX_CHECK_NULL(cc, "cc");
-    if (cc->size < 2 * sizeof(uint32_t) || cc->size > sizeof(ibex_qp_cc_t))
-        return fail(IBEX_ERR_INVALID_ARGUMENT, "ibex_qp_cc_t: set size to sizeof(ibex_qp_cc_t)");
+    IBEX_TRY(check_qp_query(__func__, qp, cc, "cc", sizeof *cc, "ibex_qp_cc_t"));
     return IBEX_DISPATCH(qp->pd->context->ops, query_qp_cc, qp, cc);
+}
+
+ibex_status_t ibex_query_qp_retransmit(ibex_qp_t *qp, ibex_qp_retransmit_t *rt) {
+    IBEX_TRY(check_qp_query(__func__, qp, rt, "rt", sizeof *rt, "ibex_qp_retransmit_t"));
+    return IBEX_DISPATCH(qp->pd->context->ops, query_qp_retransmit, qp, rt);
 }
 
 } // extern "C"

@@ -86,7 +86,9 @@ struct DeviceEntry {
     /* ibex_mem_alloc / ibex_mem_free where the provider backs buffers itself (shm: memfd */         \
     /* memory shared with peers). Null: the runtime hands out page-aligned anonymous memory. */      \
     X(ibex_status_t, mem_alloc, (ibex_pd * pd, size_t size, void **out))                            \
-    X(ibex_status_t, mem_free, (ibex_pd * pd, void *ptr))
+    X(ibex_status_t, mem_free, (ibex_pd * pd, void *ptr))                                           \
+    /* Retransmission counters of one QP; `out->size` already checked. */                           \
+    X(ibex_status_t, query_qp_retransmit, (ibex_qp * qp, ibex_qp_retransmit_t *out))
 
 #define IBEX_PROVIDER_OP_POINTER_(ret, op, params) ret(*op) params;
 #define IBEX_PROVIDER_OP_DECLARATION_(ret, op, params) ret op params;

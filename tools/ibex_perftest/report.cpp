@@ -87,8 +87,21 @@ std::string common_json(const Options &o, const HeaderInfo &h) {
     return s;
 }
 
+std::string rtx_json(const CcReport &cc) {
+    if (!cc.show_rtx) return "";
+    const ibex_qp_retransmit_t &r = cc.rtx;
+    char b[512];
+    std::snprintf(b, sizeof b,
+                  "  \"retransmit\": {\"mode\": \"%s\", \"timeouts\": %" PRIu64 ", \"tail_timeouts\": %" PRIu64
+                  ", \"naks_sent\": %" PRIu64 ", \"naks_received\": %" PRIu64 ", \"packets_resent\": %" PRIu64
+                  ", \"ooo_packets_held\": %" PRIu64 ", \"ooo_window\": %u, \"inflight_cap\": %u},\n",
+                  r.mode == IBEX_RETRANSMIT_SELECTIVE ? "selective" : "gbn", r.timeouts, r.tail_timeouts, r.naks_sent,
+                  r.naks_received, r.packets_resent, r.ooo_packets_held, r.ooo_window, r.inflight_cap);
+    return b;
+}
+
 std::string cc_json(const CcReport &cc) {
-    if (!cc.show) return "";
+    if (!cc.show) return rtx_json(cc);
     char b[256];
     std::snprintf(b, sizeof b,
                   "  \"congestion\": {\"dcqcn\": %s, \"cnp_sent\": %" PRIu64 ", \"cnp_handled\": %" PRIu64
@@ -102,7 +115,7 @@ std::string cc_json(const CcReport &cc) {
              ", \"rate_mbps\": " + num(q.rate_mbps) + ", \"target_rate_mbps\": " + num(q.target_rate_mbps) +
              ", \"alpha\": " + num(q.alpha) + ", \"cnp_handled\": " + std::to_string(q.rp_cnp_handled) + "}";
     }
-    return s + "]},\n";
+    return s + "]},\n" + rtx_json(cc);
 }
 
 std::string bw_rows_json(const std::vector<BwResult> &rows) {
@@ -298,13 +311,49 @@ CcReport query_cc(ibex_context_t *ctx, const std::vector<ibex_qp_t *> &qps) {
             cc.qps.push_back(q);
         }
     }
+    for (ibex_qp_t *qp : qps) {
+        ibex_qp_retransmit_t r{};
+        r.size = sizeof r;
+        // NOT_SUPPORTED: the NIC retransmits (verbs).
+        if (ibex_query_qp_retransmit(qp, &r) != IBEX_OK) continue;
+        ibex_qp_retransmit_t &t = cc.rtx;
+        t.mode = r.mode;
+        t.timeouts += r.timeouts;
+        t.tail_timeouts += r.tail_timeouts;
+        t.naks_sent += r.naks_sent;
+        t.naks_received += r.naks_received;
+        t.packets_resent += r.packets_resent;
+        t.ooo_packets_held += r.ooo_packets_held;
+        t.ooo_window = r.ooo_window;
+        t.inflight_cap = r.inflight_cap;
+        cc.show_rtx = true;
+    }
+    const ibex_qp_retransmit_t &t = cc.rtx;
+    cc.show_rtx = cc.show_rtx && (t.mode == IBEX_RETRANSMIT_SELECTIVE || t.timeouts || t.naks_sent ||
+                                  t.naks_received || t.packets_resent ||
+                                  ibex::config::get_bool("IBEX_PERFTEST_COUNTERS", false));
     const ibex_counters_t &c = cc.counters;
     cc.show = !cc.qps.empty() || c.np_cnp_sent || c.rp_cnp_handled || c.np_ecn_marked_roce_packets ||
               ibex::config::get_bool("IBEX_PERFTEST_COUNTERS", false);
     return cc;
 }
 
+void print_rtx(FILE *out, const CcReport &cc) {
+    if (!cc.show_rtx) return;
+    const ibex_qp_retransmit_t &r = cc.rtx;
+    if (r.mode == IBEX_RETRANSMIT_SELECTIVE)
+        std::fprintf(out, " Loss recovery   : selective (out-of-order store %u packets, in-flight cap %u)\n",
+                     r.ooo_window, r.inflight_cap);
+    else
+        std::fprintf(out, " Loss recovery   : go-back-N\n");
+    std::fprintf(out,
+                 " timeouts %" PRIu64 "  tail timeouts %" PRIu64 "  NAKs sent %" PRIu64 "  NAKs received %" PRIu64
+                 "  packets resent %" PRIu64 "  held out of order %" PRIu64 "\n",
+                 r.timeouts, r.tail_timeouts, r.naks_sent, r.naks_received, r.packets_resent, r.ooo_packets_held);
+}
+
 void print_cc(FILE *out, const CcReport &cc) {
+    print_rtx(out, cc);
     if (!cc.show) return;
     const ibex_counters_t &c = cc.counters;
     std::fprintf(out,

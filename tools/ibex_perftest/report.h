@@ -88,6 +88,10 @@ struct CcReport {
     ibex_counters_t counters{};
     std::vector<uint32_t> qpns;      // QPs that run DCQCN
     std::vector<ibex_qp_cc_t> qps;   // their state at the end of the run
+    // Loss recovery (ibex_query_qp_retransmit), summed over the run's QPs; shown when the
+    // provider reports it and something was lost, or the mode is selective.
+    bool show_rtx = false;
+    ibex_qp_retransmit_t rtx{};
 };
 CcReport query_cc(ibex_context_t *ctx, const std::vector<ibex_qp_t *> &qps);
 void print_cc(FILE *out, const CcReport &cc);

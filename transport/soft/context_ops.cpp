@@ -1,4 +1,5 @@
 // Device discovery, opening a context on a udp or dpdk port, and the context-wide ops.
+#include <cstdlib>
 #include <arpa/inet.h>
 #include <cstring>
 #include <ifaddrs.h>
@@ -52,6 +53,8 @@ ibex_status_t open_device(const char *device, const ibex_context_attr_t *attr, i
     if (!port) return st;
     EngineConfig cfg = EngineConfig::from_env();
     if (attr && !attr->progress_thread) cfg.progress_thread = false;
+    if (const char *m = std::getenv("IBEX_RETRANSMIT"); m && *m && !parse_retransmit_mode(m, cfg.retransmit))
+        return fail(IBEX_ERR_INVALID_ARGUMENT, "IBEX_RETRANSMIT=\"%s\": expected gbn or selective", m);
     if (!rate_control_config(attr ? attr->dcqcn : nullptr, attr ? attr->dcqcn_line_rate_mbps : 0, cfg.rate, &st))
         return st;
     if (attr && attr->progress_cpus && *attr->progress_cpus) {

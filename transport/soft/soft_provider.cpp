@@ -1,8 +1,10 @@
 // The soft provider: verbs objects on top of the soft RC engine. The ops live in
 // context_ops.cpp, memory_ops.cpp, cq_ops.cpp, qp_ops.cpp and post_ops.cpp (soft_ops.h);
-// the DCQCN query in engine/congestion_control.cpp.
+// the DCQCN query in engine/congestion_control.cpp, the retransmission counters in
+// engine/retransmit_query.cpp.
 #include "transport/provider.h"
 #include "transport/soft/engine/congestion_control.h"
+#include "transport/soft/engine/qp_logic.h"
 #include "transport/soft/soft_ops.h"
 
 namespace ibex {
@@ -34,6 +36,7 @@ const ProviderOps kSoftProviderOps = {
     .post_send = soft::ops::post_send,
     .post_recv = soft::ops::post_recv,
     .query_qp_cc = soft::query_qp_cc,
+    .query_qp_retransmit = soft::query_qp_retransmit,
 };
 
 } // namespace ibex

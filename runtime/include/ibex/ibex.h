@@ -25,7 +25,7 @@ extern "C" {
 #endif
 
 #define IBEX_VERSION_MAJOR 0
-#define IBEX_VERSION_MINOR 2
+#define IBEX_VERSION_MINOR 3
 #define IBEX_VERSION_PATCH 0
 #define IBEX_VERSION_CODE(major, minor, patch) (((major) * 10000) + ((minor) * 100) + (patch))
 #define IBEX_VERSION IBEX_VERSION_CODE(IBEX_VERSION_MAJOR, IBEX_VERSION_MINOR, IBEX_VERSION_PATCH)
@@ -157,6 +157,10 @@ typedef struct ibex_counters {
     uint64_t rnr_nak_received;
     uint64_t remote_access_errors;  /* access NAKs sent by this responder */
     uint64_t faults_injected;
+    /* Since 0.3 (loss recovery, see ibex_query_qp_retransmit): */
+    uint64_t seq_naks_sent;    /* PSN-sequence NAKs sent by this responder (selective ones too) */
+    uint64_t tail_timeouts;    /* RTO_low firings (selective mode) */
+    uint64_t ooo_packets_held; /* requests held past a hole (selective mode) */
 } ibex_counters_t;
 
 IBEX_API ibex_status_t ibex_query_counters(ibex_context_t *context, ibex_counters_t *counters);
@@ -455,6 +459,33 @@ typedef struct ibex_qp_cc {
 /* IBEX_ERR_NOT_SUPPORTED where the provider has no software congestion control (verbs:
  * the NIC runs DCQCN; read its counters with ibex_query_counters). */
 IBEX_API ibex_status_t ibex_query_qp_cc(ibex_qp_t *qp, ibex_qp_cc_t *cc);
+
+/* ------------------------------------------------------------------ loss recovery */
+
+/* How a soft QP recovers lost packets (IBEX_RETRANSMIT, read when the context opens). */
+typedef enum ibex_retransmit_mode {
+    IBEX_RETRANSMIT_GBN = 0,       /* go-back-N, as RNICs do (default) */
+    IBEX_RETRANSMIT_SELECTIVE = 1, /* IRN-style selective retransmission */
+} ibex_retransmit_mode_t;
+
+/* One QP's retransmission counters. Context-wide totals are in ibex_counters_t
+ * (local_ack_timeout_err, tail_timeouts, seq_naks_sent, packet_seq_err,
+ * retransmitted_packets, ooo_packets_held). */
+typedef struct ibex_qp_retransmit {
+    uint32_t size; /* set by the caller to sizeof(ibex_qp_retransmit_t) */
+    uint32_t mode; /* ibex_retransmit_mode_t */
+    uint64_t timeouts;       /* transport timeouts (the QP's timeout attribute) */
+    uint64_t tail_timeouts;  /* RTO_low firings: few packets in flight, tail lost */
+    uint64_t naks_sent;      /* PSN-sequence NAKs this QP's responder sent */
+    uint64_t naks_received;  /* PSN-sequence NAKs this QP's requester received */
+    uint64_t packets_resent; /* request packets sent more than once */
+    uint64_t ooo_packets_held; /* requests held past a hole until it filled */
+    uint32_t ooo_window;     /* packets the out-of-order store holds (0: go-back-N) */
+    uint32_t inflight_cap;   /* selective mode's in-flight cap, packets (0: none) */
+} ibex_qp_retransmit_t;
+
+/* IBEX_ERR_NOT_SUPPORTED where the provider's NIC does the retransmission (verbs). */
+IBEX_API ibex_status_t ibex_query_qp_retransmit(ibex_qp_t *qp, ibex_qp_retransmit_t *rt);
 
 /* ------------------------------------------------------------------ GPU buffers */
 

@@ -12,9 +12,13 @@ while read -r sym; do
     [[ $name == ibex_* ]] || fail "exported symbol outside the ibex_ prefix: $sym"
     [[ $sym == *@@IBEX_* ]] || fail "exported symbol without a version: $sym"
 done <<<"$exports"
-released=$(awk '/^IBEX_0\.1 \{/{b=1; next} b && /local:/{exit} b && /ibex_/{gsub(/[ ;]/, ""); print}' "$map")
-[[ -n $released ]] || fail "no names listed in IBEX_0.1 of $map"
-for name in $released; do
-    grep -qx "$name@@IBEX_0.1" <<<"$exports" || fail "$name is not exported in IBEX_0.1"
+total=0
+for block in IBEX_0.1 IBEX_0.2 IBEX_0.3; do
+    released=$(awk -v b="^${block//./\\.} \\{" '$0 ~ b {on=1; next} on && /^}/ {exit} on && /local:/ {exit} on && /^ *ibex_[a-z0-9_]+;/ {gsub(/[ ;]/, ""); print}' "$map")
+    [[ -n $released ]] || fail "no names listed in $block of $map"
+    for name in $released; do
+        grep -qx "$name@@$block" <<<"$exports" || fail "$name is not exported in $block"
+    done
+    total=$((total + $(wc -w <<<"$released")))
 done
-echo "abi: $(wc -l <<<"$exports") exports, $(wc -w <<<"$released") of them released in IBEX_0.1, all in place"
+echo "abi: $(wc -l <<<"$exports") exports, $total of them in the named blocks IBEX_0.1, IBEX_0.2 and IBEX_0.3, all in place"

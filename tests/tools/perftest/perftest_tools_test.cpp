@@ -1,6 +1,8 @@
 // The eight perftest-style tools as a user runs them: server and client as two processes
 // over loopback (soft provider, udp:lo), every size of -a with a few iterations. The
 // tables must parse and hold sane, self-consistent values on both sides.
+#include <cstring>
+
 #include "tests/tools/perftest/tool_process.h"
 
 namespace ibex::test::perftest {
@@ -336,6 +338,34 @@ TEST(PerftestTools, CongestionControlLinesAfterTheTable) {
     auto [s2, c2] = run_pair("ibex_write_bw", {"-n", "20"}, 60);
     ASSERT_EQ(c2.status, 0) << c2.err;
     EXPECT_EQ(c2.out.find("DCQCN"), std::string::npos) << c2.out;
+}
+
+TEST(PerftestTools, LossRecoveryLineAfterTheTable) {
+    // Selective mode under 1% loss: both sides print the loss-recovery counters after the
+    // table (the server's responder held packets and sent NAKs, the client resent), and
+    // the JSON carries them.
+    setenv("IBEX_RETRANSMIT", "selective", 1);
+    setenv("IBEX_FAULT_LOSS", "0.01", 1);
+    auto [server, client] = run_pair("ibex_write_bw", {"-n", "400"}, 60, {"--json"});
+    unsetenv("IBEX_RETRANSMIT");
+    unsetenv("IBEX_FAULT_LOSS");
+    ASSERT_EQ(client.status, 0) << client.err;
+    ASSERT_EQ(server.status, 0) << server.err;
+    for (const std::string *text : {&client.err, &server.out})
+        EXPECT_NE(text->find(" Loss recovery   : selective (out-of-order store "), std::string::npos) << *text;
+    auto count = [](const std::string &t, const char *key) -> long {
+        const size_t at = t.find(key);
+        return at == std::string::npos ? -1 : std::stol(t.substr(at + std::strlen(key)));
+    };
+    EXPECT_GT(count(server.out, "held out of order "), 0) << server.out;
+    EXPECT_GT(count(server.out, "NAKs sent "), 0) << server.out;
+    EXPECT_GT(count(client.err, "packets resent "), 0) << client.err;
+    EXPECT_NE(client.out.find("\"retransmit\": {\"mode\": \"selective\""), std::string::npos) << client.out;
+    // Go-back-N without loss has nothing to say.
+    auto [s2, c2] = run_pair("ibex_write_bw", {"-n", "20"}, 60);
+    ASSERT_EQ(c2.status, 0) << c2.err;
+    EXPECT_EQ(c2.out.find("Loss recovery"), std::string::npos) << c2.out;
+    EXPECT_EQ(c2.err.find("Loss recovery"), std::string::npos) << c2.err;
 }
 
 } // namespace

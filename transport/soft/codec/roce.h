@@ -119,8 +119,12 @@ struct Bth {
     bool becn = false;
     uint32_t dest_qp = 0;
     bool ack_req = false;
+    // The 7 reserved bits after AckReq: zero on the wire from a standard sender, ignored
+    // by a standard receiver. ibex marks a selective NAK with kBthSelectiveNak here.
+    uint8_t resv7 = 0;
     uint32_t psn = 0;
 };
+inline constexpr uint8_t kBthSelectiveNak = 0x01;
 
 inline void encode_bth(uint8_t *p, const Bth &b) {
     p[0] = b.opcode;
@@ -128,7 +132,7 @@ inline void encode_bth(uint8_t *p, const Bth &b) {
     put16(p + 2, b.pkey);
     p[4] = uint8_t((b.fecn ? 0x80 : 0) | (b.becn ? 0x40 : 0));
     put24(p + 5, b.dest_qp & kQpnMask);
-    p[8] = b.ack_req ? 0x80 : 0;
+    p[8] = uint8_t((b.ack_req ? 0x80 : 0) | (b.resv7 & 0x7f));
     put24(p + 9, b.psn & kPsnMask);
 }
 
@@ -144,6 +148,7 @@ inline Bth decode_bth(const uint8_t *p) {
     b.becn = p[4] & 0x40;
     b.dest_qp = get24(p + 5);
     b.ack_req = p[8] & 0x80;
+    b.resv7 = p[8] & 0x7f;
     b.psn = get24(p + 9);
     return b;
 }

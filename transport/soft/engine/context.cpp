@@ -35,6 +35,9 @@ EngineConfig EngineConfig::from_env() {
     c.spin_us = static_cast<uint32_t>(config::get_int("IBEX_POLL_SPIN_US", c.spin_us, 0, 1000000));
     c.app_idle_us = static_cast<uint32_t>(config::get_int("IBEX_APP_IDLE_US", c.app_idle_us, 0, 1000000));
     c.progress_thread = config::get_bool("IBEX_PROGRESS_THREAD", c.progress_thread);
+    // IBEX_RETRANSMIT is read by open_device, which can refuse a value it does not know.
+    c.rto_low_us = static_cast<uint32_t>(config::get_int("IBEX_RTO_LOW_US", c.rto_low_us, 0, 1000000));
+    c.bdp_bytes = static_cast<uint32_t>(config::get_int("IBEX_BDP_BYTES", c.bdp_bytes, 16 * 1024, 64 << 20));
     return c;
 }
 
@@ -220,7 +223,7 @@ void SoftContext::receive(const RxPacket &pkt) {
     if (ce && qp->rate && (pv.flags & kIsRequest) && qp->rate->update(now_ns(), {cc::EventType::kCeReceived}).send_cnp)
         send_cnp(*qp);
     if (pv.flags & kIsRequest)
-        responder_receive(*this, *qp, pv);
+        responder_receive(*this, *qp, pv, pkt.data, pkt.len);
     else
         requester_receive(*this, *qp, pv, now_ns());
     activate(qp);

@@ -35,6 +35,15 @@ struct EngineConfig {
     bool progress_thread = true;
     std::vector<unsigned> progress_cpus; // affinity of the progress thread; empty: any
     RateControlConfig rate;              // DCQCN (set by open_device, not from_env)
+    // Loss recovery (IBEX_RETRANSMIT): go-back-N, the default, which every RoCEv2 peer
+    // understands; or selective (IRN), see congestion/README.md.
+    RetransmitMode retransmit = RetransmitMode::kGoBackN;
+    // Selective mode: the tail timeout RTO_low (IBEX_RTO_LOW_US), used while at most 3
+    // packets are unacknowledged; and the bandwidth-delay product (IBEX_BDP_BYTES) that
+    // caps each QP's packets in flight and sizes its out-of-order store (that many bytes
+    // of packets, preallocated per QP when it is connected).
+    uint32_t rto_low_us = 1000;
+    uint32_t bdp_bytes = 512 * 1024;
 
     static EngineConfig from_env();
 };

@@ -9,6 +9,7 @@
 
 #include "transport/provider.h"
 #include "transport/soft/engine/congestion_control.h"
+#include "transport/soft/engine/loss_recovery.h"
 #include "transport/soft/engine/work_queue.h"
 #include "transport/soft/port.h"
 
@@ -58,6 +59,8 @@ struct ResponseJob {
     uint32_t next = 0;      // next packet index to send
     uint64_t orig = 0;      // atomic: original value
     uint8_t syndrome = 0;   // NAK: AETH syndrome
+    bool selective = false; // NAK: a selective NAK, the hole ends at sack_end
+    uint32_t sack_end = 0;
 };
 
 struct AtomicReplay {
@@ -102,6 +105,17 @@ struct SoftQp : ibex_qp {
     uint64_t rto_deadline = 0; // ns, 0 = off
     uint64_t rnr_until = 0;    // ns: no requests before this (RNR back-off)
     std::unique_ptr<QpRate> rate; // DCQCN and pacing, when the context runs them
+    // Selective mode (IBEX_RETRANSMIT=selective): ranges a selective NAK named missing,
+    // resent before the cursor goes back to resume_psn; the tail timer (RTO_low); and
+    // the in-flight cap, sized to the bandwidth-delay product (IBEX_BDP_BYTES).
+    RetransmitMode mode = RetransmitMode::kGoBackN;
+    RetransmitSet resend;
+    bool resending = false;
+    bool range_started = false; // the cursor sits in resend.front()
+    uint32_t resume_psn = 0;
+    TailTimer tail;
+    uint32_t inflight_cap = 0; // packets; 0: no cap beyond the send window
+    RetransmitStats rtx;
 
     // ---- responder
     Ring<RecvWqe> rq;
@@ -124,6 +138,14 @@ struct SoftQp : ibex_qp {
     int job_count = 0;
     AtomicReplay replays[kAtomicReplays];
     int replay_next = 0;
+    // Selective mode: requests past a hole, held until it fills; the hole last named in
+    // a selective NAK, and the packets held since (a NAK is repeated every
+    // ooo.slots() / 4 packets while the same hole stays open: its resend was lost).
+    OooWindow ooo;
+    bool sack_named = false;
+    uint32_t sack_epsn = 0;
+    uint32_t sack_end = 0;
+    uint32_t sack_since = 0;
 
     SoftQp(size_t send_cap, size_t recv_cap) : sq(send_cap), rq(recv_cap) {}
 

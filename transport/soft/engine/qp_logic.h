@@ -1,5 +1,5 @@
 // The RC protocol of a soft QP: requester (segmentation, PSNs, ACK/NAK handling,
-// go-back-N retransmission, timers) and responder (PSN checking, placement, READ and
+// go-back-N or selective retransmission, timers) and responder (PSN checking, placement, READ and
 // atomic responses, duplicate handling). All functions run with the context lock held.
 #pragma once
 
@@ -21,8 +21,13 @@ uint64_t requester_deadline(const SoftQp &qp);
 void complete_send(SoftQp &qp, const SendWqe &w, ibex_wc_status_t status);
 
 // ---- responder
-void responder_receive(SoftContext &ctx, SoftQp &qp, const roce::PacketView &pv);
+// `data`/`len`: the packet as received (BTH .. ICRC), which selective mode may hold
+// until a hole before it fills.
+void responder_receive(SoftContext &ctx, SoftQp &qp, const roce::PacketView &pv, const uint8_t *data, uint32_t len);
 void responder_transmit(SoftContext &ctx, SoftQp &qp, uint32_t &budget, bool hold_ack = false);
+
+// ibex_query_qp_retransmit (engine/retransmit_query.cpp).
+ibex_status_t query_qp_retransmit(ibex_qp *qp, ibex_qp_retransmit_t *out);
 
 // Moves the QP to the error state and flushes every outstanding work request.
 void qp_to_error(SoftQp &qp);

@@ -2,6 +2,8 @@
 // forgets its connection), RTR -> RTS (the requester starts at the send PSN with a full
 // window) and ERR (everything outstanding is flushed). The provider checks the request
 // first; nothing here fails.
+#include <algorithm>
+
 #include "transport/soft/codec/roce.h"
 #include "transport/soft/engine/context.h"
 #include "transport/soft/engine/qp_logic.h"
@@ -31,7 +33,26 @@ void SoftQp::reset() {
     in_msg = InMsg::kNone;
     msn = 0;
     for (auto &r : replays) r.valid = false;
+    ooo.clear();
+    sack_named = false;
+    sack_since = 0;
+    resend.reset(0);
+    resending = range_started = false;
+    tail.stop();
 }
+
+namespace {
+// Packets of one bandwidth-delay product at this MTU: the selective mode's in-flight cap
+// and out-of-order store, a power of two (see OooWindow) between 16 and 1024.
+uint32_t bdp_packets(uint32_t bdp_bytes, uint32_t mtu) {
+    const uint32_t want = std::clamp<uint32_t>(bdp_bytes / std::max<uint32_t>(mtu, 256), 16, 1024);
+    uint32_t n = 16;
+    while (n < want) n <<= 1;
+    return n;
+}
+// Room for the largest request packet: BTH, RETH, immediate, pad and ICRC around an MTU.
+constexpr uint32_t kHeaderRoom = 64;
+} // namespace
 
 void SoftQp::apply(const ibex_qp_attr_t &a, unsigned mask, const NetAddr &peer) {
     const ibex_qp_state_t from = state;
@@ -66,8 +87,27 @@ void SoftQp::apply(const ibex_qp_attr_t &a, unsigned mask, const NetAddr &peer) 
         return;
     }
     if (to == IBEX_QPS_RESET) reset();
+    if (to == IBEX_QPS_RTR && from != IBEX_QPS_RTR) {
+        // The out-of-order store is sized here, once per connection, never per packet.
+        const EngineConfig &cfg = ctx->config();
+        mode = cfg.retransmit;
+        if (mode == RetransmitMode::kSelective)
+            ooo.configure(bdp_packets(cfg.bdp_bytes, mtu), mtu + kHeaderRoom);
+        else
+            ooo.configure(0, 0);
+        sack_named = false;
+        sack_since = 0;
+    }
     if (to == IBEX_QPS_RTS && from == IBEX_QPS_RTR) {
         una = sent_high = sq_psn;
+        const EngineConfig &cfg = ctx->config();
+        mode = cfg.retransmit;
+        const bool selective = mode == RetransmitMode::kSelective;
+        inflight_cap = selective ? bdp_packets(cfg.bdp_bytes, mtu) : 0;
+        tail.set_rto_low(selective ? uint64_t(cfg.rto_low_us) * 1000 : 0);
+        tail.stop();
+        resend.reset(una);
+        resending = range_started = false;
         window.update(SoftContext::now_ns(), {cc::EventType::kStart});
         retry_left = retry_cnt;
         rnr_left = rnr_retry;

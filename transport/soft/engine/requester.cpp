@@ -1,6 +1,9 @@
 // Requester side of a soft RC QP: turns send WQEs into packets, tracks the oldest
 // unacknowledged PSN (`una`), completes WQEs in order as ACKs and responses arrive, and
-// goes back to `una` (go-back-N) on a sequence NAK, an RNR NAK or a timeout.
+// goes back to `una` (go-back-N) on a sequence NAK, an RNR NAK or a timeout. In selective
+// mode a selective NAK's range, or a missing response, is resent alone (the cursor visits
+// the range and comes back), in flight stays under the BDP cap, and a lost tail is resent
+// after RTO_low (engine/loss_recovery.h).
 #include <algorithm>
 
 #include "transport/soft/codec/roce.h"
@@ -15,6 +18,11 @@ namespace {
 // The send window (congestion/window) hears of every acknowledgement, sequence NAK and
 // timeout; requester_transmit keeps no more packets in flight than it allows.
 void window_event(SoftQp &qp, uint64_t now, cc::EventType type) { qp.window.update(now, {type}); }
+
+void resent(SoftContext &ctx, SoftQp &qp) {
+    ++ctx.counters().retransmitted_packets;
+    ++qp.rtx.packets_resent;
+}
 
 bool is_read(const SendWqe &w) { return w.opcode == IBEX_WR_RDMA_READ; }
 bool is_atomic(const SendWqe &w) {
@@ -49,6 +57,64 @@ uint8_t request_opcode(const SendWqe &w, bool first, bool last) {
     return kWriteMiddle;
 }
 
+bool selective(const SoftQp &qp) { return qp.mode == RetransmitMode::kSelective; }
+
+// The PSN of the next packet the cursor (tx_pos, tx_pkt) sends.
+uint32_t cursor_psn(SoftQp &qp) {
+    return qp.tx_pos < qp.sq.tail() ? psn_add(qp.sq.at(qp.tx_pos).first_psn, qp.tx_pkt) : qp.sq_psn;
+}
+
+// Nothing left to send: every posted request is out and no range waits to be resent.
+bool sent_all(const SoftQp &qp) { return qp.tx_pos == qp.sq.tail() && !qp.resending; }
+
+uint32_t packets_in_flight(const SoftQp &qp) { return static_cast<uint32_t>(std::max(0, psn_diff(qp.sent_high, qp.una))); }
+
+// Puts the cursor on `psn` (never before una). Walks the unacknowledged WQEs: bounded by
+// the send queue, and done once per NAK, not per packet.
+void seek(SoftQp &qp, uint32_t psn) {
+    if (psn_diff(psn, qp.una) < 0) psn = qp.una;
+    for (uint64_t pos = qp.sq.head(); pos < qp.sq.tail(); ++pos) {
+        const SendWqe &w = qp.sq.at(pos);
+        const int32_t off = psn_diff(psn, w.first_psn);
+        if (off < static_cast<int32_t>(w.npkts)) {
+            qp.tx_pos = pos;
+            qp.tx_pkt = off > 0 ? static_cast<uint32_t>(off) : 0;
+            return;
+        }
+    }
+    qp.tx_pos = qp.sq.tail();
+    qp.tx_pkt = 0;
+}
+
+// Selective mode: [begin, end) is missing at the responder. The cursor leaves for it at
+// the next transmit and comes back to where it was.
+void resend_range(SoftQp &qp, uint32_t begin, uint32_t end) {
+    if (!qp.resend.add(begin, end) || qp.resending) return;
+    qp.resending = true;
+    qp.range_started = false;
+    qp.resume_psn = cursor_psn(qp);
+}
+
+// Moves the cursor to the next PSN to resend, or back to resume_psn once every range
+// has been sent.
+void next_resend(SoftQp &qp) {
+    while (qp.resending) {
+        if (qp.resend.empty()) {
+            qp.resending = false;
+            seek(qp, qp.resume_psn);
+            return;
+        }
+        const RetransmitSet::Range &r = qp.resend.front();
+        if (!qp.range_started) {
+            seek(qp, r.begin);
+            qp.range_started = true;
+        }
+        if (qp.tx_pos < qp.sq.tail() && psn_diff(cursor_psn(qp), r.end) < 0) return;
+        qp.resend.pop();
+        qp.range_started = false;
+    }
+}
+
 bool outstanding(const SoftQp &qp) { return qp.sq.head() < qp.tx_pos || (qp.tx_pos < qp.sq.tail() && qp.tx_pkt > 0); }
 
 void rearm(SoftQp &qp, uint64_t now) {
@@ -63,6 +129,8 @@ void rewind(SoftQp &qp, bool force) {
     if (qp.sq.empty()) return;
     if (qp.rewound && !force) return;
     qp.rewound = true;
+    qp.resend.reset(qp.una); // everything from una goes again anyway
+    qp.resending = qp.range_started = false;
     const SendWqe &w = qp.sq.front();
     qp.tx_pos = qp.sq.head();
     qp.tx_pkt = static_cast<uint32_t>(psn_diff(qp.una, w.first_psn));
@@ -75,6 +143,24 @@ void progressed(SoftQp &qp, uint64_t now) {
     qp.rewound = false;
     window_event(qp, now, cc::EventType::kAcked);
     rearm(qp, now);
+    if (qp.resending && qp.resend.acked(qp.una)) qp.range_started = false;
+    qp.tail.update(now, packets_in_flight(qp), true, sent_all(qp));
+}
+
+// A READ or atomic response is missing: back to una in both modes. The requester drops
+// the responses that follow a missing one, so resending the one request alone would
+// leave theirs to be asked for one round trip (or timeout) at a time.
+void response_lost(SoftQp &qp) { rewind(qp, false); }
+
+// A selective NAK: the responder holds what follows and misses exactly [begin, end).
+void on_selective_nak(SoftContext &ctx, SoftQp &qp, uint32_t begin, uint32_t end) {
+    if (psn_diff(end, begin) <= 0 || psn_diff(end, qp.sent_high) > 0) {
+        ++ctx.counters().rx_dropped_malformed; // names PSNs never sent
+        return;
+    }
+    if (psn_diff(end, qp.una) <= 0) return; // stale: acknowledged meanwhile
+    if (psn_diff(begin, qp.una) < 0) begin = qp.una;
+    resend_range(qp, begin, end);
 }
 
 // After WQEs complete, a cursor left behind them (by an earlier rewind) moves up to una.
@@ -147,7 +233,7 @@ void on_read_response(SoftContext &ctx, SoftQp &qp, const PacketView &pv, uint64
     if (qp.sq.empty()) return;
     SendWqe &w = qp.sq.front();
     if (!is_read(w) || q != qp.una) {
-        rewind(qp, false); // a response is missing
+        response_lost(qp);
         return;
     }
     const uint32_t k = static_cast<uint32_t>(psn_diff(q, w.first_psn));
@@ -176,7 +262,7 @@ void on_atomic_ack(SoftContext &ctx, SoftQp &qp, const PacketView &pv, uint64_t 
     if (qp.sq.empty()) return;
     SendWqe &w = qp.sq.front();
     if (!is_atomic(w) || q != qp.una || w.first_psn != q) {
-        rewind(qp, false);
+        response_lost(qp);
         return;
     }
     const uint64_t orig = pv.atomic_orig;
@@ -203,7 +289,7 @@ void on_acknowledge(SoftContext &ctx, SoftQp &qp, const PacketView &pv, uint64_t
     if (beyond_sent(ctx, qp, psn)) return;
     switch (pv.aeth.kind()) {
     case kAethAck:
-        if (!ack_through(qp, psn, now)) rewind(qp, false);
+        if (!ack_through(qp, psn, now)) response_lost(qp);
         return;
     case kAethRnrNak: {
         ++ctx.counters().rnr_nak_received;
@@ -224,6 +310,11 @@ void on_acknowledge(SoftContext &ctx, SoftQp &qp, const PacketView &pv, uint64_t
         const uint8_t code = pv.aeth.value();
         if (code == kNakPsnSeqError) {
             ++ctx.counters().packet_seq_err;
+            ++qp.rtx.naks_received;
+            // A go-back-N responder (a real RNIC) never sets the mark: its NAK means
+            // everything from psn on was dropped, and is handled as go-back-N below.
+            if (selective(qp) && (pv.bth.resv7 & kBthSelectiveNak))
+                return on_selective_nak(ctx, qp, psn, pv.aeth.msn & kPsnMask);
             if (qp.una != psn) return; // stale NAK
             if (qp.rewound) return;    // already going back to this PSN
             if (qp.retry_left-- <= 0) {
@@ -337,9 +428,13 @@ void requester_transmit(SoftContext &ctx, SoftQp &qp, uint64_t now, uint32_t &bu
     if (qp.state != IBEX_QPS_RTS || now < qp.rnr_until) return;
     // The QP's own window, and its share of the context's: many busy QPs together must not
     // put more in flight than the peer's socket can hold.
-    const uint32_t window = qp.window.update(now, {cc::EventType::kActiveFlows, 0, ctx.active_qps()}).window_packets;
+    uint32_t window = qp.window.update(now, {cc::EventType::kActiveFlows, 0, ctx.active_qps()}).window_packets;
+    // Selective mode: no more in flight than the peer's out-of-order store holds.
+    if (qp.inflight_cap) window = std::min(window, qp.inflight_cap);
     const uint32_t rd_atomic_limit = std::clamp<uint32_t>(qp.max_rd_atomic, 1, uint32_t(kAtomicReplays));
-    while (budget && qp.tx_pos < qp.sq.tail()) {
+    while (budget) {
+        if (qp.resending) next_resend(qp);
+        if (qp.tx_pos >= qp.sq.tail()) break;
         // DCQCN: requests leave no faster than the QP's rate.
         if (!rate_may_send(qp.rate.get(), now)) break;
         const uint64_t bytes_before = ctx.counters().tx_bytes;
@@ -360,12 +455,12 @@ void requester_transmit(SoftContext &ctx, SoftQp &qp, uint64_t now, uint32_t &bu
             const uint32_t half = std::max<uint32_t>(1, ctx.config().max_inflight / 2);
             const uint32_t seg = std::min(w.npkts - qp.tx_pkt, half - qp.tx_pkt % half);
             if (inflight > 0 && inflight + seg > window) break;
-            if (psn_diff(psn, qp.sent_high) < 0) ++ctx.counters().retransmitted_packets;
+            if (psn_diff(psn, qp.sent_high) < 0) resent(ctx, qp);
             emit_read_request(ctx, qp, w, qp.tx_pkt, seg);
             qp.tx_pkt += seg;
         } else {
             if (inflight >= window) break;
-            if (psn_diff(psn, qp.sent_high) < 0) ++ctx.counters().retransmitted_packets;
+            if (psn_diff(psn, qp.sent_high) < 0) resent(ctx, qp);
             if (is_atomic(w))
                 emit_atomic(ctx, qp, w);
             else
@@ -382,6 +477,7 @@ void requester_transmit(SoftContext &ctx, SoftQp &qp, uint64_t now, uint32_t &bu
         }
         if (!qp.rto_deadline) rearm(qp, now);
     }
+    if (qp.tail.rto_low()) qp.tail.update(now, packets_in_flight(qp), false, sent_all(qp));
 }
 
 void requester_receive(SoftContext &ctx, SoftQp &qp, const PacketView &pv, uint64_t now) {
@@ -410,12 +506,28 @@ void requester_receive(SoftContext &ctx, SoftQp &qp, const PacketView &pv, uint6
 }
 
 void requester_timers(SoftContext &ctx, SoftQp &qp, uint64_t now) {
-    if (qp.state != IBEX_QPS_RTS || !qp.rto_deadline || now < qp.rto_deadline) return;
+    if (qp.state != IBEX_QPS_RTS) return;
+    // RTO_low: at most kTailPackets unacknowledged and nothing heard for RTO_low. The tail
+    // goes again; retry_cnt is left to the transport timeout, so a slow peer is not
+    // declared dead after a few short timeouts.
+    if (qp.tail.fire(now) && outstanding(qp) && now >= qp.rnr_until) {
+        ++ctx.counters().tail_timeouts;
+        ++qp.rtx.tail_timeouts;
+        // A few in flight: all of them again. More: the last packet alone, a probe (it
+        // carries AckReq): the responder acknowledges what it has, or names its holes
+        // in a selective NAK, and only those go again.
+        if (packets_in_flight(qp) <= TailTimer::kTailPackets)
+            rewind(qp, true);
+        else
+            resend_range(qp, psn_add(qp.sent_high, kPsnMask), qp.sent_high);
+    }
+    if (!qp.rto_deadline || now < qp.rto_deadline) return;
     if (!outstanding(qp)) {
         qp.rto_deadline = 0;
         return;
     }
     ++ctx.counters().local_ack_timeout_err;
+    ++qp.rtx.timeouts;
     if (qp.retry_left-- <= 0) {
         fail_head(qp, IBEX_WC_RETRY_EXC_ERR);
         return;
@@ -428,6 +540,7 @@ void requester_timers(SoftContext &ctx, SoftQp &qp, uint64_t now) {
 uint64_t requester_deadline(const SoftQp &qp) {
     uint64_t d = qp.rto_deadline;
     if (qp.rnr_until && qp.tx_pos < qp.sq.tail() && (!d || qp.rnr_until < d)) d = qp.rnr_until;
+    if (qp.tail.deadline() && (!d || qp.tail.deadline() < d)) d = qp.tail.deadline();
     return d;
 }
 

@@ -1,6 +1,8 @@
-// Responder side of a soft RC QP: accepts requests strictly in PSN order, places SEND
+// Responder side of a soft RC QP: executes requests strictly in PSN order, places SEND
 // and WRITE payloads, executes READs and atomics, and answers duplicates (re-ACK, READ
-// replay, atomic replay from a small ring). Every remote access is checked against the
+// replay, atomic replay from a small ring). A request past a hole is dropped with one
+// NAK (go-back-N) or, in selective mode, held in the QP's out-of-order store, named in
+// a selective NAK, and executed once the hole fills. Every remote access is checked against the
 // memory region's key, bounds and rights before a byte is touched.
 #include <algorithm>
 
@@ -23,14 +25,19 @@ ResponseJob *push_job(SoftQp &qp) {
     return &j;
 }
 
-void queue_nak(SoftContext &ctx, SoftQp &qp, uint8_t syndrome, uint32_t psn) {
+ResponseJob *queue_nak(SoftContext &ctx, SoftQp &qp, uint8_t syndrome, uint32_t psn) {
     ResponseJob *j = push_job(qp);
-    if (!j) return;
+    if (!j) return nullptr;
     j->kind = ResponseJob::Kind::kNak;
     j->psn = psn;
     j->syndrome = syndrome;
     j->npkts = 1;
     if ((syndrome & 0x60) == kAethRnrNak) ++ctx.counters().rnr_nak_sent;
+    if (syndrome == (uint8_t(kAethNak) | uint8_t(kNakPsnSeqError))) {
+        ++ctx.counters().seq_naks_sent;
+        ++qp.rtx.naks_sent;
+    }
+    return j;
 }
 
 // A request the responder cannot execute: NAK it and move to the error state, as an
@@ -246,10 +253,14 @@ void on_duplicate(SoftContext &ctx, SoftQp &qp, const PacketView &pv) {
     qp.ack_psn = psn_add(qp.epsn, kPsnMask);
 }
 
-void emit_ack(SoftContext &ctx, SoftQp &qp, uint8_t opcode, uint32_t psn, uint8_t syndrome, const uint64_t *orig) {
+// `sack_end`: a selective NAK (see congestion/README.md): the BTH's reserved bits carry
+// kBthSelectiveNak and the AETH's MSN field the PSN that ends the hole.
+void emit_ack(SoftContext &ctx, SoftQp &qp, uint8_t opcode, uint32_t psn, uint8_t syndrome, const uint64_t *orig,
+              const uint32_t *sack_end = nullptr) {
     auto &slot = ctx.begin_tx();
     size_t h = put_bth(slot.hdr, opcode, qp.dest_qpn, psn, false, 0);
-    encode_aeth(slot.hdr + h, {syndrome, qp.msn});
+    if (sack_end) slot.hdr[8] |= kBthSelectiveNak;
+    encode_aeth(slot.hdr + h, {syndrome, sack_end ? *sack_end : qp.msn});
     h += kAethLen;
     if (orig) {
         put64(slot.hdr + h, *orig);
@@ -287,23 +298,84 @@ void emit_read_response(SoftContext &ctx, SoftQp &qp, ResponseJob &j) {
 
 } // namespace
 
-void responder_receive(SoftContext &ctx, SoftQp &qp, const PacketView &pv) {
-    if (qp.state != IBEX_QPS_RTR && qp.state != IBEX_QPS_RTS) return;
-    const uint32_t psn = pv.bth.psn;
-    const int32_t d = psn_diff(psn, qp.epsn);
-    if (d > 0) {
-        ++ctx.counters().out_of_sequence;
-        if (!qp.nak_sent) {
-            queue_nak(ctx, qp, uint8_t(kAethNak) | uint8_t(kNakPsnSeqError), qp.epsn);
-            qp.nak_sent = true;
-        }
-        return;
-    }
-    if (d < 0) return on_duplicate(ctx, qp, pv);
+namespace {
+
+void execute(SoftContext &ctx, SoftQp &qp, const PacketView &pv) {
     if (pv.flags & kIsSend) return on_send(ctx, qp, pv);
     if (pv.flags & kIsWrite) return on_write(ctx, qp, pv);
     if (pv.flags & kIsRead) return on_read(ctx, qp, pv);
     if (pv.flags & kIsAtomic) return on_atomic(ctx, qp, pv);
+}
+
+// Names the hole that starts at the expected PSN in a selective NAK: once when the hole
+// opens or changes, and again every ooo.slots() / 4 packets held while it stays open
+// (the requester's resend was lost; IRN recovers that by timeout alone).
+void selective_nak(SoftContext &ctx, SoftQp &qp) {
+    uint32_t end;
+    if (!qp.ooo.first_after(qp.epsn, end)) return;
+    const bool same = qp.sack_named && qp.sack_epsn == qp.epsn && qp.sack_end == end;
+    if (same && qp.sack_since < qp.ooo.slots() / 4) return;
+    ResponseJob *j = queue_nak(ctx, qp, uint8_t(kAethNak) | uint8_t(kNakPsnSeqError), qp.epsn);
+    if (!j) return; // the job ring is full: the next held packet tries again
+    j->selective = true;
+    j->sack_end = end;
+    qp.sack_named = true;
+    qp.sack_epsn = qp.epsn;
+    qp.sack_end = end;
+    qp.sack_since = 0;
+}
+
+void out_of_order(SoftContext &ctx, SoftQp &qp, const uint8_t *data, uint32_t len, int32_t d) {
+    ++ctx.counters().out_of_sequence;
+    // nak_sent: an RNR NAK (or a go-back-N NAK) for the expected PSN is outstanding and
+    // the requester goes back to it anyway; later packets are still worth holding.
+    if (qp.ooo.slots() && static_cast<uint32_t>(d) < qp.ooo.slots()) {
+        if (qp.ooo.hold(qp.epsn, static_cast<uint32_t>(d), data, len)) {
+            ++ctx.counters().ooo_packets_held;
+            ++qp.rtx.ooo_held;
+            ++qp.sack_since;
+        }
+        if (!qp.nak_sent) selective_nak(ctx, qp);
+        return;
+    }
+    // Go-back-N, or past the store: everything from the expected PSN is sent again.
+    if (!qp.nak_sent) {
+        queue_nak(ctx, qp, uint8_t(kAethNak) | uint8_t(kNakPsnSeqError), qp.epsn);
+        qp.nak_sent = true;
+    }
+}
+
+// Executes held packets from the expected PSN on, in order, until the next hole (or a
+// packet that is not accepted: RNR, a fatal NAK), then names that hole.
+void drain_held(SoftContext &ctx, SoftQp &qp) {
+    while (qp.state == IBEX_QPS_RTR || qp.state == IBEX_QPS_RTS) {
+        uint32_t len = 0;
+        const uint32_t psn = qp.epsn;
+        const uint8_t *p = qp.ooo.find(psn, len);
+        if (!p) break;
+        PacketView v;
+        const bool ok = parse_packet(p, len, &v) == ParseError::kOk; // parsed once already
+        if (ok) execute(ctx, qp, v);
+        qp.ooo.release(psn);
+        if (!ok || qp.epsn == psn) break;
+    }
+    qp.ooo.drop_before(qp.epsn); // a READ's PSN range covers them: never sent as requests
+    if (qp.ooo.empty()) {
+        qp.sack_named = false;
+        return;
+    }
+    if (!qp.nak_sent) selective_nak(ctx, qp);
+}
+
+} // namespace
+
+void responder_receive(SoftContext &ctx, SoftQp &qp, const PacketView &pv, const uint8_t *data, uint32_t len) {
+    if (qp.state != IBEX_QPS_RTR && qp.state != IBEX_QPS_RTS) return;
+    const int32_t d = psn_diff(pv.bth.psn, qp.epsn);
+    if (d > 0) return out_of_order(ctx, qp, data, len, d);
+    if (d < 0) return on_duplicate(ctx, qp, pv);
+    execute(ctx, qp, pv);
+    if (!qp.ooo.empty()) drain_held(ctx, qp);
 }
 
 void responder_transmit(SoftContext &ctx, SoftQp &qp, uint32_t &budget, bool hold_ack) {
@@ -331,7 +403,9 @@ void responder_transmit(SoftContext &ctx, SoftQp &qp, uint32_t &budget, bool hol
         case ResponseJob::Kind::kAtomicAck:
             emit_ack(ctx, qp, kAtomicAcknowledge, j.psn, kAethAck | kAethCreditsUnlimited, &j.orig);
             break;
-        case ResponseJob::Kind::kNak: emit_ack(ctx, qp, kAcknowledge, j.psn, j.syndrome, nullptr); break;
+        case ResponseJob::Kind::kNak:
+            emit_ack(ctx, qp, kAcknowledge, j.psn, j.syndrome, nullptr, j.selective ? &j.sack_end : nullptr);
+            break;
         }
         --budget;
         if (++j.next >= j.npkts) {

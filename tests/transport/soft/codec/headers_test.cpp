@@ -149,17 +149,26 @@ TEST(Bth, EncodeMasksOversizedFieldsWithoutTouchingNeighbours) {
 
 TEST(Bth, DecodeIgnoresReservedBits) {
     // Reserved bits of byte 4 (low 6) and byte 8 (low 7) are set on the wire: the decoded
-    // flags must be unaffected and re-encoding gives the canonical bytes.
+    // flags must be unaffected. Byte 8's are reported in resv7 (a selective NAK's mark,
+    // engine/loss_recovery.h) and encoded back only when set there; byte 4's never.
     const auto wire = from_hex("04 00 ffff 3f 000010 7f 000020");
-    const Bth b = decode_bth(wire.data());
+    Bth b = decode_bth(wire.data());
     EXPECT_FALSE(b.fecn);
     EXPECT_FALSE(b.becn);
     EXPECT_FALSE(b.ack_req);
     EXPECT_EQ(b.dest_qp, 0x10u);
     EXPECT_EQ(b.psn, 0x20u);
+    EXPECT_EQ(b.resv7, 0x7f);
     std::array<uint8_t, kBthLen> out{};
     encode_bth(out.data(), b);
+    EXPECT_EQ(vec(out), from_hex("04 00 ffff 00 000010 7f 000020"));
+    b.resv7 = 0;
+    encode_bth(out.data(), b);
     EXPECT_EQ(vec(out), from_hex("04 00 ffff 00 000010 00 000020"));
+    b.ack_req = true;
+    b.resv7 = kBthSelectiveNak;
+    encode_bth(out.data(), b);
+    EXPECT_EQ(vec(out), from_hex("04 00 ffff 00 000010 81 000020"));
 }
 
 TEST(Bth, DefaultsAreDefaultPkeyAndZero) {

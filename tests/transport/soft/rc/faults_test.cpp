@@ -5,6 +5,12 @@
 // all complete successfully, once each, in wr_id order, with every byte right: READs and
 // atomics are checked against a model of the child's memory at post time, SENDs are
 // checked by the child, and the final remote memory is compared with the model.
+//
+// Loss recovery: IBEX_TEST_RETRANSMIT=<parent>[:<child>] picks each side's
+// IBEX_RETRANSMIT (default: gbn, or whatever IBEX_RETRANSMIT says, on both), so ctest
+// runs this suite for gbn/gbn, selective/selective and both mixed pairs
+// (interoperability: a selective side facing a go-back-N one).
+#include <cstdlib>
 #include <map>
 #include <sstream>
 #include <random>
@@ -65,6 +71,21 @@ uint32_t pick_len(std::mt19937_64 &rng) {
     return 16385 + rng() % (65536 - 16384);
 }
 
+std::string env_or(const char *name, const char *fallback) {
+    const char *v = std::getenv(name);
+    return v && *v ? v : fallback;
+}
+
+// Splits IBEX_TEST_RETRANSMIT before any context opens (ctest passes one variable only).
+const bool kModesSet = [] {
+    const std::string pair = env_or("IBEX_TEST_RETRANSMIT", "");
+    if (pair.empty()) return false;
+    const size_t colon = pair.find(':');
+    setenv("IBEX_RETRANSMIT", pair.substr(0, colon).c_str(), 1);
+    setenv("IBEX_TEST_PEER_RETRANSMIT", colon == std::string::npos ? pair.c_str() : pair.substr(colon + 1).c_str(), 1);
+    return true;
+}();
+
 TEST(RcFaults, TenThousandMixedWorkRequestsSurviveLossReorderDuplicationCorruption) {
     if (!test_device_injects_faults()) GTEST_SKIP() << test_device() << " injects no faults (nothing is lost between processes of one host)";
     ibex_fault_config_t faults = IBEX_FAULT_CONFIG_INIT;
@@ -82,6 +103,9 @@ TEST(RcFaults, TenThousandMixedWorkRequestsSurviveLossReorderDuplicationCorrupti
     cfg.fault_cfg.seed = 0xC41D;
     cfg.timeout = 12;
     cfg.max_seconds = 90;
+    const std::string local_mode = env_or("IBEX_RETRANSMIT", "gbn");
+    cfg.retransmit = env_or("IBEX_TEST_PEER_RETRANSMIT", local_mode.c_str());
+    ASSERT_TRUE(local_mode == "gbn" || local_mode == "selective") << local_mode;
     ASSERT_TRUE(peer.start(cfg)) << peer.error();
 
     Endpoint local;
@@ -336,6 +360,25 @@ TEST(RcFaults, TenThousandMixedWorkRequestsSurviveLossReorderDuplicationCorrupti
     EXPECT_GT(theirs.out_of_sequence, 0u) << "lost/reordered requests must leave gaps";
     EXPECT_EQ(theirs.remote_access_errors, 0u);
     EXPECT_LT(secs, 50.0);
+
+    // The mode each side was asked for is the one that ran.
+    ibex_qp_retransmit_t rt{};
+    rt.size = sizeof rt;
+    IBEX_ASSERT_OK(ibex_query_qp_retransmit(local.qp, &rt));
+    EXPECT_EQ(rt.mode, local_mode == "selective" ? uint32_t(IBEX_RETRANSMIT_SELECTIVE) : uint32_t(IBEX_RETRANSMIT_GBN));
+    EXPECT_EQ(rt.packets_resent, mine.retransmitted_packets) << "one QP: its counters are the context's";
+    std::printf("  recovery: parent %s, child %s; child held %llu out of order, sent %llu sequence NAKs; parent tail timeouts %llu\n",
+                local_mode.c_str(), cfg.retransmit.c_str(), (unsigned long long)theirs.ooo_packets_held,
+                (unsigned long long)theirs.seq_naks_sent, (unsigned long long)mine.tail_timeouts);
+    if (cfg.retransmit == "selective") {
+        EXPECT_GT(theirs.ooo_packets_held, 0u) << "a selective responder holds what arrives past a hole";
+    } else {
+        EXPECT_EQ(theirs.ooo_packets_held, 0u) << "a go-back-N responder holds nothing";
+    }
+    EXPECT_GT(theirs.seq_naks_sent, 0u);
+    if (local_mode != "selective") {
+        EXPECT_EQ(mine.tail_timeouts, 0u) << "RTO_low is selective mode's";
+    }
 
     const int code = peer.finish();
     EXPECT_EQ(code, 0) << "child " << ChildProcess::describe(code);

@@ -90,6 +90,7 @@ struct PeerConfig {
     unsigned max_seconds = 60;
     std::string device;     // empty: test_device()
     std::string netns;      // non-empty: the child joins /run/netns/<netns> before opening
+    std::string retransmit; // non-empty: the child's IBEX_RETRANSMIT (gbn, selective)
 };
 
 struct PeerHello {
@@ -152,6 +153,7 @@ inline bool join_netns(const std::string &name) {
 
 inline int serve(int fd, const PeerConfig &cfg) {
     if (!cfg.netns.empty() && !join_netns(cfg.netns)) return 14;
+    if (!cfg.retransmit.empty()) setenv("IBEX_RETRANSMIT", cfg.retransmit.c_str(), 1);
     Endpoint ep;
     ep.max_send_wr = cfg.max_send_wr;
     ep.max_recv_wr = cfg.max_recv_wr;
