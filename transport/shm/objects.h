@@ -69,7 +69,9 @@ struct ShmContext : ibex_context {
     bool progress_thread = true;
     std::thread thread;
     std::atomic<bool> stop{false};
-    std::atomic<uint64_t> app_polled_ns{0}; // last poll_cq/ibex_progress by the application
+    // poll_cq/ibex_progress calls by the application: a count, not a time, so the polling
+    // loop reads no clock (the progress thread times it when the count moves).
+    std::atomic<uint64_t> app_polls{0};
     MrTable mrs;
     std::vector<ShmQp *> qps;
     uint32_t next_qpn = 1;
@@ -81,6 +83,10 @@ struct ShmContext : ibex_context {
     uint64_t next_alloc = 1;
     int sock = -1; // datagram socket "@ibex-shm.<pid>.<ctx>": peers' fds arrive here
     std::map<std::pair<uint64_t, uint64_t>, PeerMapping> peer_maps;
+    // The last peer_maps hit: a WRITE loop into one buffer skips the map lookup. Mappings
+    // live until close_fd_socket, which clears this too.
+    std::pair<uint64_t, uint64_t> last_map_key{0, 0};
+    PeerMapping last_map{};
 };
 
 struct ShmPd : ibex_pd {

@@ -85,7 +85,6 @@ ibex_status_t post_one(ShmQp &qp, const ibex_send_wr_t &wr) {
     w.signaled = (wr.send_flags & IBEX_SEND_SIGNALED) != 0;
     w.imm = wr.imm_data;
     qp.sq.push();
-    if (!qp.ack_deadline && qp.timeout) qp.ack_deadline = now_ns() + (uint64_t(4096) << qp.timeout);
     return IBEX_OK;
 }
 
@@ -99,6 +98,10 @@ ibex_status_t post_send(ibex_qp *q, ibex_send_wr_t *wr, ibex_send_wr_t **bad) {
         if ((st = post_one(*qp, *wr)) != IBEX_OK) break;
     if (bad) *bad = wr;
     transmit(*qp);
+    // The ack timer starts for what is still outstanding; a WRITE the initiator already
+    // copied (`map`) is done, and costs no clock read.
+    if (!qp->sq.empty() && !qp->ack_deadline && qp->timeout)
+        qp->ack_deadline = now_ns() + (uint64_t(4096) << qp->timeout);
     return st;
 }
 
