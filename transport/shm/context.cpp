@@ -103,11 +103,15 @@ void ring_doorbell(CtxShared *peer) {
 }
 
 bool progress_once(ShmContext &ctx, uint64_t now) {
-    bool did = false;
+    const uint32_t bell = ctx.shared->doorbell.load(std::memory_order_acquire);
+    bool did = false, quiet = true;
     for (ShmQp *qp : ctx.qps) {
         did |= serve_requests(*qp);
         did |= requester_progress(*qp, now);
+        quiet = quiet && qp->sq.empty() && !qp->in_send &&
+                (!qp->self || (!qp->self->req.peek() && !qp->self->resp.peek()));
     }
+    ctx.quiet_bell.store(!did && quiet ? bell : ShmContext::kNotQuiet, std::memory_order_release);
     return did;
 }
 
@@ -166,7 +170,8 @@ ibex_status_t query_counters(ibex_context *c, ibex_counters_t *out) {
 
 ibex_status_t progress(ibex_context *c) {
     ShmContext *ctx = to_shm(c);
-    ctx->app_polls.fetch_add(1, std::memory_order_relaxed);
+    ctx->note_app_poll();
+    if (ctx->quiet()) return IBEX_OK;
     Lock l(ctx->mu);
     progress_once(*ctx);
     return IBEX_OK;

@@ -93,6 +93,7 @@ ibex_status_t post_one(ShmQp &qp, const ibex_send_wr_t &wr) {
 ibex_status_t post_send(ibex_qp *q, ibex_send_wr_t *wr, ibex_send_wr_t **bad) {
     ShmQp *qp = qp_of(q);
     Lock l(qp->ctx->mu);
+    qp->ctx->unquiet();
     ibex_status_t st = IBEX_OK;
     for (; wr; wr = wr->next)
         if ((st = post_one(*qp, *wr)) != IBEX_OK) break;
@@ -108,6 +109,7 @@ ibex_status_t post_send(ibex_qp *q, ibex_send_wr_t *wr, ibex_send_wr_t **bad) {
 ibex_status_t post_recv(ibex_qp *q, ibex_recv_wr_t *wr, ibex_recv_wr_t **bad) {
     ShmQp *qp = qp_of(q);
     Lock l(qp->ctx->mu);
+    qp->ctx->unquiet();
     ibex_status_t st = IBEX_OK;
     for (; wr; wr = wr->next) {
         if (qp->state == IBEX_QPS_RESET) {
