@@ -152,7 +152,6 @@ private:
             }
             if (timed && !server && now_ns() >= end_ns) break;
             if (scnt < iters) {
-                tposted->push_back(now_ns());
                 ++scnt;
                 // WRITE carries the count in its last byte for the peer to poll; a SEND's
                 // payload is never looked at (and may be GPU memory).
@@ -161,6 +160,10 @@ private:
                 while (scnt - completed_ > kSqDepth - 1)
                     if (!poll_cq()) return false;
                 if (!post(wr, scnt)) return false;
+                // Stamped after the post, while the peer answers: a sample is still one
+                // round trip (post to post), but the clock read, dearer than a cycle
+                // counter, stays off the path from the peer's byte to our reply.
+                tposted->push_back(now_ns());
             }
         }
         // Every message of ours has landed before the next size (or the end).

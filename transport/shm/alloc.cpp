@@ -124,6 +124,8 @@ void close_fd_socket(ShmContext &ctx) {
     ctx.sock = -1;
     for (auto &[key, m] : ctx.peer_maps) munmap(m.base, m.size);
     ctx.peer_maps.clear();
+    ctx.last_map_key = {0, 0};
+    ctx.last_map = {};
 }
 
 bool shared_alloc_of(ShmQp &qp, const void *p, size_t len, uint64_t *id, uint64_t *off) {
@@ -143,12 +145,17 @@ bool shared_alloc_of(ShmQp &qp, const void *p, size_t len, uint64_t *id, uint64_
 uint8_t *peer_mapping(ShmQp &qp, uint64_t id, uint64_t off, uint64_t len) {
     ShmContext &ctx = *qp.ctx;
     const auto key = std::make_pair(ctx_key(qp.peer_pid, qp.peer_ctx_id), id);
+    if (ctx.last_map.base && key == ctx.last_map_key)
+        return off > ctx.last_map.size || len > ctx.last_map.size - off ? nullptr : ctx.last_map.base + off;
     auto it = ctx.peer_maps.find(key);
     if (it == ctx.peer_maps.end() && ctx.sock >= 0) {
         drain(ctx);
         it = ctx.peer_maps.find(key);
     }
-    if (it == ctx.peer_maps.end() || off > it->second.size || len > it->second.size - off) return nullptr;
+    if (it == ctx.peer_maps.end()) return nullptr;
+    ctx.last_map_key = key;
+    ctx.last_map = it->second;
+    if (off > it->second.size || len > it->second.size - off) return nullptr;
     return it->second.base + off;
 }
 

@@ -42,6 +42,7 @@ void futex_wait(std::atomic<uint32_t> *word, uint32_t seen, uint64_t ns) {
 
 void progress_main(ShmContext *ctx) {
     uint64_t idle_since = 0;
+    uint64_t polls_seen = 0, app_polled_at = 0;
     while (!ctx->stop.load(std::memory_order_relaxed)) {
         bool did;
         {
@@ -49,7 +50,11 @@ void progress_main(ShmContext *ctx) {
             did = progress_once(*ctx);
         }
         const uint64_t now = now_ns();
-        if (now - ctx->app_polled_ns.load(std::memory_order_relaxed) < kAppPollingNs) {
+        if (const uint64_t polls = ctx->app_polls.load(std::memory_order_relaxed); polls != polls_seen) {
+            polls_seen = polls;
+            app_polled_at = now;
+        }
+        if (app_polled_at && now - app_polled_at < kAppPollingNs) {
             const timespec nap{0, kNapNs};
             nanosleep(&nap, nullptr);
             idle_since = 0;
@@ -97,13 +102,16 @@ void ring_doorbell(CtxShared *peer) {
         syscall(SYS_futex, reinterpret_cast<uint32_t *>(&peer->doorbell), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
-bool progress_once(ShmContext &ctx) {
-    const uint64_t now = now_ns();
-    bool did = false;
+bool progress_once(ShmContext &ctx, uint64_t now) {
+    const uint32_t bell = ctx.shared->doorbell.load(std::memory_order_acquire);
+    bool did = false, quiet = true;
     for (ShmQp *qp : ctx.qps) {
         did |= serve_requests(*qp);
         did |= requester_progress(*qp, now);
+        quiet = quiet && qp->sq.empty() && !qp->in_send &&
+                (!qp->self || (!qp->self->req.peek() && !qp->self->resp.peek()));
     }
+    ctx.quiet_bell.store(!did && quiet ? bell : ShmContext::kNotQuiet, std::memory_order_release);
     return did;
 }
 
@@ -162,7 +170,8 @@ ibex_status_t query_counters(ibex_context *c, ibex_counters_t *out) {
 
 ibex_status_t progress(ibex_context *c) {
     ShmContext *ctx = to_shm(c);
-    ctx->app_polled_ns.store(now_ns(), std::memory_order_relaxed);
+    ctx->note_app_poll();
+    if (ctx->quiet()) return IBEX_OK;
     Lock l(ctx->mu);
     progress_once(*ctx);
     return IBEX_OK;

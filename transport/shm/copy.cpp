@@ -40,7 +40,8 @@ bool cma_works(uint32_t pid, const CtxShared *peer) {
 void note_copy_choice(Copy c, const char *why) {
     static std::atomic<bool> logged[4];
     const auto i = static_cast<uint32_t>(c) & 3;
-    if (!logged[i].exchange(true)) IBEX_LOG(info, "shm: copy mechanism %s (%s)", copy_name(c), why);
+    // A plain load first: this runs per WR, and the exchange would dirty a shared line.
+    if (!logged[i].load(std::memory_order_relaxed) && !logged[i].exchange(true)) IBEX_LOG(info, "shm: copy mechanism %s (%s)", copy_name(c), why);
 }
 
 bool copy_stats(ibex_context *c, CopyStats *out) {

@@ -57,9 +57,9 @@ ibex_status_t destroy_cq(ibex_cq *c) {
 
 ibex_status_t poll_cq(ibex_cq *c, int max, ibex_wc_t *wc, int *count) {
     ShmCq *cq = cq_of(c);
-    cq->ctx->app_polled_ns.store(now_ns(), std::memory_order_relaxed);
+    cq->ctx->note_app_poll();
     Lock l(cq->ctx->mu);
-    if (cq->ring.empty()) progress_once(*cq->ctx);
+    if (cq->ring.empty() && !cq->ctx->quiet()) progress_once(*cq->ctx);
     int n = 0;
     while (n < max && !cq->ring.empty()) {
         wc[n++] = cq->ring.front();

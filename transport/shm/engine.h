@@ -18,8 +18,9 @@ uint64_t now_ns();
 // ---- requester.cpp
 // Puts as many fragments on the peer's ring as the window, the ring and RNR back-off allow.
 bool transmit(ShmQp &qp);
-// Consumes the peer's responses; completes WQEs; runs the ack and RNR timers.
-bool requester_progress(ShmQp &qp, uint64_t now);
+// Consumes the peer's responses; completes WQEs; runs the ack and RNR timers. `now` may
+// be 0: the clock is read only when a response or an outstanding WQE needs it.
+bool requester_progress(ShmQp &qp, uint64_t &now);
 // Earliest timer of the QP (ns), 0 when none.
 uint64_t requester_deadline(const ShmQp &qp);
 
@@ -35,7 +36,8 @@ void qp_to_error(ShmQp &qp);
 void complete(ShmQp &qp, ShmCq *cq, uint64_t wr_id, ibex_wc_status_t st, ibex_wc_opcode_t op, uint32_t len);
 
 // ---- context.cpp
-bool progress_once(ShmContext &ctx);
+// `now`: the time when the caller has it, else 0 and the clock is read only if a QP needs it.
+bool progress_once(ShmContext &ctx, uint64_t now = 0);
 // Wakes the context whose shared header this is, when its progress thread sleeps.
 void ring_doorbell(CtxShared *peer);
 

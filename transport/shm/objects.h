@@ -69,7 +69,23 @@ struct ShmContext : ibex_context {
     bool progress_thread = true;
     std::thread thread;
     std::atomic<bool> stop{false};
-    std::atomic<uint64_t> app_polled_ns{0}; // last poll_cq/ibex_progress by the application
+    // poll_cq/ibex_progress calls by the application: a count, not a time, so the polling
+    // loop reads no clock (the progress thread times it when the count moves).
+    std::atomic<uint64_t> app_polls{0};
+    // The doorbell (bumped by every producer into this context's rings) as it was when the
+    // last progress pass began, if that pass found nothing to do: no request or response
+    // waiting, every SQ empty. While the doorbell still reads the same, another pass would
+    // find nothing either, and the application's polling skips it (and the lock). Anything
+    // that can make work without a producer (post_send, post_recv, QP changes) clears it.
+    static constexpr uint64_t kNotQuiet = ~0ull;
+    std::atomic<uint64_t> quiet_bell{kNotQuiet};
+    void unquiet() { quiet_bell.store(kNotQuiet, std::memory_order_relaxed); } // lock held
+    bool quiet() const {
+        return quiet_bell.load(std::memory_order_acquire) == shared->doorbell.load(std::memory_order_acquire);
+    }
+    // The application polled: the progress thread keeps off the core meanwhile. A plain
+    // store, not a locked add: a lost count between racing pollers still moves it.
+    void note_app_poll() { app_polls.store(app_polls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
     MrTable mrs;
     std::vector<ShmQp *> qps;
     uint32_t next_qpn = 1;
@@ -81,6 +97,10 @@ struct ShmContext : ibex_context {
     uint64_t next_alloc = 1;
     int sock = -1; // datagram socket "@ibex-shm.<pid>.<ctx>": peers' fds arrive here
     std::map<std::pair<uint64_t, uint64_t>, PeerMapping> peer_maps;
+    // The last peer_maps hit: a WRITE loop into one buffer skips the map lookup. Mappings
+    // live until close_fd_socket, which clears this too.
+    std::pair<uint64_t, uint64_t> last_map_key{0, 0};
+    PeerMapping last_map{};
 };
 
 struct ShmPd : ibex_pd {

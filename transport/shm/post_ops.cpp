@@ -85,7 +85,6 @@ ibex_status_t post_one(ShmQp &qp, const ibex_send_wr_t &wr) {
     w.signaled = (wr.send_flags & IBEX_SEND_SIGNALED) != 0;
     w.imm = wr.imm_data;
     qp.sq.push();
-    if (!qp.ack_deadline && qp.timeout) qp.ack_deadline = now_ns() + (uint64_t(4096) << qp.timeout);
     return IBEX_OK;
 }
 
@@ -94,17 +93,23 @@ ibex_status_t post_one(ShmQp &qp, const ibex_send_wr_t &wr) {
 ibex_status_t post_send(ibex_qp *q, ibex_send_wr_t *wr, ibex_send_wr_t **bad) {
     ShmQp *qp = qp_of(q);
     Lock l(qp->ctx->mu);
+    qp->ctx->unquiet();
     ibex_status_t st = IBEX_OK;
     for (; wr; wr = wr->next)
         if ((st = post_one(*qp, *wr)) != IBEX_OK) break;
     if (bad) *bad = wr;
     transmit(*qp);
+    // The ack timer starts for what is still outstanding; a WRITE the initiator already
+    // copied (`map`) is done, and costs no clock read.
+    if (!qp->sq.empty() && !qp->ack_deadline && qp->timeout)
+        qp->ack_deadline = now_ns() + (uint64_t(4096) << qp->timeout);
     return st;
 }
 
 ibex_status_t post_recv(ibex_qp *q, ibex_recv_wr_t *wr, ibex_recv_wr_t **bad) {
     ShmQp *qp = qp_of(q);
     Lock l(qp->ctx->mu);
+    qp->ctx->unquiet();
     ibex_status_t st = IBEX_OK;
     for (; wr; wr = wr->next) {
         if (qp->state == IBEX_QPS_RESET) {

@@ -133,6 +133,7 @@ ibex_status_t create_qp(ibex_pd *pd, const ibex_qp_init_attr_t *a, ibex_qp **out
     std::mt19937 rng(qp->qp_num ^ static_cast<uint32_t>(now_ns()));
     qp->sq_psn = rng() & roce::kPsnMask;
     ctx->qps.push_back(qp);
+    ctx->unquiet();
     ++qp->scq->users;
     ++qp->rcq->users;
     ++static_cast<ShmPd *>(pd)->users;
@@ -144,6 +145,7 @@ ibex_status_t destroy_qp(ibex_qp *q) {
     ShmQp *qp = qp_of(q);
     {
         Lock l(qp->ctx->mu);
+        qp->ctx->unquiet();
         auto &v = qp->ctx->qps;
         for (size_t i = 0; i < v.size(); ++i)
             if (v[i] == qp) {
@@ -163,6 +165,7 @@ ibex_status_t destroy_qp(ibex_qp *q) {
 ibex_status_t modify_qp(ibex_qp *q, const ibex_qp_attr_t *a, unsigned mask) {
     ShmQp *qp = qp_of(q);
     Lock l(qp->ctx->mu);
+    qp->ctx->unquiet();
     IBEX_TRY(check_modify_common(qp->qp_num, qp->state, *a, mask));
     const ibex_qp_state_t to = (mask & IBEX_QP_STATE) ? a->qp_state : qp->state;
     if (to == IBEX_QPS_RESET) return reset(*qp);

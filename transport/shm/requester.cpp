@@ -151,17 +151,21 @@ bool transmit(ShmQp &qp) {
     return sent || direct;
 }
 
-bool requester_progress(ShmQp &qp, uint64_t now) {
+bool requester_progress(ShmQp &qp, uint64_t &now) {
     bool did = false;
     if (qp.self && qp.state != IBEX_QPS_RESET) {
         while (const Response *p = qp.self->resp.peek()) {
             const Response r = *p;
             did = true;
-            if (qp.state == IBEX_QPS_RTS && r.seq == qp.una_seq && qp.una_seq != qp.next_seq) on_response(qp, r, now);
+            if (qp.state == IBEX_QPS_RTS && r.seq == qp.una_seq && qp.una_seq != qp.next_seq) {
+                if (!now) now = now_ns();
+                on_response(qp, r, now);
+            }
             qp.self->resp.pop(); // after on_response: the READ payload slot stays ours until then
         }
     }
     if (qp.state != IBEX_QPS_RTS || qp.sq.empty()) return did;
+    if (!now) now = now_ns();
     if (qp.ack_deadline && now >= qp.ack_deadline) {
         ++qp.ctx->counters.local_ack_timeout_err;
         if (qp.retry_left-- <= 0) {
