@@ -55,7 +55,8 @@ fi
 engine_srcs=()
 for f in "$src"/transport/soft/codec/*.cpp "$src"/transport/soft/engine/*.cpp; do engine_srcs+=("$f"); done
 for f in "$src"/transport/soft/*.cpp; do engine_srcs+=("$f"); done
-engine_srcs+=("$src/transport/soft/udp/udp_port.cpp" "$src/transport/provider.cpp")
+for f in "$src"/transport/*.cpp; do engine_srcs+=("$f"); done
+engine_srcs+=("$src/transport/soft/udp/udp_port.cpp")
 # The provider list names the shm provider too (and the C API reaches its ibex_mem_alloc).
 for f in "$src"/transport/shm/*.cpp; do engine_srcs+=("$f"); done
 for f in "$src"/runtime/base/*.cpp; do engine_srcs+=("$f"); done

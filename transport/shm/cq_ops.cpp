@@ -12,19 +12,6 @@
 
 namespace ibex::shm {
 
-void ShmCq::push(const ibex_wc_t &wc) {
-    if (ring.full()) {
-        if (overflows++ == 0) IBEX_LOG(error, "completion queue overrun (%zu entries): completions lost", ring.capacity());
-        return;
-    }
-    ring.push() = wc;
-    if (armed) {
-        armed = false;
-        uint64_t one = 1;
-        [[maybe_unused]] ssize_t r = write(event_fd, &one, sizeof one);
-    }
-}
-
 ibex_status_t create_cq(ibex_context *c, int cqe, ibex_cq **out) {
     auto *cq = new (std::nothrow) ShmCq(static_cast<size_t>(cqe));
     if (!cq) return fail(IBEX_ERR_NO_MEMORY, "cannot allocate a CQ of %d entries", cqe);
@@ -77,12 +64,7 @@ ibex_status_t cq_fd(ibex_cq *c, int *fd) {
 ibex_status_t req_notify_cq(ibex_cq *c) {
     ShmCq *cq = cq_of(c);
     Lock l(cq->ctx->mu);
-    cq->armed = true;
-    if (!cq->ring.empty()) {
-        cq->armed = false;
-        uint64_t one = 1;
-        [[maybe_unused]] ssize_t r = write(cq->event_fd, &one, sizeof one);
-    }
+    cq->arm();
     return IBEX_OK;
 }
 
@@ -104,11 +86,7 @@ ibex_status_t cq_wait(ibex_cq *c, int timeout_ms) {
             if (left <= 0) return fail(IBEX_ERR_TIMEOUT, "no completion within %d ms", timeout_ms);
             wait = ctx->progress_thread ? static_cast<int>(left) : 1;
         }
-        pollfd p{cq->event_fd, POLLIN, 0};
-        if (poll(&p, 1, wait) > 0) {
-            uint64_t v;
-            [[maybe_unused]] ssize_t r = read(cq->event_fd, &v, sizeof v);
-        }
+        cq->wait_event(wait);
     }
 }
 

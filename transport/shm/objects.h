@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "transport/mr_keys.h"
+#include "transport/completion_ring.h"
 #include "transport/provider.h"
 #include "transport/shm/layout.h"
 #include "transport/shm/segment.h"
@@ -108,16 +109,12 @@ struct ShmPd : ibex_pd {
     int users = 0;
 };
 
-struct ShmCq : ibex_cq {
+// push(), arm() and the ring are CompletionRing's, called with the context lock held.
+struct ShmCq : ibex_cq, CompletionRing {
     ShmContext *ctx = nullptr;
-    Ring<ibex_wc_t> ring;
-    int event_fd = -1;
-    bool armed = false;
-    uint64_t overflows = 0;
     int users = 0;
 
-    explicit ShmCq(size_t capacity) : ring(capacity) {}
-    void push(const ibex_wc_t &wc); // lock held
+    explicit ShmCq(size_t capacity) : CompletionRing(capacity) {}
 };
 
 using soft::RecvWqe;

@@ -76,12 +76,7 @@ ibex_status_t cq_fd(ibex_cq *c, int *fd) {
 ibex_status_t req_notify_cq(ibex_cq *c) {
     SoftCq *cq = cq_of(c);
     Lock l(cq->ctx->mutex());
-    cq->armed = true;
-    if (!cq->ring.empty()) {
-        cq->armed = false;
-        uint64_t one = 1;
-        [[maybe_unused]] ssize_t r = write(cq->event_fd, &one, sizeof one);
-    }
+    cq->arm();
     return IBEX_OK;
 }
 
@@ -104,11 +99,7 @@ ibex_status_t cq_wait(ibex_cq *c, int timeout_ms) {
             if (left <= 0) return fail(IBEX_ERR_TIMEOUT, "no completion within %d ms", timeout_ms);
             wait = ctx->config().progress_thread ? static_cast<int>(left) : 1;
         }
-        pollfd p{cq->event_fd, POLLIN, 0};
-        if (poll(&p, 1, wait) > 0) {
-            uint64_t v;
-            [[maybe_unused]] ssize_t r = read(cq->event_fd, &v, sizeof v);
-        }
+        cq->wait_event(wait);
     }
 }
 

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "transport/completion_ring.h"
 #include "transport/provider.h"
 #include "transport/soft/engine/congestion_control.h"
 #include "transport/soft/engine/loss_recovery.h"
@@ -31,17 +32,12 @@ struct SoftMr : ibex_mr {
     std::vector<std::pair<uint64_t, uint64_t>> dirty; // shadow ranges remote writes changed
 };
 
-struct SoftCq : ibex_cq {
+// push(), arm() and the ring are CompletionRing's, called with the context lock held.
+struct SoftCq : ibex_cq, CompletionRing {
     SoftContext *ctx = nullptr;
-    Ring<ibex_wc_t> ring;
-    int event_fd = -1;
-    bool armed = false;
-    uint64_t overflows = 0;
     int users = 0; // QPs attached
 
-    explicit SoftCq(size_t capacity) : ring(capacity) {}
-    // Called with the context lock held.
-    void push(const ibex_wc_t &wc);
+    explicit SoftCq(size_t capacity) : CompletionRing(capacity) {}
 };
 
 // Responder output that must leave in PSN order: READ responses (or their replays),
