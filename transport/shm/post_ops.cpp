@@ -4,6 +4,7 @@
 
 #include "runtime/base/status.h"
 #include "transport/qp_state.h"
+#include "transport/recv_posting.h"
 #include "transport/shm/engine.h"
 #include "transport/shm/shm_ops.h"
 
@@ -110,31 +111,12 @@ ibex_status_t post_recv(ibex_qp *q, ibex_recv_wr_t *wr, ibex_recv_wr_t **bad) {
     ShmQp *qp = qp_of(q);
     Lock l(qp->ctx->mu);
     qp->ctx->unquiet();
-    ibex_status_t st = IBEX_OK;
-    for (; wr; wr = wr->next) {
-        if (qp->state == IBEX_QPS_RESET) {
-            st = fail(IBEX_ERR_INVALID_STATE, "QP 0x%x is in RESET; post_recv needs INIT or later", qp->qp_num);
-            break;
-        }
-        if (wr->num_sge < 0 || wr->num_sge > kMaxSge || (wr->num_sge && !wr->sg_list)) {
-            st = fail(IBEX_ERR_INVALID_ARGUMENT, "num_sge %d out of range (0..%d) or sg_list missing", wr->num_sge, kMaxSge);
-            break;
-        }
-        if (qp->state == IBEX_QPS_ERR) {
-            complete(*qp, qp->rcq, wr->wr_id, IBEX_WC_WR_FLUSH_ERR, IBEX_WC_RECV, 0);
-            continue;
-        }
-        if (qp->rq.full()) {
-            st = fail(IBEX_ERR_QUEUE_FULL, "receive queue of QP 0x%x is full (%zu)", qp->qp_num, qp->rq.capacity());
-            break;
-        }
-        RecvWqe &r = qp->rq.at(qp->rq.tail());
-        if ((st = resolve_local(*qp->ctx, wr->sg_list, wr->num_sge, IBEX_ACCESS_LOCAL_WRITE, &r.local)) != IBEX_OK) break;
-        r.wr_id = wr->wr_id;
-        qp->rq.push();
-    }
-    if (bad) *bad = wr;
-    return st;
+    return post_recv_list(
+        *qp, wr, bad, kMaxSge,
+        [&](const ibex_recv_wr_t &w) { complete(*qp, qp->rcq, w.wr_id, IBEX_WC_WR_FLUSH_ERR, IBEX_WC_RECV, 0); },
+        [&](const ibex_recv_wr_t &w, RecvWqe &r) {
+            return resolve_local(*qp->ctx, w.sg_list, w.num_sge, IBEX_ACCESS_LOCAL_WRITE, &r.local);
+        });
 }
 
 } // namespace ibex::shm

@@ -4,6 +4,7 @@
 
 #include "runtime/base/status.h"
 #include "transport/qp_state.h"
+#include "transport/recv_posting.h"
 #include "transport/soft/codec/roce.h"
 #include "transport/soft/engine/staging.h"
 #include "transport/soft/soft_ops.h"
@@ -135,33 +136,13 @@ ibex_status_t post_recv(ibex_qp *q, ibex_recv_wr_t *wr, ibex_recv_wr_t **bad) {
     SoftQp *qp = qp_of(q);
     SoftContext *ctx = qp->ctx;
     Lock l(ctx->mutex());
-    ibex_status_t st = IBEX_OK;
-    for (; wr; wr = wr->next) {
-        if (qp->state == IBEX_QPS_RESET) {
-            st = fail(IBEX_ERR_INVALID_STATE, "QP 0x%x is in RESET; post_recv needs INIT or later", qp->qp_num);
-            break;
-        }
-        if (wr->num_sge < 0 || wr->num_sge > kMaxSge || (wr->num_sge && !wr->sg_list)) {
-            st = fail(IBEX_ERR_INVALID_ARGUMENT, "num_sge %d out of range (0..%d) or sg_list missing", wr->num_sge, kMaxSge);
-            break;
-        }
-        if (qp->state == IBEX_QPS_ERR) {
-            flush_wr(*qp, wr->wr_id, qp->rcq);
-            continue;
-        }
-        if (qp->rq.full()) {
-            st = fail(IBEX_ERR_QUEUE_FULL, "receive queue of QP 0x%x is full (%zu)", qp->qp_num, qp->rq.capacity());
-            break;
-        }
-        RecvWqe &r = qp->rq.at(qp->rq.tail());
-        st = resolve_sges(*ctx, wr->sg_list, wr->num_sge, IBEX_ACCESS_LOCAL_WRITE, &r.local);
-        if (st != IBEX_OK) break;
-        if (staging::active()) staging::stage_recv(*ctx, *qp, *wr, qp->rq.tail());
-        r.wr_id = wr->wr_id;
-        qp->rq.push();
-    }
-    if (bad) *bad = wr;
-    return st;
+    return post_recv_list(
+        *qp, wr, bad, kMaxSge, [&](const ibex_recv_wr_t &w) { flush_wr(*qp, w.wr_id, qp->rcq); },
+        [&](const ibex_recv_wr_t &w, RecvWqe &r) {
+            IBEX_TRY(resolve_sges(*ctx, w.sg_list, w.num_sge, IBEX_ACCESS_LOCAL_WRITE, &r.local));
+            if (staging::active()) staging::stage_recv(*ctx, *qp, w, qp->rq.tail());
+            return IBEX_OK;
+        });
 }
 
 } // namespace ibex::soft::ops
