@@ -4,6 +4,10 @@
 
 #include <ibex/ibex.h>
 
+#include <new>
+#include <type_traits>
+#include <utility>
+
 #include "runtime/base/status.h"
 
 namespace ibex {
@@ -55,6 +59,29 @@ inline ibex_status_t check_modify_common(uint32_t qpn, ibex_qp_state_t from, con
     if ((mask & IBEX_QP_TIMEOUT) && a.timeout > 31) return fail(IBEX_ERR_INVALID_ARGUMENT, "timeout must be 0..31");
     if ((mask & IBEX_QP_MIN_RNR_TIMER) && a.min_rnr_timer > 31)
         return fail(IBEX_ERR_INVALID_ARGUMENT, "min_rnr_timer must be 0..31");
+    return IBEX_OK;
+}
+
+// ibex_create_qp's first half for a software provider: the init attributes checked, the QP
+// allocated with queues of their sizes, and the fields every such QP carries filled in
+// (handles, its context, its CQs, sq_sig_all). Numbering and registration are the caller's.
+template <class Qp, class Ctx>
+ibex_status_t allocate_qp(ibex_pd *pd, Ctx *ctx, const ibex_qp_init_attr_t &a, uint32_t max_sge, Qp **out) {
+    using Cq = std::remove_pointer_t<decltype(std::declval<Qp &>().scq)>;
+    Cq *scq = static_cast<Cq *>(a.send_cq);
+    Cq *rcq = static_cast<Cq *>(a.recv_cq);
+    uint32_t send_wr, recv_wr;
+    IBEX_TRY(check_qp_init(a, max_sge, scq->ctx == ctx && rcq->ctx == ctx, &send_wr, &recv_wr));
+    auto *qp = new (std::nothrow) Qp(send_wr, recv_wr);
+    if (!qp) return fail(IBEX_ERR_NO_MEMORY, "cannot allocate a QP");
+    qp->pd = pd;
+    qp->send_cq = a.send_cq;
+    qp->recv_cq = a.recv_cq;
+    qp->ctx = ctx;
+    qp->scq = scq;
+    qp->rcq = rcq;
+    qp->sig_all = a.sq_sig_all != 0;
+    *out = qp;
     return IBEX_OK;
 }
 

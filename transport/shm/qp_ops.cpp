@@ -113,17 +113,8 @@ void qp_to_error(ShmQp &qp) {
 
 ibex_status_t create_qp(ibex_pd *pd, const ibex_qp_init_attr_t *a, ibex_qp **out) {
     ShmContext *ctx = ctx_of(pd);
-    uint32_t send_wr, recv_wr;
-    IBEX_TRY(check_qp_init(*a, kMaxSge, cq_of(a->send_cq)->ctx == ctx && cq_of(a->recv_cq)->ctx == ctx, &send_wr, &recv_wr));
-    auto *qp = new (std::nothrow) ShmQp(send_wr, recv_wr);
-    if (!qp) return fail(IBEX_ERR_NO_MEMORY, "cannot allocate a QP");
-    qp->pd = pd;
-    qp->send_cq = a->send_cq;
-    qp->recv_cq = a->recv_cq;
-    qp->ctx = ctx;
-    qp->scq = cq_of(a->send_cq);
-    qp->rcq = cq_of(a->recv_cq);
-    qp->sig_all = a->sq_sig_all != 0;
+    ShmQp *qp = nullptr;
+    IBEX_TRY(allocate_qp(pd, ctx, *a, kMaxSge, &qp));
     Lock l(ctx->mu);
     qp->qp_num = ctx->next_qpn++ & roce::kQpnMask;
     if (ibex_status_t st = reset(*qp); st != IBEX_OK) {

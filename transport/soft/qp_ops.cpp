@@ -38,17 +38,8 @@ ibex_status_t check_modify(const SoftQp &qp, const ibex_qp_attr_t &a, unsigned m
 
 ibex_status_t create_qp(ibex_pd *pd, const ibex_qp_init_attr_t *a, ibex_qp **out) {
     SoftContext *ctx = ctx_of(pd);
-    uint32_t send_wr, recv_wr;
-    IBEX_TRY(check_qp_init(*a, kMaxSge, cq_of(a->send_cq)->ctx == ctx && cq_of(a->recv_cq)->ctx == ctx, &send_wr, &recv_wr));
-    auto *qp = new (std::nothrow) SoftQp(send_wr, recv_wr);
-    if (!qp) return fail(IBEX_ERR_NO_MEMORY, "cannot allocate a QP");
-    qp->pd = pd;
-    qp->send_cq = a->send_cq;
-    qp->recv_cq = a->recv_cq;
-    qp->ctx = ctx;
-    qp->scq = cq_of(a->send_cq);
-    qp->rcq = cq_of(a->recv_cq);
-    qp->sig_all = a->sq_sig_all != 0;
+    SoftQp *qp = nullptr;
+    IBEX_TRY(allocate_qp(pd, ctx, *a, kMaxSge, &qp));
     qp->mtu_enum = ctx->port().max_mtu();
     qp->mtu = static_cast<uint32_t>(roce::mtu_bytes(qp->mtu_enum));
     Lock l(ctx->mutex());
