@@ -14,13 +14,8 @@ void CompletionRing::signal() {
     [[maybe_unused]] ssize_t r = write(event_fd, &one, sizeof one);
 }
 
-void CompletionRing::push(const ibex_wc_t &wc) {
-    if (ring.full()) {
-        if (overflows++ == 0) IBEX_LOG(error, "completion queue overrun (%zu entries): completions lost", ring.capacity());
-        return;
-    }
-    ring.push() = wc;
-    if (armed && event_fd >= 0) signal();
+void CompletionRing::overrun() {
+    if (overflows++ == 0) IBEX_LOG(error, "completion queue overrun (%zu entries): completions lost", ring.capacity());
 }
 
 void CompletionRing::arm() {

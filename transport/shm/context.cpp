@@ -22,9 +22,12 @@ namespace {
 constexpr uint64_t kSpinNs = 50'000;           // polling before the thread sleeps
 constexpr uint64_t kMaxSleepNs = 50'000'000;   // bounded sleep: the loop re-checks `stop`
 // While the application polls (poll_cq, ibex_progress run the same progress), the thread
-// naps instead of competing with it for the lock and a core: many ranks, few cores.
+// naps instead of competing with it for the lock and a core: many ranks, few cores. A nap
+// is a futex wait that a blocking application call cuts short, so it can be long: each
+// wake-up is a context switch that, on a host with as many busy threads as cores, takes
+// the core from a polling application thread.
 constexpr uint64_t kAppPollingNs = 200'000;
-constexpr long kNapNs = 100'000;
+constexpr uint64_t kNapNs = 1'000'000;
 
 std::atomic<uint32_t> g_next_ctx{0};
 
@@ -35,9 +38,16 @@ uint64_t next_deadline(const ShmContext &ctx) {
     return d;
 }
 
-void futex_wait(std::atomic<uint32_t> *word, uint32_t seen, uint64_t ns) {
+// private_word: the word is this process's own (the nap), not in a shared segment.
+void futex_wait(std::atomic<uint32_t> *word, uint32_t seen, uint64_t ns, bool private_word = false) {
     timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
-    syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), FUTEX_WAIT, seen, &ts, nullptr, 0);
+    syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), private_word ? FUTEX_WAIT_PRIVATE : FUTEX_WAIT, seen, &ts,
+            nullptr, 0);
+}
+
+void wake_nap(ShmContext &ctx) {
+    ctx.nap.fetch_add(1, std::memory_order_release);
+    syscall(SYS_futex, reinterpret_cast<uint32_t *>(&ctx.nap), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
 }
 
 void progress_main(ShmContext *ctx) {
@@ -54,12 +64,16 @@ void progress_main(ShmContext *ctx) {
             polls_seen = polls;
             app_polled_at = now;
         }
-        if (app_polled_at && now - app_polled_at < kAppPollingNs) {
-            const timespec nap{0, kNapNs};
-            nanosleep(&nap, nullptr);
+        // The nap's word is read before app_blocking: a wake in between makes the wait
+        // return at once instead of being lost.
+        const uint32_t nap_seen = ctx->nap.load(std::memory_order_acquire);
+        if (app_polled_at && now - app_polled_at < kAppPollingNs && !ctx->app_blocking.load(std::memory_order_acquire) &&
+            !ctx->stop.load(std::memory_order_relaxed)) {
+            futex_wait(&ctx->nap, nap_seen, kNapNs, true);
             idle_since = 0;
             continue;
         }
+        app_polled_at = 0;
         if (did) {
             idle_since = 0;
             continue;
@@ -100,6 +114,12 @@ void ring_doorbell(CtxShared *peer) {
     peer->doorbell.fetch_add(1);
     if (peer->sleeping.load())
         syscall(SYS_futex, reinterpret_cast<uint32_t *>(&peer->doorbell), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+void ShmContext::note_app_blocking() {
+    if (app_blocking.load(std::memory_order_relaxed)) return;
+    app_blocking.store(true, std::memory_order_release);
+    wake_nap(*this);
 }
 
 bool progress_once(ShmContext &ctx, uint64_t now) {
@@ -153,6 +173,7 @@ ibex_status_t close_device(ibex_context *c) {
     }
     ctx->stop.store(true);
     if (ctx->thread.joinable()) {
+        wake_nap(*ctx);
         ring_doorbell(ctx->shared);
         ctx->thread.join();
     }

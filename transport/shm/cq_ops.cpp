@@ -63,6 +63,7 @@ ibex_status_t cq_fd(ibex_cq *c, int *fd) {
 
 ibex_status_t req_notify_cq(ibex_cq *c) {
     ShmCq *cq = cq_of(c);
+    cq->ctx->note_app_blocking(); // armed to sleep on the CQ's fd: progress is the thread's
     Lock l(cq->ctx->mu);
     cq->arm();
     return IBEX_OK;
@@ -71,6 +72,7 @@ ibex_status_t req_notify_cq(ibex_cq *c) {
 ibex_status_t cq_wait(ibex_cq *c, int timeout_ms) {
     ShmCq *cq = cq_of(c);
     ShmContext *ctx = cq->ctx;
+    ctx->note_app_blocking();
     const uint64_t start = now_ns();
     for (;;) {
         {

@@ -86,7 +86,16 @@ struct ShmContext : ibex_context {
     }
     // The application polled: the progress thread keeps off the core meanwhile. A plain
     // store, not a locked add: a lost count between racing pollers still moves it.
-    void note_app_poll() { app_polls.store(app_polls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
+    void note_app_poll() {
+        app_polls.store(app_polls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        if (app_blocking.load(std::memory_order_relaxed)) app_blocking.store(false, std::memory_order_relaxed);
+    }
+    // The application is about to block (ibex_cq_wait, or armed a CQ to sleep on its fd):
+    // the progress thread must not nap now, and is woken from a nap. Futex word `nap`
+    // (process-local, so peers' doorbells never pay for a wake-up) ends a nap early.
+    std::atomic<bool> app_blocking{false};
+    std::atomic<uint32_t> nap{0};
+    void note_app_blocking();
     MrTable mrs;
     std::vector<ShmQp *> qps;
     uint32_t next_qpn = 1;

@@ -93,17 +93,24 @@ ibex_status_t post_one(ShmQp &qp, const ibex_send_wr_t &wr) {
 
 ibex_status_t post_send(ibex_qp *q, ibex_send_wr_t *wr, ibex_send_wr_t **bad) {
     ShmQp *qp = qp_of(q);
-    Lock l(qp->ctx->mu);
-    qp->ctx->unquiet();
+    ShmContext &ctx = *qp->ctx;
+    Lock l(ctx.mu);
+    const uint64_t quiet_before = ctx.quiet_bell.load(std::memory_order_relaxed);
+    ctx.unquiet();
     ibex_status_t st = IBEX_OK;
     for (; wr; wr = wr->next)
         if ((st = post_one(*qp, *wr)) != IBEX_OK) break;
     if (bad) *bad = wr;
     transmit(*qp);
-    // The ack timer starts for what is still outstanding; a WRITE the initiator already
-    // copied (`map`) is done, and costs no clock read.
-    if (!qp->sq.empty() && !qp->ack_deadline && qp->timeout)
+    if (qp->sq.empty()) {
+        // Everything was done in place (`map`: copied and completed here). This touched no
+        // ring of ours, so a context that was quiet still is, and the application's next
+        // poll skips the progress pass (and the lock) it would otherwise take.
+        ctx.quiet_bell.store(quiet_before, std::memory_order_release);
+    } else if (!qp->ack_deadline && qp->timeout) {
+        // The ack timer starts for what is still outstanding.
         qp->ack_deadline = now_ns() + (uint64_t(4096) << qp->timeout);
+    }
     return st;
 }
 

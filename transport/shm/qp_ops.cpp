@@ -89,14 +89,14 @@ ibex_status_t attach_peer(ShmQp &qp, const ibex_ep_addr_t &dest) {
 } // namespace
 
 void complete(ShmQp &qp, ShmCq *cq, uint64_t wr_id, ibex_wc_status_t st, ibex_wc_opcode_t op, uint32_t len) {
-    ibex_wc_t wc{};
-    wc.wr_id = wr_id;
-    wc.status = st;
-    wc.opcode = op;
-    wc.byte_len = len;
-    wc.qp_num = qp.qp_num;
-    wc.src_qp = qp.dest.qpn;
-    cq->push(wc);
+    cq->emplace([&](ibex_wc_t &wc) {
+        wc.wr_id = wr_id;
+        wc.status = st;
+        wc.opcode = op;
+        wc.byte_len = len;
+        wc.qp_num = qp.qp_num;
+        wc.src_qp = qp.dest.qpn;
+    });
 }
 
 void qp_to_error(ShmQp &qp) {
