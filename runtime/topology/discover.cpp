@@ -57,13 +57,31 @@ OsDevs os_devices(hwloc_obj_t pci) {
     return out;
 }
 
-// A display-class function is a GPU only when it can compute: the BMC's VGA (ASPEED,
-// Matrox) is a display controller too.
+// A compute API names the function: a CUDA, OpenCL or Level Zero co-processor, or an NVML
+// or RSMI GPU device. DRM nodes (card0, renderD128, controlD64) do not count: every display
+// function has them.
+bool has_compute_osdev(const OsDevs &os) {
+    if (!os.coproc.empty()) return true;
+    for (hwloc_obj_t g : os.gpu) {
+        const char *sub = g->subtype ? g->subtype : "";
+        if (std::strcmp(sub, "NVML") == 0 || std::strcmp(sub, "RSMI") == 0 || std::strncmp(g->name, "nvml", 4) == 0 ||
+            std::strncmp(g->name, "rsmi", 4) == 0)
+            return true;
+    }
+    return false;
+}
+
+// A display or accelerator function is a GPU only when it can compute: a compute OS device
+// names it, or it is an NVIDIA or AMD 3D controller (class 0302: a data-centre GPU whose
+// driver is not loaded where the topology was taken). A VGA-class function without one is
+// the server's onboard graphics (ASPEED, Matrox, or AMD's own ATI ES1000 BMC chip), and
+// must not get a rank.
 bool is_gpu(hwloc_obj_t pci, const OsDevs &os) {
-    unsigned base = pci->attr->pcidev.class_id >> 8;
-    unsigned vendor = pci->attr->pcidev.vendor_id;
-    bool display_or_accel = base == 0x03 || base == 0x12;
-    return display_or_accel && (vendor == kVendorNvidia || vendor == kVendorAmd || !os.coproc.empty());
+    const unsigned cls = pci->attr->pcidev.class_id;
+    const unsigned vendor = pci->attr->pcidev.vendor_id;
+    const bool display_or_accel = (cls >> 8) == 0x03 || (cls >> 8) == 0x12;
+    if (!display_or_accel) return false;
+    return has_compute_osdev(os) || (cls == 0x0302 && (vendor == kVendorNvidia || vendor == kVendorAmd));
 }
 
 // Network (0x02xx) or InfiniBand (0x0c06) function, usable only through a netdev or an

@@ -101,6 +101,32 @@ def aspeed():
                                        width=1, speed=GEN2_X1)])
 
 
+def ati_es1000():
+    """The BMC graphics of many servers: an AMD (ATI) VGA function with only DRM nodes."""
+    return Bridge("1a03", "1150", [Dev("0300", "1002", "515e",
+                                       infos=[("PCIVendor", "Advanced Micro Devices, Inc. [AMD/ATI]"),
+                                              ("PCIDevice", "ES1000"), ("PCILinkWidth", "1")],
+                                       osdevs=[("card0", None, 1, []), ("controlD64", None, 1, [])],
+                                       width=1, speed=GEN2_X1)])
+
+
+def amd_instinct(i):
+    """An AMD Instinct GPU that shows as a display controller (0380); RSMI and OpenCL name it."""
+    model = "AMD Instinct MI210"
+    return Dev("0380", "1002", "740f",
+               infos=[("PCIVendor", "Advanced Micro Devices, Inc. [AMD/ATI]"), ("PCIDevice", model),
+                      ("PCILinkWidth", "16")],
+               osdevs=[("card%d" % (i + 1), None, 1, []),
+                       ("rsmi%d" % i, "RSMI", 1, [("Backend", "RSMI"), ("GPUVendor", "AMD"), ("GPUModel", model)]),
+                       ("opencl0d%d" % i, "OpenCL", 5, [("Backend", "OpenCL"), ("GPUModel", model)])])
+
+
+def nvidia_without_driver():
+    """An NVIDIA 3D controller (0302) with no OS device: the driver was not loaded."""
+    return Dev("0302", "10de", "2330", infos=[("PCIVendor", "NVIDIA Corporation"),
+                                             ("PCIDevice", "NVIDIA H100 80GB HBM3"), ("PCILinkWidth", "16")])
+
+
 class HostBridge:
     def __init__(self, root_bus, children):
         self.root_bus, self.children = root_bus, children
@@ -237,9 +263,19 @@ def numa_unknown():
     return machine("numa-unknown", [s0, s1], cores_per_socket=8, smt=1, machine_io=machine_io)
 
 
+def onboard_vga():
+    """1 socket: an ATI ES1000 BMC VGA (class 0300, AMD vendor, DRM nodes only) next to an
+    A100 (CUDA), an AMD Instinct (0380, RSMI/OpenCL) and an H100 without its driver (0302).
+    Only the last three are GPUs."""
+    s0 = [HostBridge(0x00, [ati_es1000(), root_port(gpu(0, "NVIDIA A100-SXM4-80GB", "20b2")),
+                            root_port(amd_instinct(0)), root_port(nvidia_without_driver()),
+                            root_port(nic("mlx5_0", "MT28908 Family [ConnectX-6]", "101b"))])]
+    return machine("onboard-vga", [s0], cores_per_socket=8, smt=1)
+
+
 if __name__ == "__main__":
     here = os.path.dirname(os.path.abspath(__file__))
     for name, text in [("dgx_like.xml", dgx_like()), ("single_nic.xml", single_nic()),
-                       ("numa_unknown.xml", numa_unknown())]:
+                       ("numa_unknown.xml", numa_unknown()), ("onboard_vga.xml", onboard_vga())]:
         with open(os.path.join(here, name), "w") as f:
             f.write(text)

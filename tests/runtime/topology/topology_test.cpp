@@ -2,6 +2,7 @@
 #include "tests/runtime/topology/fixture.h"
 
 #include <cstring>
+#include <string>
 #include <vector>
 
 namespace ibex::test {
@@ -29,6 +30,26 @@ ibex_topo_device_t device(const ibex_topology_t *t, const char *name) {
     d.size = sizeof d;
     EXPECT_EQ(ibex_topo_device(t, index_of(t, name), &d), IBEX_OK) << ibex_last_error();
     return d;
+}
+
+// Issue 16's fix: an AMD-vendor VGA function with DRM nodes only (the ATI ES1000 BMC chip)
+// used to be GPU0 and get a rank. Only compute OS devices or 3D controllers make GPUs.
+TEST_F(TopologyTest, OnboardVgaIsNotAGpuButComputeDevicesAre) {
+    Topo t = load_fixture("onboard_vga.xml");
+    ASSERT_TRUE(t);
+    ASSERT_EQ(ibex_topo_count(t.get(), IBEX_TOPO_GPU), 3);
+    EXPECT_EQ(ibex_topo_count(t.get(), IBEX_TOPO_NIC), 1);
+    const char *busids[3] = {"0000:02:00.0", "0000:03:00.0", "0000:04:00.0"};
+    const char *models[3] = {"NVIDIA A100-SXM4-80GB", "AMD Instinct MI210", "NVIDIA H100 80GB HBM3"};
+    for (int g = 0; g < 3; ++g) {
+        const std::string name = "GPU" + std::to_string(g);
+        ibex_topo_device_t d = device(t.get(), name.c_str());
+        EXPECT_STREQ(d.pci_busid, busids[g]) << name; // never the ES1000 at 0000:01:00.0
+        EXPECT_STREQ(d.model, models[g]) << name;
+    }
+    // The compute API's name where one exists (CUDA; for the Instinct, its OpenCL device).
+    EXPECT_STREQ(device(t.get(), "GPU0").name, "cuda0");
+    EXPECT_STREQ(device(t.get(), "GPU1").name, "opencl0d0");
 }
 
 TEST_F(TopologyTest, DgxLikeHasEightGpusFourNicsTwoNodes) {
