@@ -111,6 +111,7 @@ struct SoftQp : ibex_qp {
     uint32_t resume_psn = 0;
     TailTimer tail;
     uint32_t inflight_cap = 0; // packets; 0: no cap beyond the send window
+    bool window_full = false;  // the last transmit pass stopped at the window
     RetransmitStats rtx;
 
     // ---- responder

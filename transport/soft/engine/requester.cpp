@@ -66,6 +66,11 @@ uint32_t cursor_psn(SoftQp &qp) {
 
 // Nothing left to send: every posted request is out and no range waits to be resent.
 bool sent_all(const SoftQp &qp) { return qp.tx_pos == qp.sq.tail() && !qp.resending; }
+// Nothing new will reach the responder until an acknowledgement comes: everything is sent,
+// or the window (the in-flight cap) is full. Either way no later packet can make the
+// responder repeat a selective NAK, so a lost resend is found by the tail timer's probe
+// and not by the transport timeout (tens of ms at the usual timeout 14).
+bool stalled(const SoftQp &qp) { return sent_all(qp) || qp.window_full; }
 
 uint32_t packets_in_flight(const SoftQp &qp) { return static_cast<uint32_t>(std::max(0, psn_diff(qp.sent_high, qp.una))); }
 
@@ -144,7 +149,7 @@ void progressed(SoftQp &qp, uint64_t now) {
     window_event(qp, now, cc::EventType::kAcked);
     rearm(qp, now);
     if (qp.resending && qp.resend.acked(qp.una)) qp.range_started = false;
-    qp.tail.update(now, packets_in_flight(qp), true, sent_all(qp));
+    qp.tail.update(now, packets_in_flight(qp), true, stalled(qp));
 }
 
 // A READ or atomic response is missing: back to una in both modes. The requester drops
@@ -432,6 +437,7 @@ void requester_transmit(SoftContext &ctx, SoftQp &qp, uint64_t now, uint32_t &bu
     // Selective mode: no more in flight than the peer's out-of-order store holds.
     if (qp.inflight_cap) window = std::min(window, qp.inflight_cap);
     const uint32_t rd_atomic_limit = std::clamp<uint32_t>(qp.max_rd_atomic, 1, uint32_t(kAtomicReplays));
+    qp.window_full = false;
     while (budget) {
         if (qp.resending) next_resend(qp);
         if (qp.tx_pos >= qp.sq.tail()) break;
@@ -454,12 +460,18 @@ void requester_transmit(SoftContext &ctx, SoftQp &qp, uint64_t now, uint32_t &bu
             // a retry's segment boundaries never move.
             const uint32_t half = std::max<uint32_t>(1, ctx.config().max_inflight / 2);
             const uint32_t seg = std::min(w.npkts - qp.tx_pkt, half - qp.tx_pkt % half);
-            if (inflight > 0 && inflight + seg > window) break;
+            if (inflight > 0 && inflight + seg > window) {
+                qp.window_full = true;
+                break;
+            }
             if (psn_diff(psn, qp.sent_high) < 0) resent(ctx, qp);
             emit_read_request(ctx, qp, w, qp.tx_pkt, seg);
             qp.tx_pkt += seg;
         } else {
-            if (inflight >= window) break;
+            if (inflight >= window) {
+                qp.window_full = true;
+                break;
+            }
             if (psn_diff(psn, qp.sent_high) < 0) resent(ctx, qp);
             if (is_atomic(w))
                 emit_atomic(ctx, qp, w);
@@ -477,7 +489,7 @@ void requester_transmit(SoftContext &ctx, SoftQp &qp, uint64_t now, uint32_t &bu
         }
         if (!qp.rto_deadline) rearm(qp, now);
     }
-    if (qp.tail.rto_low()) qp.tail.update(now, packets_in_flight(qp), false, sent_all(qp));
+    if (qp.tail.rto_low()) qp.tail.update(now, packets_in_flight(qp), false, stalled(qp));
 }
 
 void requester_receive(SoftContext &ctx, SoftQp &qp, const PacketView &pv, uint64_t now) {

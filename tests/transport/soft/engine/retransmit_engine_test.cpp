@@ -150,6 +150,40 @@ TEST(RetransmitEngine, LostTailIsResentAfterRtoLowNotTheTransportTimeout) {
     EXPECT_GE(r.packets_resent, 1u);
 }
 
+// The window is full and everything in it was lost: no later packet reaches the responder
+// to make it name the hole, and nothing is acknowledged. The tail timer must still run
+// (the requester is stalled, not busy), so recovery takes RTO_low, not the transport
+// timeout. The same holds for a lost resend while the window is full.
+TEST(RetransmitEngine, FullWindowLostWholeIsProbedAfterRtoLowNotTheTransportTimeout) {
+    ModeEnv env("selective");
+    Endpoint a, b;
+    a.open(1 << 20);
+    b.open(1 << 20);
+    connect_pair(a, b);
+    IBEX_ASSERT_OK(a.set_timers(20, 7, 7)); // transport timeout 4.3 s
+    const ibex_qp_retransmit_t before = query(a.qp);
+    ASSERT_GT(before.inflight_cap, 0u);
+    const uint32_t len = 1 << 20; // 256 packets at MTU 4096: more than the cap
+    ASSERT_GT(len / 4096, before.inflight_cap);
+    ibex_fault_config_t f = IBEX_FAULT_CONFIG_INIT;
+    f.loss = 1.0;
+    IBEX_ASSERT_OK(ibex_set_faults(a.ctx, &f));
+    for (uint32_t i = 0; i < len; ++i) a.buf[i] = static_cast<uint8_t>(i * 7 + 3);
+    IBEX_ASSERT_OK(a.post_rdma(IBEX_WR_RDMA_WRITE, 6, 0, len, b.va(0), ibex_mr_rkey(b.mr)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    f.loss = 0;
+    IBEX_ASSERT_OK(ibex_set_faults(a.ctx, &f));
+    auto wc = a.wait(1, 3000);
+    ASSERT_EQ(wc.size(), 1u) << "a full window lost whole waited for the transport timeout";
+    EXPECT_EQ(wc[0].status, IBEX_WC_SUCCESS);
+    EXPECT_EQ(0, std::memcmp(b.buf.data(), a.buf.data(), len));
+    // Recovered without a transport timeout: the stalled requester's tail timer woke it
+    // (before, the timer was off with more than three packets in flight, so nothing ran
+    // until the transport timeout, and this wait ran out).
+    EXPECT_EQ(query(a.qp).timeouts, 0u);
+    EXPECT_GE(query(a.qp).packets_resent, 1u);
+}
+
 TEST(RetransmitEngine, BadModeAndBadSizeAreRefused) {
     {
         ModeEnv env("sack");
