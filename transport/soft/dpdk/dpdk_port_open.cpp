@@ -86,15 +86,17 @@ std::unique_ptr<DpdkPort> open_dpdk_port_object(const DpdkPortOptions &opts, ibe
     // The MTU: the netdev's for af_packet/af_xdp (the kernel side must carry the frames),
     // else what a 4 KiB RoCE MTU needs (IBEX_DPDK_MTU) within what the PMD allows.
     int mtu = o.netdev_mtu ? o.netdev_mtu : static_cast<int>(config::get_int("IBEX_DPDK_MTU", kDefaultMtu, 1280, 65535));
-    // The MTU ethdev is told: within what the PMD advertises. memif advertises a plain
-    // Ethernet frame (1518) yet carries any frame its buffer chains hold, so for memif
-    // the larger MTU stays ibex's own.
+    // The MTU ethdev is told: within what the PMD advertises. memif and af_packet
+    // advertise a plain Ethernet frame (1518) yet carry any frame their buffer chains or
+    // ring frames hold (af_packet's frames are sized to the netdev MTU, and its mbufs to a
+    // whole frame), so for them the larger MTU stays ibex's own: at MTU 9000 af_packet
+    // used to carry RoCE at 1024 bytes.
     int dev_mtu = mtu;
     if (info.max_mtu && dev_mtu > info.max_mtu) dev_mtu = info.max_mtu;
     if (info.max_rx_pktlen > RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN &&
         dev_mtu > int(info.max_rx_pktlen - RTE_ETHER_HDR_LEN - RTE_ETHER_CRC_LEN))
         dev_mtu = int(info.max_rx_pktlen - RTE_ETHER_HDR_LEN - RTE_ETHER_CRC_LEN);
-    if (spec.target != Target::kMemif) mtu = dev_mtu;
+    if (spec.target != Target::kMemif && spec.target != Target::kAfPacket) mtu = dev_mtu;
     const bool multi_seg = (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0;
 
     const std::string pname = "ibex" + std::to_string(getpid()) + "_" + std::to_string(o.port_id);

@@ -1,5 +1,7 @@
 #include "transport/soft/dpdk/ethdev_attach.h"
 
+#include <algorithm>
+
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -119,9 +121,16 @@ ibex_status_t attach_device(const DeviceSpec &spec, const std::string &device, O
         name = "net_af_packet_ibex" + std::to_string(seq);
         o->netdev_mtu = netdev_mtu(spec.name);
         if (!o->netdev_mtu) return fail(IBEX_ERR_NO_DEVICE, "%s: no network interface %s here", device.c_str(), spec.name.c_str());
-        // Ring frames that hold the netdev's MTU (the default 2 KiB drops RoCE at 4 KiB).
-        args = "iface=" + spec.name + ",qpairs=1,blocksz=" + std::to_string(af_packet_frame(o->netdev_mtu)) +
-               ",framesz=" + std::to_string(af_packet_frame(o->netdev_mtu)) + ",framecnt=1024";
+        // Ring frames that hold the netdev's MTU (the default 2 KiB drops RoCE at 4 KiB), in
+        // blocks of at least a page: the kernel refuses PACKET_RX_RING (EINVAL) for a block
+        // smaller than a page, which a 2 KiB frame at MTU 1500 used to be.
+        {
+            const uint32_t frame = af_packet_frame(o->netdev_mtu);
+            const long page = sysconf(_SC_PAGESIZE);
+            const uint32_t block = std::max<uint32_t>(frame, page > 0 ? static_cast<uint32_t>(page) : 4096u);
+            args = "iface=" + spec.name + ",qpairs=1,blocksz=" + std::to_string(block) +
+                   ",framesz=" + std::to_string(frame) + ",framecnt=1024";
+        }
         break;
     case Target::kAfXdp:
         name = "net_af_xdp_ibex" + std::to_string(seq);

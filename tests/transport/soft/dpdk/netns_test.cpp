@@ -44,7 +44,7 @@ struct TwoHosts {
     std::string ns_a, ns_b, if_a, if_b, ip_a, ip_b;
     bool up = false;
 
-    bool create(std::string *err) {
+    bool create(std::string *err, int mtu = 3000) {
         const std::string id = std::to_string(getpid());
         ns_a = "ibexA" + id;
         ns_b = "ibexB" + id;
@@ -57,7 +57,8 @@ struct TwoHosts {
         const std::vector<std::string> cmds = {
             "ip netns add " + ns_a,
             "ip netns add " + ns_b,
-            "ip link add " + if_a + " mtu 3000 type veth peer name " + if_b + " mtu 3000",
+            "ip link add " + if_a + " mtu " + std::to_string(mtu) + " type veth peer name " + if_b + " mtu " +
+                std::to_string(mtu),
             "ip link set " + if_a + " netns " + ns_a,
             "ip link set " + if_b + " netns " + ns_b,
             "ip -n " + ns_a + " addr add " + ip_a + "/24 dev " + if_a,
@@ -175,11 +176,13 @@ protected:
         if (geteuid() != 0) GTEST_SKIP() << "needs root: creates network namespaces, veth pairs and XDP programs";
         if (!on_path("ip")) GTEST_SKIP() << "needs iproute2 (ip)";
         std::string err;
-        ASSERT_TRUE(hosts_.create(&err)) << err;
+        ASSERT_TRUE(hosts_.create(&err, mtu())) << err;
     }
+    virtual int mtu() const { return 3000; }
 
     // The peer (host B) serves `dev_b` in a child; this process joins host A and opens dev_a.
-    void run(const std::string &dev_a, const std::string &dev_b, bool capture) {
+    // want_mtu: the RoCE path MTU the connected QP must have (0: not checked).
+    void run(const std::string &dev_a, const std::string &dev_b, bool capture, int want_mtu = 0) {
         PeerConfig cfg;
         cfg.buf_bytes = kBuf;
         cfg.device = dev_b;
@@ -199,6 +202,11 @@ protected:
         ASSERT_TRUE(peer.connect(ep.addr())) << peer.error();
         const ibex_ep_addr_t remote = peer.addr();
         IBEX_ASSERT_OK(ibex_qp_connect(ep.qp, &remote));
+        if (want_mtu) {
+            ibex_qp_attr_t attr = IBEX_QP_ATTR_INIT;
+            IBEX_ASSERT_OK(ibex_query_qp(ep.qp, &attr));
+            EXPECT_EQ(ibex_mtu_to_bytes(attr.path_mtu), want_mtu) << "RoCE MTU at netdev MTU " << mtu();
+        }
         exchange(ep, peer);
         EXPECT_EQ(peer.finish(), 0);
         if (!capturing) return;
@@ -237,9 +245,23 @@ TEST_F(DpdkNetns, AfXdpBothEnds) {
 }
 
 TEST_F(DpdkNetns, AfPacketBothEndsDecodesAsRoceV2) {
-    run("dpdk:af_packet:" + hosts_.if_a, "dpdk:af_packet:" + hosts_.if_b, true);
+    run("dpdk:af_packet:" + hosts_.if_a, "dpdk:af_packet:" + hosts_.if_b, true, 2048); // MTU 3000
 }
 
 TEST_F(DpdkNetns, DpdkTalksToTheUdpPort) {
     run("dpdk:af_xdp:" + hosts_.if_a, "udp:" + hosts_.if_b, true);
 }
+
+// af_packet at the netdev MTUs users have: 1500 (its ring's 2 KiB frames once made a block
+// smaller than a page, which the kernel refuses) and 9000; the RoCE MTU is the largest the
+// netdev MTU carries (1024 at 1500, 4096 at 9000).
+class DpdkNetnsMtu : public DpdkNetns, public ::testing::WithParamInterface<int> {
+protected:
+    int mtu() const override { return GetParam(); }
+};
+
+TEST_P(DpdkNetnsMtu, AfPacketBothEnds) {
+    run("dpdk:af_packet:" + hosts_.if_a, "dpdk:af_packet:" + hosts_.if_b, false, GetParam() >= 4200 ? 4096 : 1024);
+}
+
+INSTANTIATE_TEST_SUITE_P(Mtu, DpdkNetnsMtu, ::testing::Values(1500, 9000));
