@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -28,6 +29,11 @@ public:
     ArpResolver &operator=(const ArpResolver &) = delete;
 
     void add_static(uint32_t ip, const Mac &mac) { neigh_.add_static(ip, mac); }
+    // The kernel owns ARP on `ifname` (an af_xdp port whose XDP program hands it every frame
+    // but RoCEv2): neighbours come from the kernel's table, and asking for one prompts the
+    // kernel to resolve it, instead of ARP frames of the port's own whose replies the
+    // kernel would take.
+    void use_kernel_neighbours(std::string ifname) { kernel_if_ = std::move(ifname); }
     // Answer requests for these addresses instead of for this port's own (proxy ARP).
     void answer_for(std::vector<uint32_t> ips) { proxy_ = std::move(ips); }
 
@@ -54,6 +60,10 @@ public:
 
 private:
     void send_arp(uint16_t op, const Mac &dst_mac, uint32_t src_ip, uint32_t dst_ip);
+    // Kernel mode: the complete entry for ip in the kernel's table on kernel_if_.
+    bool kernel_lookup(uint32_t ip, Mac *out) const;
+    // Kernel mode: makes the kernel resolve ip (one empty datagram to its discard port).
+    void kernel_prompt(uint32_t ip) const;
 
     struct Unresolved {
         rte_mbuf *m;
@@ -70,6 +80,7 @@ private:
     NeighbourTable neigh_;
     std::vector<uint32_t> proxy_;
     std::vector<Unresolved> unresolved_;
+    std::string kernel_if_;
 };
 
 } // namespace ibex::soft::dpdk

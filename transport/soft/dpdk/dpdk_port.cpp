@@ -64,6 +64,7 @@ DpdkPort::DpdkPort(const DeviceSpec &spec, const Opened &o, NetAddr local, rte_m
         std::memcpy(m.b, n.mac, 6);
         arp_.add_static(n.ip, m);
     }
+    if (o.kernel_arp) arp_.use_kernel_neighbours(spec.name);
     prefault_mempool(pool_);
     prefault_mempool(hdr_pool_);
 }

@@ -22,6 +22,7 @@
 #include <rte_ethdev.h>
 
 #include "runtime/base/config.h"
+#include "runtime/base/log.h"
 #include "runtime/base/status.h"
 
 namespace ibex::soft::dpdk {
@@ -41,6 +42,23 @@ int netdev_mtu(const std::string &ifname) {
     close(fd);
     return mtu;
 }
+
+namespace {
+
+// The XDP program an af_xdp port loads: IBEX_DPDK_XDP_PROG ("default": the PMD's own),
+// else the RoCE-only program of this build, else the installed one; "" for the PMD's.
+std::string xdp_program() {
+    const std::string env = config::get_string("IBEX_DPDK_XDP_PROG", "");
+    if (env == "default") return "";
+    if (!env.empty()) return env;
+#ifdef IBEX_XDP_ROCE_PROG
+    for (const char *p : {IBEX_XDP_ROCE_PROG, IBEX_XDP_ROCE_PROG_INSTALLED})
+        if (access(p, R_OK) == 0) return p;
+#endif
+    return "";
+}
+
+} // namespace
 
 // af_packet's ring frame for this MTU (a power of two); the mbufs must hold one whole.
 uint32_t af_packet_frame(int mtu) {
@@ -135,6 +153,15 @@ ibex_status_t attach_device(const DeviceSpec &spec, const std::string &device, O
     case Target::kAfXdp:
         name = "net_af_xdp_ibex" + std::to_string(seq);
         args = "iface=" + spec.name + ",start_queue=0,queue_count=1";
+        if (const std::string prog = xdp_program(); !prog.empty()) {
+            args += ",xdp_prog=" + prog;
+            o->kernel_arp = true;
+            IBEX_LOG(info, "%s: XDP program %s: RoCEv2 to the port, the rest to the kernel", device.c_str(), prog.c_str());
+        } else {
+            IBEX_LOG(warn, "%s: the af_xdp PMD's own XDP program takes every frame of the queue: the kernel's TCP on %s "
+                     "stops while the port is open (set IBEX_DPDK_XDP_PROG to a RoCE-only program)",
+                     device.c_str(), spec.name.c_str());
+        }
         o->netdev_mtu = netdev_mtu(spec.name);
         if (!o->netdev_mtu) return fail(IBEX_ERR_NO_DEVICE, "%s: no network interface %s here", device.c_str(), spec.name.c_str());
         break;

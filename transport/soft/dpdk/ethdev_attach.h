@@ -17,6 +17,7 @@ struct Opened {
     uint16_t port_id = 0;
     std::string vdev_name; // non-empty: ibex created the vdev and removes it on close
     int netdev_mtu = 0;    // af_packet/af_xdp: the kernel netdev's MTU
+    bool kernel_arp = false; // af_xdp with the RoCE-only XDP program: the kernel keeps ARP
     bool memif_server = false;
     uint32_t rx_slots = 0; // receive ring slots where the PMD's own (memif), else rxd
     int lock_fd = -1;      // memif server chosen by lock: held while the port lives
