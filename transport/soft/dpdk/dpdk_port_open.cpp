@@ -2,6 +2,7 @@
 // MTU, the mbuf pools, and the link.
 #include "transport/soft/dpdk/dpdk_port_internal.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <unistd.h>
@@ -102,6 +103,13 @@ std::unique_ptr<DpdkPort> open_dpdk_port_object(const DpdkPortOptions &opts, ibe
     const std::string pname = "ibex" + std::to_string(getpid()) + "_" + std::to_string(o.port_id);
     uint32_t room = RTE_PKTMBUF_HEADROOM + static_cast<uint32_t>(mtu) + 64;
     if (spec.target == Target::kAfPacket) room = RTE_PKTMBUF_HEADROOM + af_packet_frame(o.netdev_mtu);
+    // af_xdp makes its UMEM of the pool's mbufs, one chunk each. The kernel refuses chunks
+    // under 2 KiB ("Failed to create umem" at MTU 1500), and a veth's XDP delivers nothing
+    // into chunks much above the MTU yet short of room for its own headroom and tailroom
+    // (MTU 1500 and 2000 opened and then lost every frame), nor chunks over a page (the
+    // mempool adds its own header to each mbuf). The room an MTU of 3000 gets works for
+    // every MTU up to it, the most XDP on veth allows.
+    if (spec.target == Target::kAfXdp) room = std::max<uint32_t>(room, RTE_PKTMBUF_HEADROOM + 3000 + 64);
     // Receive ring + transmit ring + frames awaiting ARP, with room for the per-lcore caches.
     const unsigned nmbufs = spec.rxd + spec.txd + unsigned(ArpResolver::kUnresolvedMax) + 4 * kBurst;
     rte_mempool *pool = rte_pktmbuf_pool_create(("p" + pname).c_str(), nmbufs, 128, 0, static_cast<uint16_t>(room),
