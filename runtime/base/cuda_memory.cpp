@@ -1,5 +1,9 @@
 #include "runtime/base/cuda_memory.h"
 
+#include <cstdlib>
+#include <cstring>
+
+#include "runtime/base/simulated_device.h"
 #include "runtime/base/status.h"
 
 #if IBEX_HAVE_CUDA
@@ -86,7 +90,7 @@ bool built() { return true; }
 bool available() { return state().ok; }
 const char *unavailable_reason() { return state().ok ? "" : state().reason.c_str(); }
 
-MemoryKind memory_kind(const void *p) {
+static MemoryKind hw_memory_kind(const void *p) {
     if (!p || !available()) return MemoryKind::kHost;
     cudaPointerAttributes a{};
     if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
@@ -99,7 +103,7 @@ MemoryKind memory_kind(const void *p) {
     return MemoryKind::kHost;
 }
 
-int pointer_device(const void *p) {
+static int hw_pointer_device(const void *p) {
     if (!p || !available()) return -1;
     cudaPointerAttributes a{};
     if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
@@ -129,7 +133,7 @@ ibex_status_t export_dmabuf(uint64_t base, uint64_t size, int *fd) {
     return IBEX_OK;
 }
 
-void *alloc_pinned(size_t bytes) {
+static void *hw_alloc_pinned(size_t bytes) {
     if (!available()) {
         fail(IBEX_ERR_NOT_SUPPORTED, "pinned memory: %s", unavailable_reason());
         return nullptr;
@@ -143,11 +147,11 @@ void *alloc_pinned(size_t bytes) {
     return p;
 }
 
-void free_pinned(void *p) {
+static void hw_free_pinned(void *p) {
     if (p) cudaFreeHost(p);
 }
 
-ibex_status_t copy_async(void *dst, const void *src, size_t bytes, int device) {
+static ibex_status_t hw_copy_async(void *dst, const void *src, size_t bytes, int device) {
     State &s = state();
     if (!s.ok) return fail(IBEX_ERR_NOT_SUPPORTED, "device copy: %s", unavailable_reason());
     if (device < 0 || device >= s.devices) return fail(IBEX_ERR_INVALID_ARGUMENT, "device copy: GPU %d", device);
@@ -184,22 +188,62 @@ ibex_status_t wait_copies() {
 bool built() { return false; }
 bool available() { return false; }
 const char *unavailable_reason() { return "built without CUDA (IBEX_WITH_CUDA=OFF or no nvcc)"; }
-MemoryKind memory_kind(const void *) { return MemoryKind::kHost; }
-int pointer_device(const void *) { return -1; }
+static MemoryKind hw_memory_kind(const void *) { return MemoryKind::kHost; }
+static int hw_pointer_device(const void *) { return -1; }
 bool dmabuf_supported(int) { return false; }
 ibex_status_t export_dmabuf(uint64_t, uint64_t, int *) {
     return fail(IBEX_ERR_NOT_SUPPORTED, "dma-buf export: %s", unavailable_reason());
 }
-void *alloc_pinned(size_t) {
+static void *hw_alloc_pinned(size_t) {
     fail(IBEX_ERR_NOT_SUPPORTED, "pinned memory: %s", unavailable_reason());
     return nullptr;
 }
-void free_pinned(void *) {}
-ibex_status_t copy_async(void *, const void *, size_t, int) {
+static void hw_free_pinned(void *) {}
+static ibex_status_t hw_copy_async(void *, const void *, size_t, int) {
     return fail(IBEX_ERR_NOT_SUPPORTED, "device copy: %s", unavailable_reason());
 }
 ibex_status_t wait_copies() { return IBEX_OK; }
 
 #endif
+
+// Simulated ranges (runtime/base/simulated_device.h) come first: a test stands them in
+// for device memory whether or not a GPU is present.
+MemoryKind memory_kind(const void *p) {
+    if (simulated::any() && simulated::backing(p)) return MemoryKind::kDevice;
+    return hw_memory_kind(p);
+}
+
+int pointer_device(const void *p) {
+    if (simulated::any() && simulated::backing(p)) return 0;
+    return hw_pointer_device(p);
+}
+
+// Without a GPU, staging for simulated ranges takes plain host memory; available() is
+// decided once per process, so free_pinned() takes the same branch as alloc_pinned().
+void *alloc_pinned(size_t bytes) {
+    if (!available() && simulated::any()) {
+        void *p = std::malloc(bytes ? bytes : 1);
+        if (!p) fail(IBEX_ERR_NO_MEMORY, "staging memory of %zu bytes", bytes);
+        return p;
+    }
+    return hw_alloc_pinned(bytes);
+}
+
+void free_pinned(void *p) {
+    if (!available()) std::free(p);
+    else hw_free_pinned(p);
+}
+
+ibex_status_t copy_async(void *dst, const void *src, size_t bytes, int device) {
+    if (simulated::any()) {
+        uint8_t *d = simulated::backing(dst);
+        const uint8_t *s = simulated::backing(src);
+        if (d || s) {
+            std::memmove(d ? d : dst, s ? s : src, bytes);
+            return IBEX_OK;
+        }
+    }
+    return hw_copy_async(dst, src, bytes, device);
+}
 
 } // namespace ibex::cuda

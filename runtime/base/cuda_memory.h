@@ -3,7 +3,9 @@
 // statically; the runtime loads the driver (libcuda.so.1) on first use, so the library
 // also runs on a host with no NVIDIA driver: available() is then false, every pointer
 // is host memory and nothing here touches CUDA again. Built without CUDA
-// (IBEX_HAVE_CUDA off) the same functions answer "host" and "not available".
+// (IBEX_HAVE_CUDA off) the same functions answer "host" and "not available". Ranges a
+// test declares as simulated GPU memory (simulated_device.h) answer "device" and are
+// copied through their host backing, with or without CUDA.
 #pragma once
 
 #include <cstddef>

@@ -70,7 +70,17 @@ void add_range(std::vector<std::pair<uint64_t, uint64_t>> &d, uint64_t off, uint
 }
 
 ibex_status_t attach(SoftContext &ctx, SoftMr &mr) {
-    if (cuda::memory_kind(mr.addr) != cuda::MemoryKind::kDevice) return IBEX_OK;
+    if (cuda::memory_kind(mr.addr) != cuda::MemoryKind::kDevice) {
+        // The type is decided where the region starts: a region that ends in GPU memory
+        // would get no shadow and the engine would read the GPU addresses itself.
+        const void *last = static_cast<const uint8_t *>(mr.addr) + (mr.length ? mr.length - 1 : 0);
+        if (cuda::is_device_pointer(last))
+            return fail(IBEX_ERR_INVALID_ARGUMENT,
+                        "memory region %p (+%zu) starts in host memory and ends in GPU memory: register the GPU buffer "
+                        "on its own",
+                        mr.addr, mr.length);
+        return IBEX_OK;
+    }
     mr.device = cuda::pointer_device(mr.addr);
     mr.host = static_cast<uint8_t *>(cuda::alloc_pinned(mr.length));
     if (!mr.host) {

@@ -6,7 +6,9 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
+#include "runtime/base/simulated_device.h"
 #include "tests/support/endpoint.h"
 #include "transport/soft/engine/staging.h"
 
@@ -47,6 +49,28 @@ TEST(SoftStaging, HostMemoryNeedsNoStaging) {
     ASSERT_TRUE(a.ok());
     EXPECT_FALSE(ibex::soft::staging::active());
     EXPECT_EQ(ibex_memory_type(a.buf.data()), IBEX_MEMORY_HOST);
+}
+
+// The memory type of a region is decided where it starts (simulated device memory,
+// runtime/base/simulated_device.h, stands in for a GPU): a region that starts in host
+// memory and ends in GPU memory would get no shadow, so it is refused.
+TEST(SoftStaging, RegionStartingInHostMemoryAndEndingOnTheGpuIsRefused) {
+    ibex_context_t *ctx = nullptr;
+    ibex_pd_t *pd = nullptr;
+    IBEX_ASSERT_OK(ibex_open_device("udp:lo", nullptr, &ctx));
+    IBEX_ASSERT_OK(ibex_alloc_pd(ctx, &pd));
+    void *map = mmap(nullptr, 4 * 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(map, MAP_FAILED);
+    std::vector<uint8_t> backing(3 * 4096);
+    uint8_t *view = static_cast<uint8_t *>(map) + 0x200;
+    ASSERT_TRUE(ibex::cuda::simulated::add_range(view, backing.size(), backing.data()));
+    ibex_mr_t *mr = nullptr;
+    EXPECT_EQ(ibex_reg_mr(pd, map, 0x200 + backing.size(), IBEX_ACCESS_LOCAL_WRITE, &mr), IBEX_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(ibex_last_error()).find("ends in GPU memory"), std::string::npos) << ibex_last_error();
+    ibex::cuda::simulated::clear();
+    munmap(map, 4 * 4096);
+    ibex_dealloc_pd(pd);
+    ibex_close_device(ctx);
 }
 
 #if IBEX_HAVE_CUDA
