@@ -11,8 +11,10 @@
 #include <cuda_runtime_api.h>
 
 #include <atomic>
+#include <deque>
 #include <mutex>
 #include <string>
+#include <vector>
 #endif
 
 namespace ibex::cuda {
@@ -29,6 +31,16 @@ struct State {
     int devices = 0;
     std::mutex mutex;
     cudaStream_t streams[kMaxDevices] = {};
+    // Copy fences (under mutex): the events of each, and recorded events to reuse.
+    struct Fence {
+        uint64_t id;
+        int n;
+        int device[4];
+        cudaEvent_t event[4];
+    };
+    std::deque<Fence> fences;
+    std::vector<cudaEvent_t> spare[kMaxDevices];
+    uint64_t next_fence = 0;
     // Driver API entry points, reached through the runtime so no -lcuda is needed.
     CUresult (*get_handle)(void *, CUdeviceptr, size_t, CUmemRangeHandleType, unsigned long long) = nullptr;
     CUresult (*device_attribute)(int *, CUdevice_attribute, CUdevice) = nullptr;
@@ -171,7 +183,7 @@ static ibex_status_t hw_copy_async(void *dst, const void *src, size_t bytes, int
     return IBEX_OK;
 }
 
-ibex_status_t wait_copies() {
+static ibex_status_t hw_wait_copies() {
     State &s = state();
     ibex_status_t st = IBEX_OK;
     for (int d = 0; t_pending && d < kMaxDevices; ++d) {
@@ -181,6 +193,58 @@ ibex_status_t wait_copies() {
         if (e != cudaSuccess && st == IBEX_OK) st = cuda_fail(e, "cudaStreamSynchronize");
     }
     return st;
+}
+
+// Records an event on each stream this thread queued copies on since its last fence or
+// wait; more GPUs than a fence holds: waits instead (an empty fence).
+static ibex_status_t hw_fence_copies(uint64_t *id) {
+    *id = 0;
+    if (!t_pending) return IBEX_OK;
+    if (__builtin_popcountll(t_pending) > 4) return hw_wait_copies();
+    State &s = state();
+    State::Fence f{};
+    std::lock_guard<std::mutex> l(s.mutex);
+    for (int d = 0; t_pending && d < kMaxDevices; ++d) {
+        if (!(t_pending & (uint64_t(1) << d))) continue;
+        t_pending &= ~(uint64_t(1) << d);
+        DeviceGuard g(d);
+        cudaEvent_t ev = nullptr;
+        if (!s.spare[d].empty()) {
+            ev = s.spare[d].back();
+            s.spare[d].pop_back();
+        } else if (const cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming); e != cudaSuccess) {
+            return cuda_fail(e, "cudaEventCreate");
+        }
+        if (const cudaError_t e = cudaEventRecord(ev, s.streams[d]); e != cudaSuccess) {
+            s.spare[d].push_back(ev);
+            return cuda_fail(e, "cudaEventRecord");
+        }
+        f.device[f.n] = d;
+        f.event[f.n++] = ev;
+    }
+    f.id = ++s.next_fence;
+    s.fences.push_back(f);
+    *id = f.id;
+    return IBEX_OK;
+}
+
+// wait: block until done (drop_fence); else only query.
+static bool hw_fence_done(uint64_t id, bool wait) {
+    if (!id) return true;
+    State &s = state();
+    std::lock_guard<std::mutex> l(s.mutex);
+    for (auto it = s.fences.begin(); it != s.fences.end(); ++it) {
+        if (it->id != id) continue;
+        for (int k = 0; k < it->n; ++k) {
+            const cudaError_t e = wait ? cudaEventSynchronize(it->event[k]) : cudaEventQuery(it->event[k]);
+            if (e == cudaErrorNotReady) return false;
+            if (e != cudaSuccess) cudaGetLastError(); // a failed copy: the error surfaces at the next wait
+        }
+        for (int k = 0; k < it->n; ++k) s.spare[it->device[k]].push_back(it->event[k]);
+        s.fences.erase(it);
+        return true;
+    }
+    return true; // unknown: released already
 }
 
 #else // !IBEX_HAVE_CUDA
@@ -202,7 +266,12 @@ static void hw_free_pinned(void *) {}
 static ibex_status_t hw_copy_async(void *, const void *, size_t, int) {
     return fail(IBEX_ERR_NOT_SUPPORTED, "device copy: %s", unavailable_reason());
 }
-ibex_status_t wait_copies() { return IBEX_OK; }
+static ibex_status_t hw_wait_copies() { return IBEX_OK; }
+static ibex_status_t hw_fence_copies(uint64_t *id) {
+    *id = 0;
+    return IBEX_OK;
+}
+static bool hw_fence_done(uint64_t, bool) { return true; }
 
 #endif
 
@@ -239,11 +308,35 @@ ibex_status_t copy_async(void *dst, const void *src, size_t bytes, int device) {
         uint8_t *d = simulated::backing(dst);
         const uint8_t *s = simulated::backing(src);
         if (d || s) {
-            std::memmove(d ? d : dst, s ? s : src, bytes);
+            if (!simulated::defer_copy(d ? d : dst, s ? s : src, bytes)) std::memmove(d ? d : dst, s ? s : src, bytes);
             return IBEX_OK;
         }
     }
     return hw_copy_async(dst, src, bytes, device);
+}
+
+ibex_status_t wait_copies() {
+    if (simulated::any()) simulated::finish_all();
+    return hw_wait_copies();
+}
+
+ibex_status_t fence_copies(CopyFence *out) {
+    out->sim = simulated::any() ? simulated::fence() : 0;
+    return hw_fence_copies(&out->hw);
+}
+
+bool copies_done(CopyFence &f) {
+    if (f.hw && !hw_fence_done(f.hw, false)) return false;
+    f.hw = 0;
+    if (f.sim && !simulated::fence_done(f.sim)) return false;
+    f.sim = 0;
+    return true;
+}
+
+void drop_fence(CopyFence &f) {
+    hw_fence_done(f.hw, true);
+    if (f.sim) simulated::drop(f.sim);
+    f = CopyFence{};
 }
 
 } // namespace ibex::cuda

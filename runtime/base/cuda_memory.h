@@ -52,4 +52,18 @@ void free_pinned(void *p);
 ibex_status_t copy_async(void *dst, const void *src, size_t bytes, int device);
 ibex_status_t wait_copies();
 
+// A mark in this thread's queued copies, for callers that go on while copies run (the
+// soft provider sends a staged WR once its copy is done, without blocking the post).
+// fence_copies() covers every copy this thread queued since the last fence or
+// wait_copies(); copies_done() answers without blocking and, once true, has released the
+// fence; drop_fence() releases one that is no longer wanted. An empty fence is done.
+struct CopyFence {
+    uint64_t hw = 0;  // CUDA events, by id
+    uint64_t sim = 0; // simulated copies (simulated_device.h), by id
+    bool empty() const { return !hw && !sim; }
+};
+ibex_status_t fence_copies(CopyFence *out);
+bool copies_done(CopyFence &f);
+void drop_fence(CopyFence &f);
+
 } // namespace ibex::cuda

@@ -1,6 +1,8 @@
 #include "runtime/base/simulated_device.h"
 
 #include <atomic>
+#include <cstring>
+#include <deque>
 #include <mutex>
 
 namespace ibex::cuda::simulated {
@@ -17,7 +19,72 @@ Range g_ranges[kMaxRanges];
 std::atomic<int> g_count{0}; // ranges [0, g_count) are published
 std::mutex g_mutex;          // writers
 
+// Deferred copies, in queue order; fence 0 = not fenced yet.
+struct Copy {
+    void *dst;
+    const void *src;
+    size_t bytes;
+    uint64_t fence;
+    int queries;
+};
+std::mutex g_copy_mutex;
+std::deque<Copy> g_copies;
+int g_defer = 0;
+uint64_t g_next_fence = 0;
+
+// Performs the queued copies up to and including fence id (every one for ~0).
+void perform_locked(uint64_t id) {
+    while (!g_copies.empty() && g_copies.front().fence && g_copies.front().fence <= id) {
+        const Copy &c = g_copies.front();
+        std::memmove(c.dst, c.src, c.bytes);
+        g_copies.pop_front();
+    }
+}
+
 } // namespace
+
+void set_deferred_copies(int queries) {
+    std::lock_guard<std::mutex> l(g_copy_mutex);
+    g_defer = queries;
+}
+
+bool defer_copy(void *dst, const void *src, size_t bytes) {
+    std::lock_guard<std::mutex> l(g_copy_mutex);
+    if (g_defer <= 0) return false;
+    g_copies.push_back({dst, src, bytes, 0, 0});
+    return true;
+}
+
+uint64_t fence() {
+    std::lock_guard<std::mutex> l(g_copy_mutex);
+    if (g_copies.empty() || g_copies.back().fence) return 0;
+    const uint64_t id = ++g_next_fence;
+    for (auto it = g_copies.rbegin(); it != g_copies.rend() && !it->fence; ++it) it->fence = id;
+    return id;
+}
+
+bool fence_done(uint64_t id) {
+    if (!id) return true;
+    std::lock_guard<std::mutex> l(g_copy_mutex);
+    for (Copy &c : g_copies) {
+        if (c.fence != id) continue;
+        if (++c.queries < g_defer) return false;
+        break;
+    }
+    perform_locked(id);
+    return true;
+}
+
+void drop(uint64_t id) {
+    std::lock_guard<std::mutex> l(g_copy_mutex);
+    perform_locked(id);
+}
+
+void finish_all() {
+    std::lock_guard<std::mutex> l(g_copy_mutex);
+    for (Copy &c : g_copies) std::memmove(c.dst, c.src, c.bytes);
+    g_copies.clear();
+}
 
 bool add_range(void *view, size_t bytes, void *backing) {
     std::lock_guard<std::mutex> l(g_mutex);

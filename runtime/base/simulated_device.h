@@ -22,6 +22,20 @@ void clear();
 bool any();
 // The backing byte behind p when p lies in a simulated range, nullptr otherwise.
 uint8_t *backing(const void *p);
+// Copies to and from simulated ranges happen at once, unless deferred: then they queue
+// and a fence over them completes only at its `queries`-th copies_done() (or at
+// wait_copies()), standing in for a copy engine that is still busy. 0: at once.
+void set_deferred_copies(int queries);
+// cuda_memory.cpp's side: queues a copy when deferring (false: copy it now).
+bool defer_copy(void *dst, const void *src, size_t bytes);
+// A fence over the copies queued since the last one (0: none), its completion check
+// (performs the fence's copies, and every earlier one, when it completes), dropping one
+// (its copies are performed: they were promised), and performing everything.
+uint64_t fence();
+bool fence_done(uint64_t id);
+void drop(uint64_t id);
+void finish_all();
+
 // p itself unless it lies in a simulated range; then its backing byte.
 inline const void *host_view(const void *p) {
     const uint8_t *b = any() ? backing(p) : nullptr;

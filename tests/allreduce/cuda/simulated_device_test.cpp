@@ -112,12 +112,15 @@ int body(RankCtx &ctx, bool all_collectives) {
     return 0;
 }
 
-void run(int n, const char *algo) {
-    SCOPED_TRACE(std::string(algo) + " ranks " + std::to_string(n));
+// late_copies > 0: staging copies finish only at that many looks (a busy copy engine),
+// so slices wait for their copies while others are on the wire.
+void run(int n, const char *algo, int late_copies = 0) {
+    SCOPED_TRACE(std::string(algo) + " ranks " + std::to_string(n) + " late copies " + std::to_string(late_copies));
     auto out = ibex::test::run_ranks(
         n,
         [&](RankCtx &ctx) {
             setenv("IBEX_ALGO", algo, 1);
+            ibex::cuda::simulated::set_deferred_copies(late_copies);
             return body(ctx, std::strcmp(algo, "ring") == 0);
         },
         150);
@@ -130,6 +133,10 @@ TEST(SimulatedGpuBuffers, OddCountsOnThreeFiveAndSevenRanks) {
 
 TEST(SimulatedGpuBuffers, EveryAllreduceAlgorithmOnThreeRanks) {
     for (const char *algo : {"rhd", "tree"}) run(3, algo);
+}
+
+TEST(SimulatedGpuBuffers, PipelinedStagingWithLateCopies) {
+    for (int n : {3, 5}) run(n, "ring", 3);
 }
 
 } // namespace

@@ -2,6 +2,7 @@
 // in and out of GPU memory through the staging shadows, and data is on the GPU when its
 // completion is polled (plain WRITE: after the target's next poll/progress).
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <vector>
 
@@ -71,6 +72,61 @@ TEST(SoftStaging, RegionStartingInHostMemoryAndEndingOnTheGpuIsRefused) {
     munmap(map, 4 * 4096);
     ibex_dealloc_pd(pd);
     ibex_close_device(ctx);
+}
+
+// Pipelined staging: post_send does not wait for the GPU -> shadow copies; the
+// requester holds each WR until its copies are done. Simulated GPU memory whose copies
+// finish late (only at the third look) stands in for a busy copy engine: a WR sent
+// before its copy finished would carry the shadow's old bytes (zeros).
+TEST(SoftStaging, WritesFromGpuMemoryWaitForTheirLateCopies) {
+    Endpoint a, b;
+    a.open(4096);
+    b.open(1 << 20);
+    ibex::test::connect_pair(a, b);
+    constexpr size_t kWrs = 8, kLen = 65536 + 12, kLead = 0x300;
+    void *map = mmap(nullptr, kLead + kWrs * kLen + 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(map, MAP_FAILED);
+    std::vector<uint8_t> backing(kWrs * kLen);
+    for (size_t i = 0; i < backing.size(); ++i) backing[i] = static_cast<uint8_t>(i * 7 + 3);
+    uint8_t *view = static_cast<uint8_t *>(map) + kLead;
+    ASSERT_TRUE(ibex::cuda::simulated::add_range(view, backing.size(), backing.data()));
+    ibex::cuda::simulated::set_deferred_copies(3);
+    ibex_mr_t *mr = nullptr;
+    IBEX_ASSERT_OK(ibex_reg_mr(a.pd, view, backing.size(), ibex::test::kAllAccess, &mr));
+    ASSERT_TRUE(ibex::soft::staging::active());
+    for (size_t k = 0; k < kWrs; ++k) IBEX_ASSERT_OK(b.post_recv(k, 0, 0));
+    for (size_t k = 0; k < kWrs; ++k) {
+        ibex_sge_t sge{reinterpret_cast<uintptr_t>(view + k * kLen), static_cast<uint32_t>(kLen), ibex_mr_lkey(mr)};
+        ibex_send_wr_t wr{};
+        wr.wr_id = k;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        wr.opcode = IBEX_WR_RDMA_WRITE_WITH_IMM;
+        wr.send_flags = IBEX_SEND_SIGNALED;
+        wr.imm_data = static_cast<uint32_t>(k);
+        wr.wr.rdma.remote_addr = b.va(k * kLen);
+        wr.wr.rdma.rkey = ibex_mr_rkey(b.mr);
+        IBEX_ASSERT_OK(ibex_post_send(a.qp, &wr, nullptr));
+    }
+    size_t sent = 0, landed = 0;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while ((sent < kWrs || landed < kWrs) && std::chrono::steady_clock::now() < end) {
+        ibex_wc_t wc[16];
+        int got = 0;
+        IBEX_ASSERT_OK(ibex_poll_cq(a.cq, 16, wc, &got));
+        for (int i = 0; i < got; ++i) EXPECT_EQ(wc[i].status, IBEX_WC_SUCCESS) << ibex_wc_status_str(wc[i].status);
+        sent += static_cast<size_t>(got);
+        IBEX_ASSERT_OK(ibex_poll_cq(b.cq, 16, wc, &got));
+        for (int i = 0; i < got; ++i) EXPECT_EQ(wc[i].status, IBEX_WC_SUCCESS) << ibex_wc_status_str(wc[i].status);
+        landed += static_cast<size_t>(got);
+    }
+    EXPECT_EQ(sent, kWrs);
+    EXPECT_EQ(landed, kWrs);
+    EXPECT_EQ(std::memcmp(b.buf.data(), backing.data(), backing.size()), 0) << "a WR left before its staging copy was done";
+    EXPECT_EQ(ibex_dereg_mr(mr), IBEX_OK);
+    ibex::cuda::simulated::set_deferred_copies(0);
+    ibex::cuda::simulated::clear();
+    munmap(map, kLead + kWrs * kLen + 4096);
 }
 
 #if IBEX_HAVE_CUDA
