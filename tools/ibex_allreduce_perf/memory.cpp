@@ -64,25 +64,17 @@ ibex_status_t PerfBuffer::allocate(size_t bytes, bool gpu, int rank) {
     return fill(0); // faults the pages in
 }
 
-ibex_status_t PerfBuffer::write(void *dst, const void *host, size_t n) const {
+// A copy whose one side is this buffer (to_buffer: host -> buffer).
+ibex_status_t PerfBuffer::copy(void *dst, const void *src, size_t n, bool to_buffer) const {
 #if IBEX_HAVE_CUDA
     if (gpu_) {
-        const cudaError_t e = cudaMemcpy(dst, host, n, cudaMemcpyHostToDevice);
-        return e == cudaSuccess ? IBEX_OK : cuda_failed(e, "cudaMemcpy to the GPU");
+        const cudaError_t e = cudaMemcpy(dst, src, n, to_buffer ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost);
+        return e == cudaSuccess ? IBEX_OK : cuda_failed(e, to_buffer ? "cudaMemcpy to the GPU" : "cudaMemcpy from the GPU");
     }
+#else
+    (void)to_buffer;
 #endif
-    std::memcpy(dst, host, n);
-    return IBEX_OK;
-}
-
-ibex_status_t PerfBuffer::read(void *host, const void *src, size_t n) const {
-#if IBEX_HAVE_CUDA
-    if (gpu_) {
-        const cudaError_t e = cudaMemcpy(host, src, n, cudaMemcpyDeviceToHost);
-        return e == cudaSuccess ? IBEX_OK : cuda_failed(e, "cudaMemcpy from the GPU");
-    }
-#endif
-    std::memcpy(host, src, n);
+    std::memcpy(dst, src, n);
     return IBEX_OK;
 }
 

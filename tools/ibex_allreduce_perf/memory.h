@@ -30,12 +30,14 @@ public:
     bool on_gpu() const { return gpu_; }
 
     // host -> [dst, dst + n) inside this buffer, and [src, src + n) inside it -> host.
-    ibex_status_t write(void *dst, const void *host, size_t n) const;
-    ibex_status_t read(void *host, const void *src, size_t n) const;
+    ibex_status_t write(void *dst, const void *host, size_t n) const { return copy(dst, host, n, true); }
+    ibex_status_t read(void *host, const void *src, size_t n) const { return copy(host, src, n, false); }
     // Every byte set to v.
     ibex_status_t fill(uint8_t v) const;
 
 private:
+    ibex_status_t copy(void *dst, const void *src, size_t n, bool to_buffer) const;
+
     uint8_t *p_ = nullptr;
     size_t bytes_ = 0;
     bool gpu_ = false;

@@ -74,6 +74,27 @@ TEST(SoftStaging, RegionStartingInHostMemoryAndEndingOnTheGpuIsRefused) {
     ibex_close_device(ctx);
 }
 
+std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
+    std::vector<uint8_t> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(i * 131 + seed);
+    return v;
+}
+
+ibex_status_t post(ibex_qp_t *qp, ibex_wr_opcode_t op, uint64_t local, uint32_t len, uint32_t lkey, uint64_t remote,
+                   uint32_t rkey, uint32_t imm = 0, unsigned flags = IBEX_SEND_SIGNALED) {
+    ibex_sge_t s{local, len, lkey};
+    ibex_send_wr_t wr{};
+    wr.wr_id = 1;
+    wr.sg_list = &s;
+    wr.num_sge = 1;
+    wr.opcode = op;
+    wr.send_flags = flags;
+    wr.imm_data = imm;
+    wr.wr.rdma.remote_addr = remote;
+    wr.wr.rdma.rkey = rkey;
+    return ibex_post_send(qp, &wr, nullptr);
+}
+
 // Pipelined staging: post_send does not wait for the GPU -> shadow copies; the
 // requester holds each WR until its copies are done. Simulated GPU memory whose copies
 // finish late (only at the third look) stands in for a busy copy engine: a WR sent
@@ -86,8 +107,7 @@ TEST(SoftStaging, WritesFromGpuMemoryWaitForTheirLateCopies) {
     constexpr size_t kWrs = 8, kLen = 65536 + 12, kLead = 0x300;
     void *map = mmap(nullptr, kLead + kWrs * kLen + 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ASSERT_NE(map, MAP_FAILED);
-    std::vector<uint8_t> backing(kWrs * kLen);
-    for (size_t i = 0; i < backing.size(); ++i) backing[i] = static_cast<uint8_t>(i * 7 + 3);
+    std::vector<uint8_t> backing = pattern(kWrs * kLen, 3);
     uint8_t *view = static_cast<uint8_t *>(map) + kLead;
     ASSERT_TRUE(ibex::cuda::simulated::add_range(view, backing.size(), backing.data()));
     ibex::cuda::simulated::set_deferred_copies(3);
@@ -95,19 +115,9 @@ TEST(SoftStaging, WritesFromGpuMemoryWaitForTheirLateCopies) {
     IBEX_ASSERT_OK(ibex_reg_mr(a.pd, view, backing.size(), ibex::test::kAllAccess, &mr));
     ASSERT_TRUE(ibex::soft::staging::active());
     for (size_t k = 0; k < kWrs; ++k) IBEX_ASSERT_OK(b.post_recv(k, 0, 0));
-    for (size_t k = 0; k < kWrs; ++k) {
-        ibex_sge_t sge{reinterpret_cast<uintptr_t>(view + k * kLen), static_cast<uint32_t>(kLen), ibex_mr_lkey(mr)};
-        ibex_send_wr_t wr{};
-        wr.wr_id = k;
-        wr.sg_list = &sge;
-        wr.num_sge = 1;
-        wr.opcode = IBEX_WR_RDMA_WRITE_WITH_IMM;
-        wr.send_flags = IBEX_SEND_SIGNALED;
-        wr.imm_data = static_cast<uint32_t>(k);
-        wr.wr.rdma.remote_addr = b.va(k * kLen);
-        wr.wr.rdma.rkey = ibex_mr_rkey(b.mr);
-        IBEX_ASSERT_OK(ibex_post_send(a.qp, &wr, nullptr));
-    }
+    for (size_t k = 0; k < kWrs; ++k)
+        IBEX_ASSERT_OK(post(a.qp, IBEX_WR_RDMA_WRITE_WITH_IMM, reinterpret_cast<uintptr_t>(view + k * kLen), kLen,
+                            ibex_mr_lkey(mr), b.va(k * kLen), ibex_mr_rkey(b.mr), static_cast<uint32_t>(k)));
     size_t sent = 0, landed = 0;
     const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     while ((sent < kWrs || landed < kWrs) && std::chrono::steady_clock::now() < end) {
@@ -150,27 +160,6 @@ struct GpuPair {
     }
     uint64_t va(const DeviceBuffer &d, size_t off = 0) const { return reinterpret_cast<uintptr_t>(d.p) + off; }
 };
-
-std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
-    std::vector<uint8_t> v(n);
-    for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(i * 131 + seed);
-    return v;
-}
-
-ibex_status_t post(ibex_qp_t *qp, ibex_wr_opcode_t op, uint64_t local, uint32_t len, uint32_t lkey, uint64_t remote,
-                   uint32_t rkey, uint32_t imm = 0, unsigned flags = IBEX_SEND_SIGNALED) {
-    ibex_sge_t s{local, len, lkey};
-    ibex_send_wr_t wr{};
-    wr.wr_id = 1;
-    wr.sg_list = &s;
-    wr.num_sge = 1;
-    wr.opcode = op;
-    wr.send_flags = flags;
-    wr.imm_data = imm;
-    wr.wr.rdma.remote_addr = remote;
-    wr.wr.rdma.rkey = rkey;
-    return ibex_post_send(qp, &wr, nullptr);
-}
 
 ibex_status_t post_recv(ibex_qp_t *qp, uint64_t local, uint32_t len, uint32_t lkey) {
     ibex_sge_t s{local, len, lkey};
