@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include "runtime/base/cuda_memory.h"
 #include "runtime/base/status.h"
 
 namespace ibex::coll {
@@ -31,10 +32,10 @@ size_t RegCache::size() const {
     return entries_.size();
 }
 
-ibex_status_t RegCache::insert_locked(uintptr_t start, uintptr_t end, bool pinned, ibex_mr_t **mr) {
+ibex_status_t RegCache::insert_locked(uintptr_t start, uintptr_t end, bool pinned, bool device, ibex_mr_t **mr) {
     ibex_mr_t *m = nullptr;
     IBEX_TRY(ibex_reg_mr(pd_, reinterpret_cast<void *>(start), end - start, kAccess, &m));
-    entries_.emplace(start, Entry{end, m, epoch_, pinned});
+    entries_.emplace(start, Entry{end, m, epoch_, pinned, device});
     *mr = m;
     evict_locked();
     return IBEX_OK;
@@ -55,16 +56,18 @@ void RegCache::evict_locked() {
 
 ibex_status_t RegCache::get(const void *p, size_t len, ibex_mr_t **mr) {
     const uintptr_t a = reinterpret_cast<uintptr_t>(p), e = a + (len ? len : 1);
+    const bool device = cuda::is_device_pointer(p);
     std::lock_guard l(mu_);
     for (auto it = entries_.begin(); it != entries_.end() && it->first <= a; ++it) {
-        if (it->second.end >= e) {
+        if (it->second.end >= e && it->second.device == device) {
             it->second.last_use = epoch_;
             *mr = it->second.mr;
             return IBEX_OK;
         }
     }
+    if (device) return insert_locked(a, e, false, true, mr);
     const uintptr_t ps = page_size();
-    return insert_locked(a & ~(ps - 1), (e + ps - 1) & ~(ps - 1), false, mr);
+    return insert_locked(a & ~(ps - 1), (e + ps - 1) & ~(ps - 1), false, false, mr);
 }
 
 ibex_status_t RegCache::add(void *p, size_t len) {
@@ -72,7 +75,7 @@ ibex_status_t RegCache::add(void *p, size_t len) {
     const uintptr_t a = reinterpret_cast<uintptr_t>(p);
     std::lock_guard l(mu_);
     ibex_mr_t *mr = nullptr;
-    return insert_locked(a, a + len, true, &mr);
+    return insert_locked(a, a + len, true, cuda::is_device_pointer(p), &mr);
 }
 
 ibex_status_t RegCache::remove(void *p) {

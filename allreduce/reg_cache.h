@@ -1,5 +1,10 @@
-// Registration cache: user buffers are registered on first use (whole pages around them)
-// and the registration is reused by later collectives on the same memory. Bounded: beyond
+// Registration cache: user buffers are registered on first use and the registration is
+// reused by later collectives on the same memory. Host buffers are registered as the
+// whole pages around them; GPU buffers exactly: a device allocation need not start on a
+// host page (cudaMalloc aligns to 256 bytes), the bytes before it may be no allocation
+// at all, and the memory type of a region is decided where it starts. Each entry keeps
+// the memory type it was registered as, and a lookup only takes an entry of the same
+// type, so a stale host entry over addresses that are now GPU memory is never used. Bounded: beyond
 // max_entries the least recently used entry not needed by the running collective and not
 // registered explicitly by the user is dropped.
 //
@@ -40,8 +45,9 @@ private:
         ibex_mr_t *mr;
         uint64_t last_use;
         bool pinned;
+        bool device; // registered as GPU memory
     };
-    ibex_status_t insert_locked(uintptr_t start, uintptr_t end, bool pinned, ibex_mr_t **mr);
+    ibex_status_t insert_locked(uintptr_t start, uintptr_t end, bool pinned, bool device, ibex_mr_t **mr);
     void evict_locked();
 
     ibex_pd_t *pd_;

@@ -1,5 +1,9 @@
 #include "runtime/base/cuda_memory.h"
 
+#include <cstdlib>
+#include <cstring>
+
+#include "runtime/base/simulated_device.h"
 #include "runtime/base/status.h"
 
 #if IBEX_HAVE_CUDA
@@ -7,8 +11,10 @@
 #include <cuda_runtime_api.h>
 
 #include <atomic>
+#include <deque>
 #include <mutex>
 #include <string>
+#include <vector>
 #endif
 
 namespace ibex::cuda {
@@ -25,6 +31,16 @@ struct State {
     int devices = 0;
     std::mutex mutex;
     cudaStream_t streams[kMaxDevices] = {};
+    // Copy fences (under mutex): the events of each, and recorded events to reuse.
+    struct Fence {
+        uint64_t id;
+        int n;
+        int device[4];
+        cudaEvent_t event[4];
+    };
+    std::deque<Fence> fences;
+    std::vector<cudaEvent_t> spare[kMaxDevices];
+    uint64_t next_fence = 0;
     // Driver API entry points, reached through the runtime so no -lcuda is needed.
     CUresult (*get_handle)(void *, CUdeviceptr, size_t, CUmemRangeHandleType, unsigned long long) = nullptr;
     CUresult (*device_attribute)(int *, CUdevice_attribute, CUdevice) = nullptr;
@@ -86,7 +102,7 @@ bool built() { return true; }
 bool available() { return state().ok; }
 const char *unavailable_reason() { return state().ok ? "" : state().reason.c_str(); }
 
-MemoryKind memory_kind(const void *p) {
+static MemoryKind hw_memory_kind(const void *p) {
     if (!p || !available()) return MemoryKind::kHost;
     cudaPointerAttributes a{};
     if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
@@ -99,7 +115,7 @@ MemoryKind memory_kind(const void *p) {
     return MemoryKind::kHost;
 }
 
-int pointer_device(const void *p) {
+static int hw_pointer_device(const void *p) {
     if (!p || !available()) return -1;
     cudaPointerAttributes a{};
     if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
@@ -129,7 +145,7 @@ ibex_status_t export_dmabuf(uint64_t base, uint64_t size, int *fd) {
     return IBEX_OK;
 }
 
-void *alloc_pinned(size_t bytes) {
+static void *hw_alloc_pinned(size_t bytes) {
     if (!available()) {
         fail(IBEX_ERR_NOT_SUPPORTED, "pinned memory: %s", unavailable_reason());
         return nullptr;
@@ -143,11 +159,11 @@ void *alloc_pinned(size_t bytes) {
     return p;
 }
 
-void free_pinned(void *p) {
+static void hw_free_pinned(void *p) {
     if (p) cudaFreeHost(p);
 }
 
-ibex_status_t copy_async(void *dst, const void *src, size_t bytes, int device) {
+static ibex_status_t hw_copy_async(void *dst, const void *src, size_t bytes, int device) {
     State &s = state();
     if (!s.ok) return fail(IBEX_ERR_NOT_SUPPORTED, "device copy: %s", unavailable_reason());
     if (device < 0 || device >= s.devices) return fail(IBEX_ERR_INVALID_ARGUMENT, "device copy: GPU %d", device);
@@ -167,7 +183,7 @@ ibex_status_t copy_async(void *dst, const void *src, size_t bytes, int device) {
     return IBEX_OK;
 }
 
-ibex_status_t wait_copies() {
+static ibex_status_t hw_wait_copies() {
     State &s = state();
     ibex_status_t st = IBEX_OK;
     for (int d = 0; t_pending && d < kMaxDevices; ++d) {
@@ -179,27 +195,148 @@ ibex_status_t wait_copies() {
     return st;
 }
 
+// Records an event on each stream this thread queued copies on since its last fence or
+// wait; more GPUs than a fence holds: waits instead (an empty fence).
+static ibex_status_t hw_fence_copies(uint64_t *id) {
+    *id = 0;
+    if (!t_pending) return IBEX_OK;
+    if (__builtin_popcountll(t_pending) > 4) return hw_wait_copies();
+    State &s = state();
+    State::Fence f{};
+    std::lock_guard<std::mutex> l(s.mutex);
+    for (int d = 0; t_pending && d < kMaxDevices; ++d) {
+        if (!(t_pending & (uint64_t(1) << d))) continue;
+        t_pending &= ~(uint64_t(1) << d);
+        DeviceGuard g(d);
+        cudaEvent_t ev = nullptr;
+        if (!s.spare[d].empty()) {
+            ev = s.spare[d].back();
+            s.spare[d].pop_back();
+        } else if (const cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming); e != cudaSuccess) {
+            return cuda_fail(e, "cudaEventCreate");
+        }
+        if (const cudaError_t e = cudaEventRecord(ev, s.streams[d]); e != cudaSuccess) {
+            s.spare[d].push_back(ev);
+            return cuda_fail(e, "cudaEventRecord");
+        }
+        f.device[f.n] = d;
+        f.event[f.n++] = ev;
+    }
+    f.id = ++s.next_fence;
+    s.fences.push_back(f);
+    *id = f.id;
+    return IBEX_OK;
+}
+
+// wait: block until done (drop_fence); else only query.
+static bool hw_fence_done(uint64_t id, bool wait) {
+    if (!id) return true;
+    State &s = state();
+    std::lock_guard<std::mutex> l(s.mutex);
+    for (auto it = s.fences.begin(); it != s.fences.end(); ++it) {
+        if (it->id != id) continue;
+        for (int k = 0; k < it->n; ++k) {
+            const cudaError_t e = wait ? cudaEventSynchronize(it->event[k]) : cudaEventQuery(it->event[k]);
+            if (e == cudaErrorNotReady) return false;
+            if (e != cudaSuccess) cudaGetLastError(); // a failed copy: the error surfaces at the next wait
+        }
+        for (int k = 0; k < it->n; ++k) s.spare[it->device[k]].push_back(it->event[k]);
+        s.fences.erase(it);
+        return true;
+    }
+    return true; // unknown: released already
+}
+
 #else // !IBEX_HAVE_CUDA
 
 bool built() { return false; }
 bool available() { return false; }
 const char *unavailable_reason() { return "built without CUDA (IBEX_WITH_CUDA=OFF or no nvcc)"; }
-MemoryKind memory_kind(const void *) { return MemoryKind::kHost; }
-int pointer_device(const void *) { return -1; }
+static MemoryKind hw_memory_kind(const void *) { return MemoryKind::kHost; }
+static int hw_pointer_device(const void *) { return -1; }
 bool dmabuf_supported(int) { return false; }
 ibex_status_t export_dmabuf(uint64_t, uint64_t, int *) {
     return fail(IBEX_ERR_NOT_SUPPORTED, "dma-buf export: %s", unavailable_reason());
 }
-void *alloc_pinned(size_t) {
+static void *hw_alloc_pinned(size_t) {
     fail(IBEX_ERR_NOT_SUPPORTED, "pinned memory: %s", unavailable_reason());
     return nullptr;
 }
-void free_pinned(void *) {}
-ibex_status_t copy_async(void *, const void *, size_t, int) {
+static void hw_free_pinned(void *) {}
+static ibex_status_t hw_copy_async(void *, const void *, size_t, int) {
     return fail(IBEX_ERR_NOT_SUPPORTED, "device copy: %s", unavailable_reason());
 }
-ibex_status_t wait_copies() { return IBEX_OK; }
+static ibex_status_t hw_wait_copies() { return IBEX_OK; }
+static ibex_status_t hw_fence_copies(uint64_t *id) {
+    *id = 0;
+    return IBEX_OK;
+}
+static bool hw_fence_done(uint64_t, bool) { return true; }
 
 #endif
+
+// Simulated ranges (runtime/base/simulated_device.h) come first: a test stands them in
+// for device memory whether or not a GPU is present.
+MemoryKind memory_kind(const void *p) {
+    if (simulated::any() && simulated::backing(p)) return MemoryKind::kDevice;
+    return hw_memory_kind(p);
+}
+
+int pointer_device(const void *p) {
+    if (simulated::any() && simulated::backing(p)) return 0;
+    return hw_pointer_device(p);
+}
+
+// Without a GPU, staging for simulated ranges takes plain host memory; available() is
+// decided once per process, so free_pinned() takes the same branch as alloc_pinned().
+void *alloc_pinned(size_t bytes) {
+    if (!available() && simulated::any()) {
+        void *p = std::malloc(bytes ? bytes : 1);
+        if (!p) fail(IBEX_ERR_NO_MEMORY, "staging memory of %zu bytes", bytes);
+        return p;
+    }
+    return hw_alloc_pinned(bytes);
+}
+
+void free_pinned(void *p) {
+    if (!available()) std::free(p);
+    else hw_free_pinned(p);
+}
+
+ibex_status_t copy_async(void *dst, const void *src, size_t bytes, int device) {
+    if (simulated::any()) {
+        uint8_t *d = simulated::backing(dst);
+        const uint8_t *s = simulated::backing(src);
+        if (d || s) {
+            if (!simulated::defer_copy(d ? d : dst, s ? s : src, bytes)) std::memmove(d ? d : dst, s ? s : src, bytes);
+            return IBEX_OK;
+        }
+    }
+    return hw_copy_async(dst, src, bytes, device);
+}
+
+ibex_status_t wait_copies() {
+    if (simulated::any()) simulated::finish_all();
+    return hw_wait_copies();
+}
+
+ibex_status_t fence_copies(CopyFence *out) {
+    out->sim = simulated::any() ? simulated::fence() : 0;
+    return hw_fence_copies(&out->hw);
+}
+
+bool copies_done(CopyFence &f) {
+    if (f.hw && !hw_fence_done(f.hw, false)) return false;
+    f.hw = 0;
+    if (f.sim && !simulated::fence_done(f.sim)) return false;
+    f.sim = 0;
+    return true;
+}
+
+void drop_fence(CopyFence &f) {
+    hw_fence_done(f.hw, true);
+    if (f.sim) simulated::drop(f.sim);
+    f = CopyFence{};
+}
 
 } // namespace ibex::cuda

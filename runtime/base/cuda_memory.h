@@ -3,7 +3,9 @@
 // statically; the runtime loads the driver (libcuda.so.1) on first use, so the library
 // also runs on a host with no NVIDIA driver: available() is then false, every pointer
 // is host memory and nothing here touches CUDA again. Built without CUDA
-// (IBEX_HAVE_CUDA off) the same functions answer "host" and "not available".
+// (IBEX_HAVE_CUDA off) the same functions answer "host" and "not available". Ranges a
+// test declares as simulated GPU memory (simulated_device.h) answer "device" and are
+// copied through their host backing, with or without CUDA.
 #pragma once
 
 #include <cstddef>
@@ -49,5 +51,19 @@ void free_pinned(void *p);
 // application's streams, so it must synchronise them before handing buffers over.
 ibex_status_t copy_async(void *dst, const void *src, size_t bytes, int device);
 ibex_status_t wait_copies();
+
+// A mark in this thread's queued copies, for callers that go on while copies run (the
+// soft provider sends a staged WR once its copy is done, without blocking the post).
+// fence_copies() covers every copy this thread queued since the last fence or
+// wait_copies(); copies_done() answers without blocking and, once true, has released the
+// fence; drop_fence() releases one that is no longer wanted. An empty fence is done.
+struct CopyFence {
+    uint64_t hw = 0;  // CUDA events, by id
+    uint64_t sim = 0; // simulated copies (simulated_device.h), by id
+    bool empty() const { return !hw && !sim; }
+};
+ibex_status_t fence_copies(CopyFence *out);
+bool copies_done(CopyFence &f);
+void drop_fence(CopyFence &f);
 
 } // namespace ibex::cuda

@@ -12,6 +12,7 @@
 
 #include "allreduce/cpu/reduce.h"
 #include "tools/ibex_allreduce_perf/check.h"
+#include "tools/ibex_allreduce_perf/memory.h"
 #include "tools/ibex_allreduce_perf/report.h"
 
 namespace ibex::collperf {
@@ -28,18 +29,6 @@ struct CallFailed {
 
 void check_call(ibex_status_t st, const char *what) {
     if (st != IBEX_OK) throw CallFailed{what, st, ibex_last_error()};
-}
-
-struct FreeDeleter {
-    void operator()(void *p) const { std::free(p); }
-};
-using Buffer = std::unique_ptr<uint8_t, FreeDeleter>;
-
-Buffer alloc(size_t bytes) {
-    void *p = nullptr;
-    if (posix_memalign(&p, 4096, bytes ? bytes : 1) != 0) throw CallFailed{"posix_memalign", IBEX_ERR_NO_MEMORY, ""};
-    std::memset(p, 0, bytes); // fault the pages in before anything is timed
-    return Buffer(static_cast<uint8_t *>(p));
 }
 
 // Sizes as nccl-tests steps them: multiply by -f, else add -i. Bounded.
@@ -62,15 +51,16 @@ public:
         // Send and receive buffers for the largest size (allgather's send and
         // reduce_scatter's receive are a rank's share of it).
         bytes_ = o.max_bytes + 64;
-        send_ = alloc(bytes_);
-        recv_ = alloc(bytes_);
-        check_call(ibex_comm_register(comm, send_.get(), bytes_), "ibex_comm_register");
-        check_call(ibex_comm_register(comm, recv_.get(), bytes_), "ibex_comm_register");
+        check_call(send_.allocate(bytes_, o.gpu, rank_), o.gpu ? "GPU send buffer" : "send buffer");
+        check_call(recv_.allocate(bytes_, o.gpu, rank_), o.gpu ? "GPU receive buffer" : "receive buffer");
+        if (o.gpu) host_.resize(bytes_); // inputs are built and results checked here
+        check_call(ibex_comm_register(comm, send_.data(), bytes_), "ibex_comm_register");
+        check_call(ibex_comm_register(comm, recv_.data(), bytes_), "ibex_comm_register");
     }
     ~Runner() {
         // Best effort: the communicator may already be in its error state.
-        ibex_comm_deregister(comm_, send_.get());
-        ibex_comm_deregister(comm_, recv_.get());
+        ibex_comm_deregister(comm_, send_.data());
+        ibex_comm_deregister(comm_, recv_.data());
     }
 
     int rank() const { return rank_; }
@@ -126,8 +116,8 @@ private:
 
     // Where the operation reads and writes; in place as NCCL defines it.
     Args args(size_t per, size_t tsize, bool in_place) const {
-        uint8_t *r = recv_.get();
-        if (!in_place) return {send_.get(), r};
+        uint8_t *r = recv_.data();
+        if (!in_place) return {send_.data(), r};
         switch (o_.coll) {
         case Coll::allgather: return {r + static_cast<size_t>(rank_) * per * tsize, r};
         case Coll::reduce_scatter: return {r, r + static_cast<size_t>(rank_) * per * tsize};
@@ -135,13 +125,24 @@ private:
         }
     }
 
-    // This rank's input, written where the operation reads it.
+    // This rank's input, written where the operation reads it (built on the host and
+    // copied over for GPU buffers).
     void fill(const Args &a, ibex_datatype_t type, ibex_redop_t op, size_t per) {
         void *dst = const_cast<void *>(a.send);
-        switch (o_.coll) {
-        case Coll::reduce_scatter: fill_input(dst, per * static_cast<size_t>(n_), type, op, rank_); break;
-        default: fill_input(dst, per, type, op, rank_); break;
+        const size_t count = o_.coll == Coll::reduce_scatter ? per * static_cast<size_t>(n_) : per;
+        if (!o_.gpu) {
+            fill_input(dst, count, type, op, rank_);
+            return;
         }
+        fill_input(host_.data(), count, type, op, rank_);
+        check_call(send_.write(dst, host_.data(), count * ibex_datatype_size(type)), "input upload");
+    }
+
+    // Wrong elements of this rank's result (copied back first from GPU buffers).
+    long long wrong_in(const void *out, const CheckSpec &spec) {
+        if (!o_.gpu) return count_wrong(out, spec);
+        check_call(recv_.read(host_.data(), out, spec.count * ibex_datatype_size(spec.type)), "result download");
+        return count_wrong(host_.data(), spec);
     }
 
     void issue(const Args &a, ibex_datatype_t type, ibex_redop_t op, size_t per, ibex_request_t **req) {
@@ -184,11 +185,11 @@ private:
         long long wrong = -1;
         if (o_.check) {
             // Fresh input, poisoned output, one operation, compare.
-            std::memset(recv_.get(), 0xff, bytes_);
+            check_call(recv_.fill(0xff), "poisoning the output");
             fill(a, type, op, per);
             issue(a, type, op, per, nullptr);
             CheckSpec spec{o_.coll, type, op, rank_, n_, o_.root, o_.coll == Coll::allgather ? per * static_cast<size_t>(n_) : per};
-            wrong = sum_over_ranks(count_wrong(a.recv, spec));
+            wrong = sum_over_ranks(wrong_in(a.recv, spec));
         }
         return make_result(o_.coll, n_, table_bytes, us, wrong);
     }
@@ -197,7 +198,8 @@ private:
     const Options &o_;
     int rank_ = 0, n_ = 1;
     size_t bytes_ = 0;
-    Buffer send_, recv_;
+    PerfBuffer send_, recv_;
+    std::vector<uint8_t> host_; // GPU buffers: host side of inputs and results
 };
 
 std::string device_label(const Options &o) {
@@ -212,6 +214,11 @@ int run_benchmark(ibex_comm_t *comm, const Options &o, const std::string &launch
     // With --json alone the JSON owns stdout and the table moves to stderr.
     FILE *table = o.json && o.json_path.empty() ? stderr : stdout;
     int rank = -1;
+    ibex_comm_rank(comm, &rank);
+    if (std::string why; o.gpu && !gpu_usable(&why)) {
+        if (rank == 0) std::fprintf(stderr, "ibex_allreduce_perf: -G 1 / --mem cuda: %s\n", why.c_str());
+        return 2;
+    }
     try {
         Runner run(comm, o);
         rank = run.rank();
@@ -222,9 +229,9 @@ int run_benchmark(ibex_comm_t *comm, const Options &o, const std::string &launch
         }
         const std::vector<std::string> ranks = run.who();
         if (rank == 0) {
-            std::fprintf(table, "# ibex_allreduce_perf: %s, %d rank%s (%s), device %s, reduce kernels %s\n",
+            std::fprintf(table, "# ibex_allreduce_perf: %s, %d rank%s (%s), device %s, reduce kernels %s, buffers %s\n",
                          coll_name(o.coll), n, n == 1 ? "" : "s", launcher.c_str(), device_label(o).c_str(),
-                         ibex::coll::reduce_isa());
+                         ibex::coll::reduce_isa(), o.gpu ? "GPU (rank % GPU count)" : "host");
             std::fprintf(table, "# minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d validation: %d blocking: %d\n",
                          o.min_bytes, o.max_bytes, o.step_factor > 1 ? o.step_factor : o.step_bytes,
                          o.step_factor > 1 ? "factor" : "bytes", o.warmup, o.iters, o.check ? 1 : 0, o.blocking);

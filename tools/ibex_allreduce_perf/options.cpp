@@ -130,7 +130,7 @@ constexpr Flag kValueFlags[] = {
     {"b", "minbytes"}, {"e", "maxbytes"}, {"i", "stepbytes"}, {"f", "stepfactor"}, {"n", "iters"},
     {"w", "warmup_iters"}, {"c", "check"}, {"d", "datatype"}, {"o", "op"}, {"r", "root"},
     {"z", "blocking"}, {"a", "average"}, {"T", "timeout"}, {"np", "nprocs"}, {nullptr, "coll"},
-    {nullptr, "device"}, {nullptr, "algo"},
+    {nullptr, "device"}, {nullptr, "algo"}, {"G", "gpu"}, {nullptr, "mem"},
 };
 
 std::string bad(const char *flag, const char *value, const char *why) {
@@ -232,6 +232,13 @@ std::string parse_options(int argc, char **argv, Coll default_coll, Options *o) 
                 return bad(name.c_str(), value, "expected allreduce, reduce_scatter, allgather, broadcast or reduce");
         } else if (f == "device") {
             o->device = value;
+        } else if (f == "gpu") {
+            int v = 0;
+            if (!parse_int(value, 0, 1, &v)) return bad(name.c_str(), value, "expected 0 (host buffers) or 1 (GPU buffers)");
+            o->gpu = v == 1;
+        } else if (f == "mem") {
+            if (std::strcmp(value, "host") && std::strcmp(value, "cuda")) return bad(name.c_str(), value, "expected host or cuda");
+            o->gpu = !std::strcmp(value, "cuda");
         } else if (f == "algo") {
             if (std::strcmp(value, "ring") && std::strcmp(value, "rhd") && std::strcmp(value, "tree"))
                 return bad(name.c_str(), value, "expected ring, rhd or tree");
@@ -275,6 +282,8 @@ void print_usage(const char *prog) {
         "      --device <dev>         device every rank opens, e.g. udp:lo (default IBEX_DEVICE);\n"
         "                             {rank} in it becomes the rank's number\n"
         "      --algo <ring|rhd|tree> force the allreduce algorithm (default: cost model)\n"
+        "  -G, --gpu <0/1>            1: buffers in GPU memory, GPU rank %% count (default 0)\n"
+        "      --mem <host|cuda>      the same as -G 0 / -G 1\n"
         "      --json[=FILE]          also write the results as JSON to FILE, or alone on stdout\n"
         "  -h, --help                 this text\n",
         prog);

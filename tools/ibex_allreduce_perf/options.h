@@ -38,6 +38,7 @@ struct Options {
                                    // "{rank}" in it becomes each rank's number
     std::string algo;              // --algo ring|rhd|tree (allreduce)
     int timeout_ms = 0;            // -T seconds, as ms (0: IBEX_TIMEOUT_MS / 30 s)
+    bool gpu = false;              // -G 1 / --mem cuda: buffers in GPU memory
     bool json = false;             // --json[=FILE]
     std::string json_path;         // empty: JSON alone on stdout, the table on stderr
     bool help = false;

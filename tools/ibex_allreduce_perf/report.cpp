@@ -73,9 +73,9 @@ void write_json(FILE *f, const RunInfo &info, const std::vector<Row> &rows) {
     std::fprintf(f,
                  "{\"tool\": \"ibex_allreduce_perf\", \"collective\": \"%s\", \"nranks\": %d, \"launcher\": \"%s\", "
                  "\"device\": \"%s\", \"reduce_isa\": \"%s\", \"iters\": %d, \"warmup_iters\": %d, \"check\": %d, "
-                 "\"bus_factor\": %.6f, \"results\": [",
+                 "\"memory\": \"%s\", \"bus_factor\": %.6f, \"results\": [",
                  coll_name(info.coll), info.nranks, info.launcher.c_str(), info.device.c_str(), info.reduce_isa.c_str(),
-                 o.iters, o.warmup, o.check, bus_factor(info.coll, info.nranks));
+                 o.iters, o.warmup, o.check, o.gpu ? "cuda" : "host", bus_factor(info.coll, info.nranks));
     for (size_t i = 0; i < rows.size(); ++i) {
         const Row &r = rows[i];
         std::fprintf(f, "%s\n  {\"size\": %zu, \"count\": %zu, \"type\": \"%s\", \"redop\": \"%s\", \"root\": %d, ",

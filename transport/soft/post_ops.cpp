@@ -125,9 +125,8 @@ ibex_status_t post_send(ibex_qp *q, ibex_send_wr_t *wr, ibex_send_wr_t **bad) {
         if (st != IBEX_OK) break;
     }
     if (bad) *bad = wr;
-    // GPU sources: their copies to the staging shadows finish before anything is sent.
-    if (staging::active())
-        if (ibex_status_t wst = staging::wait(); wst != IBEX_OK && st == IBEX_OK) st = wst;
+    // GPU sources: the requester holds each WR until its staging copies are done
+    // (staging::send_ready), so nothing waits here.
     ctx->transmit_now(*qp);
     return st;
 }

@@ -69,6 +69,22 @@ TEST(CollPerfOptions, AllTypesAllOpsAndTheCollectiveFromNameOrFlag) {
     EXPECT_EQ(o.coll, Coll::allgather);
 }
 
+TEST(CollPerfOptions, GpuBuffersByDashGOrMem) {
+    Options o;
+    ASSERT_EQ(parse({}, &o), "");
+    EXPECT_FALSE(o.gpu);
+    ASSERT_EQ(parse({"-G", "1"}, &o), "");
+    EXPECT_TRUE(o.gpu);
+    ASSERT_EQ(parse({"-G0"}, &o), "");
+    EXPECT_FALSE(o.gpu);
+    ASSERT_EQ(parse({"--mem", "cuda"}, &o), "");
+    EXPECT_TRUE(o.gpu);
+    ASSERT_EQ(parse({"--mem=host"}, &o), "");
+    EXPECT_FALSE(o.gpu);
+    ASSERT_EQ(parse({"--gpu=1"}, &o), "");
+    EXPECT_TRUE(o.gpu);
+}
+
 TEST(CollPerfOptions, BadInputNamesTheFlag) {
     Options o;
     const std::pair<std::vector<const char *>, const char *> cases[] = {
@@ -76,6 +92,7 @@ TEST(CollPerfOptions, BadInputNamesTheFlag) {
         {{"-np", "0"}, "-np"},          {{"-n", "0"}, "-n"},              {{"--coll", "alltoall"}, "--coll"},
         {{"--algo", "magic"}, "--algo"}, {{"-z", "2"}, "-z"},             {{"--bogus"}, "--bogus"},
         {{"-e"}, "-e"},                 {{"-b", "2M", "-e", "1M"}, "-b"}, {{"stray"}, "stray"},
+        {{"-G", "2"}, "-G"},            {{"--mem", "gpu"}, "--mem"},
     };
     for (const auto &[args, flag] : cases) {
         const std::string err = parse(args, &o);

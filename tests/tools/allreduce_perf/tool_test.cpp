@@ -184,6 +184,29 @@ TEST(AllreducePerfTool, TwoForkedRanksPrintNcclTestsTable) {
     expect_bus_factor(j, 1.0);
 }
 
+// -G 1 / --mem cuda: GPU buffers, checked on the host after copying back. Without a GPU
+// (or a CUDA build) every rank stops at once saying so.
+TEST(AllreducePerfTool, GpuBuffersCheckCleanOrNoCudaDeviceIsSaid) {
+    for (const char *flag : {"-G1", "--mem=cuda"}) {
+        const ToolRun r = run({tool("ibex_allreduce_perf"), "-np", "2", "-b", "8", "-e", "1M", "-f", "8", "-n", "3",
+                               "--device", "udp:lo", flag},
+                              120);
+        if (r.err.find("no CUDA device") != std::string::npos) {
+            EXPECT_EQ(r.status, 2) << r.err;
+            EXPECT_NE(r.err.find("--mem cuda"), std::string::npos) << r.err;
+            EXPECT_TRUE(table(r.out).empty()) << "nothing may be measured without a GPU: " << r.out;
+            continue;
+        }
+        // A GPU host: the same table, every result checked clean.
+        ASSERT_EQ(r.status, 0) << r.out << r.err;
+        EXPECT_NE(r.out.find("buffers GPU"), std::string::npos) << r.out;
+        const auto rows = table(r.out);
+        ASSERT_EQ(rows.size(), 6u) << r.out; // 8 B, 64 B, ... 256 KiB (x8 steps up to 1 MiB)
+        for (const Row &row : rows)
+            for (int p = 0; p < 2; ++p) EXPECT_EQ(row.wrong[p], "0") << r.out;
+    }
+}
+
 TEST(AllreducePerfTool, EachCollectiveUsesItsBusFactor) {
     const struct {
         const char *name;

@@ -81,13 +81,16 @@ TEST(PerftestErrors, UnknownFlagPrintsUsage) {
 }
 
 TEST(PerftestErrors, UseCudaWithoutGpuFailsClearly) {
-    // Without a GPU (or a CUDA build) the tool says so at once instead of measuring host
-    // memory under a GPU label. A client towards a closed port: with a usable GPU it gets
-    // as far as connecting.
-    Proc p(cmd("ibex_write_bw", {"--use_cuda=0", "-p", std::to_string(free_port()), "127.0.0.1"}));
-    const Result r = p.wait(20);
-    if (r.err.find("cannot connect") != std::string::npos) GTEST_SKIP() << "this host has a usable GPU";
-    expect_quick_failure(r, "--use_cuda", 10);
+    // Without a GPU (or a CUDA build) each bandwidth tool says so at once instead of
+    // measuring host memory under a GPU label. A client towards a closed port: with a
+    // usable GPU it gets as far as connecting.
+    for (const char *name : {"ibex_write_bw", "ibex_read_bw", "ibex_send_bw"}) {
+        SCOPED_TRACE(name);
+        Proc p(cmd(name, {"--use_cuda=0", "-p", std::to_string(free_port()), "127.0.0.1"}));
+        const Result r = p.wait(20);
+        if (r.err.find("cannot connect") != std::string::npos) GTEST_SKIP() << "this host has a usable GPU";
+        expect_quick_failure(r, "--use_cuda", 10);
+    }
 }
 
 TEST(PerftestErrors, MismatchedParametersFail) {

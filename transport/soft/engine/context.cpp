@@ -15,6 +15,7 @@
 #include "runtime/base/log.h"
 #include "transport/soft/codec/icrc.h"
 #include "transport/soft/engine/qp_logic.h"
+#include "transport/soft/engine/staging.h"
 
 namespace ibex::soft {
 
@@ -292,6 +293,11 @@ uint64_t SoftContext::next_deadline() const {
         if (qp->rate && qp->tx_pos < qp->sq.tail() && qp->rate->pacer.next_ns() > now &&
             (!q || qp->rate->pacer.next_ns() < q))
             q = qp->rate->pacer.next_ns();
+        // A WR waiting for its GPU staging copy: look again soon.
+        if (staging::active() && staging::send_gated(*this, *qp)) {
+            const uint64_t soon = now_ns() + kStagingPollNs;
+            if (!q || soon < q) q = soon;
+        }
         if (q && (!d || q < d)) d = q;
         if (qp->job_count || qp->ack_pending) return 1; // work to send now
     }

@@ -123,6 +123,7 @@ private:
     uint32_t qpn_base_;
 
     static constexpr uint32_t kPassBudget = 256; // packets sent per progress pass, all QPs
+    static constexpr uint64_t kStagingPollNs = 20000; // a WR waiting for its GPU staging copy
     static constexpr size_t kTxBatch = 32;
     std::array<TxSlot, kTxBatch> tx_slots_;
     std::array<TxPacket, kTxBatch> tx_pkts_;

@@ -8,6 +8,7 @@
 
 #include "transport/soft/codec/roce.h"
 #include "transport/soft/engine/qp_logic.h"
+#include "transport/soft/engine/staging.h"
 
 namespace ibex::soft {
 
@@ -450,6 +451,8 @@ void requester_transmit(SoftContext &ctx, SoftQp &qp, uint64_t now, uint32_t &bu
         if (qp.tx_pkt == 0 && needs_response(w) && outstanding_rd_atomic(qp) >= rd_atomic_limit) break;
         // IBEX_SEND_FENCE: wait until every earlier READ and atomic has completed.
         if (qp.tx_pkt == 0 && w.fence && outstanding_rd_atomic(qp) > 0) break;
+        // GPU source: its copy to the staging shadow is still running (engine/staging.h).
+        if (qp.tx_pkt == 0 && staging::active() && !staging::send_ready(ctx, qp, qp.tx_pos)) break;
         if (is_read(w)) {
             // Large READs go out as several requests of at most half a window each, so
             // the responses in flight stay bounded like any other traffic. A retry that

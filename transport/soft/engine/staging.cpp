@@ -27,9 +27,16 @@ struct Pending {
     uint64_t len = 0;
 };
 
+// An outgoing WQE whose GPU -> shadow copies are still running.
+struct Gate {
+    uint64_t pos;
+    cuda::CopyFence fence;
+};
+
 struct ContextState {
     std::vector<SoftMr *> mrs;
     std::unordered_map<SoftQp *, std::deque<Pending>> pending;
+    std::unordered_map<const SoftQp *, std::deque<Gate>> gates; // by SQ position
 };
 
 std::atomic<int> g_regions{0};
@@ -70,7 +77,17 @@ void add_range(std::vector<std::pair<uint64_t, uint64_t>> &d, uint64_t off, uint
 }
 
 ibex_status_t attach(SoftContext &ctx, SoftMr &mr) {
-    if (cuda::memory_kind(mr.addr) != cuda::MemoryKind::kDevice) return IBEX_OK;
+    if (cuda::memory_kind(mr.addr) != cuda::MemoryKind::kDevice) {
+        // The type is decided where the region starts: a region that ends in GPU memory
+        // would get no shadow and the engine would read the GPU addresses itself.
+        const void *last = static_cast<const uint8_t *>(mr.addr) + (mr.length ? mr.length - 1 : 0);
+        if (cuda::is_device_pointer(last))
+            return fail(IBEX_ERR_INVALID_ARGUMENT,
+                        "memory region %p (+%zu) starts in host memory and ends in GPU memory: register the GPU buffer "
+                        "on its own",
+                        mr.addr, mr.length);
+        return IBEX_OK;
+    }
     mr.device = cuda::pointer_device(mr.addr);
     mr.host = static_cast<uint8_t *>(cuda::alloc_pinned(mr.length));
     if (!mr.host) {
@@ -130,6 +147,7 @@ ibex_status_t stage_send(SoftContext &ctx, SoftQp &qp, const ibex_send_wr_t &wr,
     const bool inbound = wr.opcode == IBEX_WR_RDMA_READ || wr.opcode == IBEX_WR_ATOMIC_CMP_AND_SWP ||
                          wr.opcode == IBEX_WR_ATOMIC_FETCH_AND_ADD;
     if ((wr.send_flags & IBEX_SEND_INLINE) && !inbound) return IBEX_OK; // copied from host memory already
+    bool copied = false;
     for (int i = 0; i < wr.num_sge; ++i) {
         const ibex_sge_t &s = wr.sg_list[i];
         SoftMr *mr = s.length ? staged_mr(ctx, s.lkey) : nullptr;
@@ -138,12 +156,41 @@ ibex_status_t stage_send(SoftContext &ctx, SoftQp &qp, const ibex_send_wr_t &wr,
         if (!inbound) {
             if (ibex_status_t st = cuda::copy_async(mr->host + off, device_addr(*mr, off), s.length, mr->device); st != IBEX_OK)
                 return st;
+            copied = true;
             continue;
         }
         std::lock_guard<std::mutex> l(g_mutex);
         g_state[&ctx].pending[&qp].push_back({false, sq_pos, mr, off, s.length});
     }
+    if (!copied) return IBEX_OK;
+    cuda::CopyFence f;
+    IBEX_TRY(cuda::fence_copies(&f));
+    if (f.empty()) return IBEX_OK; // the copies are done already
+    std::lock_guard<std::mutex> l(g_mutex);
+    g_state[&ctx].gates[&qp].push_back({sq_pos, f});
     return IBEX_OK;
+}
+
+bool send_ready(SoftContext &ctx, SoftQp &qp, uint64_t sq_pos) {
+    std::lock_guard<std::mutex> l(g_mutex);
+    auto it = g_state.find(&ctx);
+    if (it == g_state.end()) return true;
+    auto g = it->second.gates.find(&qp);
+    if (g == it->second.gates.end()) return true;
+    std::deque<Gate> &dq = g->second;
+    // In SQ order: every gate up to sq_pos must be open.
+    while (!dq.empty() && dq.front().pos <= sq_pos) {
+        if (!cuda::copies_done(dq.front().fence)) return false;
+        dq.pop_front();
+    }
+    if (dq.empty()) it->second.gates.erase(g);
+    return true;
+}
+
+bool send_gated(const SoftContext &ctx, const SoftQp &qp) {
+    std::lock_guard<std::mutex> l(g_mutex);
+    auto it = g_state.find(&ctx);
+    return it != g_state.end() && it->second.gates.count(&qp);
 }
 
 void stage_recv(SoftContext &ctx, SoftQp &qp, const ibex_recv_wr_t &wr, uint64_t rq_pos) {
@@ -155,8 +202,6 @@ void stage_recv(SoftContext &ctx, SoftQp &qp, const ibex_recv_wr_t &wr, uint64_t
         g_state[&ctx].pending[&qp].push_back({true, rq_pos, mr, s.addr - reinterpret_cast<uintptr_t>(mr->addr), s.length});
     }
 }
-
-ibex_status_t wait() { return cuda::wait_copies(); }
 
 ibex_status_t flush(SoftContext &ctx) {
     ibex_status_t st = IBEX_OK;
@@ -199,7 +244,12 @@ void forget_qp(SoftContext &ctx, SoftQp &qp) {
     if (!active()) return;
     std::lock_guard<std::mutex> l(g_mutex);
     auto it = g_state.find(&ctx);
-    if (it != g_state.end()) it->second.pending.erase(&qp);
+    if (it == g_state.end()) return;
+    it->second.pending.erase(&qp);
+    if (auto g = it->second.gates.find(&qp); g != it->second.gates.end()) {
+        for (Gate &gate : g->second) cuda::drop_fence(gate.fence);
+        it->second.gates.erase(g);
+    }
 }
 
 } // namespace ibex::soft::staging

@@ -3,9 +3,12 @@
 // engine reads and writes the shadow through MrTable::resolve, and the copies below keep
 // shadow and GPU memory coherent at the points the verbs model makes data visible:
 //
-//  - data leaving (SEND, WRITE sources): GPU -> shadow when the WR is posted, before it
-//    can be transmitted; the copies of one post_send call are queued together and
-//    waited for once;
+//  - data leaving (SEND, WRITE sources): GPU -> shadow queued when the WR is posted, on
+//    the library's copy stream, with a fence after each WR's copies; post_send does not
+//    wait. The requester sends a WR's first packet only once its fence is done
+//    (send_ready), so the copies of the WRs behind it run while it is on the wire: a
+//    sender with several WRs posted (the collectives' slices) pipelines GPU -> host
+//    copies with the network, and no copy of a whole buffer precedes the first packet;
 //  - a remote READ or atomic on a GPU region: GPU -> shadow for the requested range when
 //    the request arrives;
 //  - data arriving (receive buffers, READ and atomic results, remote WRITEs and atomics
@@ -49,14 +52,19 @@ void detach(SoftContext &ctx, SoftMr &mr);
 // writes/atomics. nullptr if the refresh failed (the peer then sees an access error).
 uint8_t *resolve(SoftMr &mr, uint64_t addr, uint64_t len, unsigned access);
 
-// post_send, after the WR's SGEs resolved and before it is queued at SQ position sq_pos.
+// post_send, after the WR's SGEs resolved and before it is queued at SQ position sq_pos:
+// queues the GPU -> shadow copies of an outgoing WR and fences them.
 ibex_status_t stage_send(SoftContext &ctx, SoftQp &qp, const ibex_send_wr_t &wr, uint64_t sq_pos);
+// The requester, before the first packet of the WQE at sq_pos: its staging copies are
+// done (true too when it had none). Never blocks.
+bool send_ready(SoftContext &ctx, SoftQp &qp, uint64_t sq_pos);
+// Some WQE of the QP still waits for its staging copies (the progress thread then
+// comes back soon instead of sleeping until a timer).
+bool send_gated(const SoftContext &ctx, const SoftQp &qp);
 // post_recv, likewise at RQ position rq_pos.
 void stage_recv(SoftContext &ctx, SoftQp &qp, const ibex_recv_wr_t &wr, uint64_t rq_pos);
 // Inline data is copied from the SGE addresses directly: they must be host memory.
 ibex_status_t check_inline(const ibex_send_wr_t &wr);
-// Waits for the copies stage_send queued on this thread.
-ibex_status_t wait();
 
 // Copies to the GPU everything that has landed in shadows since the last flush: remote
 // writes, and the local buffers of every retired WQE.

@@ -2,11 +2,14 @@
 // in and out of GPU memory through the staging shadows, and data is on the GPU when its
 // completion is polled (plain WRITE: after the target's next poll/progress).
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
+#include "runtime/base/simulated_device.h"
 #include "tests/support/endpoint.h"
 #include "transport/soft/engine/staging.h"
 
@@ -49,27 +52,27 @@ TEST(SoftStaging, HostMemoryNeedsNoStaging) {
     EXPECT_EQ(ibex_memory_type(a.buf.data()), IBEX_MEMORY_HOST);
 }
 
-#if IBEX_HAVE_CUDA
-
-using ibex::test::DeviceBuffer;
-
-struct GpuPair {
-    Endpoint a, b;
-    DeviceBuffer da{1 << 20}, db{1 << 20};
-    ibex_mr_t *ma = nullptr, *mb = nullptr;
-    void open() {
-        a.open(4096);
-        b.open(4096);
-        ibex::test::connect_pair(a, b);
-        IBEX_ASSERT_OK(ibex_reg_mr(a.pd, da.p, da.bytes, ibex::test::kAllAccess, &ma));
-        IBEX_ASSERT_OK(ibex_reg_mr(b.pd, db.p, db.bytes, ibex::test::kAllAccess, &mb));
-    }
-    ~GpuPair() {
-        if (ma) ibex_dereg_mr(ma);
-        if (mb) ibex_dereg_mr(mb);
-    }
-    uint64_t va(const DeviceBuffer &d, size_t off = 0) const { return reinterpret_cast<uintptr_t>(d.p) + off; }
-};
+// The memory type of a region is decided where it starts (simulated device memory,
+// runtime/base/simulated_device.h, stands in for a GPU): a region that starts in host
+// memory and ends in GPU memory would get no shadow, so it is refused.
+TEST(SoftStaging, RegionStartingInHostMemoryAndEndingOnTheGpuIsRefused) {
+    ibex_context_t *ctx = nullptr;
+    ibex_pd_t *pd = nullptr;
+    IBEX_ASSERT_OK(ibex_open_device("udp:lo", nullptr, &ctx));
+    IBEX_ASSERT_OK(ibex_alloc_pd(ctx, &pd));
+    void *map = mmap(nullptr, 4 * 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(map, MAP_FAILED);
+    std::vector<uint8_t> backing(3 * 4096);
+    uint8_t *view = static_cast<uint8_t *>(map) + 0x200;
+    ASSERT_TRUE(ibex::cuda::simulated::add_range(view, backing.size(), backing.data()));
+    ibex_mr_t *mr = nullptr;
+    EXPECT_EQ(ibex_reg_mr(pd, map, 0x200 + backing.size(), IBEX_ACCESS_LOCAL_WRITE, &mr), IBEX_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(ibex_last_error()).find("ends in GPU memory"), std::string::npos) << ibex_last_error();
+    ibex::cuda::simulated::clear();
+    munmap(map, 4 * 4096);
+    ibex_dealloc_pd(pd);
+    ibex_close_device(ctx);
+}
 
 std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
     std::vector<uint8_t> v(n);
@@ -91,6 +94,72 @@ ibex_status_t post(ibex_qp_t *qp, ibex_wr_opcode_t op, uint64_t local, uint32_t 
     wr.wr.rdma.rkey = rkey;
     return ibex_post_send(qp, &wr, nullptr);
 }
+
+// Pipelined staging: post_send does not wait for the GPU -> shadow copies; the
+// requester holds each WR until its copies are done. Simulated GPU memory whose copies
+// finish late (only at the third look) stands in for a busy copy engine: a WR sent
+// before its copy finished would carry the shadow's old bytes (zeros).
+TEST(SoftStaging, WritesFromGpuMemoryWaitForTheirLateCopies) {
+    Endpoint a, b;
+    a.open(4096);
+    b.open(1 << 20);
+    ibex::test::connect_pair(a, b);
+    constexpr size_t kWrs = 8, kLen = 65536 + 12, kLead = 0x300;
+    void *map = mmap(nullptr, kLead + kWrs * kLen + 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(map, MAP_FAILED);
+    std::vector<uint8_t> backing = pattern(kWrs * kLen, 3);
+    uint8_t *view = static_cast<uint8_t *>(map) + kLead;
+    ASSERT_TRUE(ibex::cuda::simulated::add_range(view, backing.size(), backing.data()));
+    ibex::cuda::simulated::set_deferred_copies(3);
+    ibex_mr_t *mr = nullptr;
+    IBEX_ASSERT_OK(ibex_reg_mr(a.pd, view, backing.size(), ibex::test::kAllAccess, &mr));
+    ASSERT_TRUE(ibex::soft::staging::active());
+    for (size_t k = 0; k < kWrs; ++k) IBEX_ASSERT_OK(b.post_recv(k, 0, 0));
+    for (size_t k = 0; k < kWrs; ++k)
+        IBEX_ASSERT_OK(post(a.qp, IBEX_WR_RDMA_WRITE_WITH_IMM, reinterpret_cast<uintptr_t>(view + k * kLen), kLen,
+                            ibex_mr_lkey(mr), b.va(k * kLen), ibex_mr_rkey(b.mr), static_cast<uint32_t>(k)));
+    size_t sent = 0, landed = 0;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while ((sent < kWrs || landed < kWrs) && std::chrono::steady_clock::now() < end) {
+        ibex_wc_t wc[16];
+        int got = 0;
+        IBEX_ASSERT_OK(ibex_poll_cq(a.cq, 16, wc, &got));
+        for (int i = 0; i < got; ++i) EXPECT_EQ(wc[i].status, IBEX_WC_SUCCESS) << ibex_wc_status_str(wc[i].status);
+        sent += static_cast<size_t>(got);
+        IBEX_ASSERT_OK(ibex_poll_cq(b.cq, 16, wc, &got));
+        for (int i = 0; i < got; ++i) EXPECT_EQ(wc[i].status, IBEX_WC_SUCCESS) << ibex_wc_status_str(wc[i].status);
+        landed += static_cast<size_t>(got);
+    }
+    EXPECT_EQ(sent, kWrs);
+    EXPECT_EQ(landed, kWrs);
+    EXPECT_EQ(std::memcmp(b.buf.data(), backing.data(), backing.size()), 0) << "a WR left before its staging copy was done";
+    EXPECT_EQ(ibex_dereg_mr(mr), IBEX_OK);
+    ibex::cuda::simulated::set_deferred_copies(0);
+    ibex::cuda::simulated::clear();
+    munmap(map, kLead + kWrs * kLen + 4096);
+}
+
+#if IBEX_HAVE_CUDA
+
+using ibex::test::DeviceBuffer;
+
+struct GpuPair {
+    Endpoint a, b;
+    DeviceBuffer da{1 << 20}, db{1 << 20};
+    ibex_mr_t *ma = nullptr, *mb = nullptr;
+    void open() {
+        a.open(4096);
+        b.open(4096);
+        ibex::test::connect_pair(a, b);
+        IBEX_ASSERT_OK(ibex_reg_mr(a.pd, da.p, da.bytes, ibex::test::kAllAccess, &ma));
+        IBEX_ASSERT_OK(ibex_reg_mr(b.pd, db.p, db.bytes, ibex::test::kAllAccess, &mb));
+    }
+    ~GpuPair() {
+        if (ma) ibex_dereg_mr(ma);
+        if (mb) ibex_dereg_mr(mb);
+    }
+    uint64_t va(const DeviceBuffer &d, size_t off = 0) const { return reinterpret_cast<uintptr_t>(d.p) + off; }
+};
 
 ibex_status_t post_recv(ibex_qp_t *qp, uint64_t local, uint32_t len, uint32_t lkey) {
     ibex_sge_t s{local, len, lkey};

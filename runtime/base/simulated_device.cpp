@@ -1,0 +1,113 @@
+#include "runtime/base/simulated_device.h"
+
+#include <atomic>
+#include <cstring>
+#include <deque>
+#include <mutex>
+
+namespace ibex::cuda::simulated {
+namespace {
+
+struct Range {
+    uintptr_t base = 0;
+    size_t bytes = 0;
+    uint8_t *backing = nullptr;
+};
+
+constexpr int kMaxRanges = 16;
+Range g_ranges[kMaxRanges];
+std::atomic<int> g_count{0}; // ranges [0, g_count) are published
+std::mutex g_mutex;          // writers
+
+// Deferred copies, in queue order; fence 0 = not fenced yet.
+struct Copy {
+    void *dst;
+    const void *src;
+    size_t bytes;
+    uint64_t fence;
+    int queries;
+};
+std::mutex g_copy_mutex;
+std::deque<Copy> g_copies;
+int g_defer = 0;
+uint64_t g_next_fence = 0;
+
+// Performs the queued copies up to and including fence id (every one for ~0).
+void perform_locked(uint64_t id) {
+    while (!g_copies.empty() && g_copies.front().fence && g_copies.front().fence <= id) {
+        const Copy &c = g_copies.front();
+        std::memmove(c.dst, c.src, c.bytes);
+        g_copies.pop_front();
+    }
+}
+
+} // namespace
+
+void set_deferred_copies(int queries) {
+    std::lock_guard<std::mutex> l(g_copy_mutex);
+    g_defer = queries;
+}
+
+bool defer_copy(void *dst, const void *src, size_t bytes) {
+    std::lock_guard<std::mutex> l(g_copy_mutex);
+    if (g_defer <= 0) return false;
+    g_copies.push_back({dst, src, bytes, 0, 0});
+    return true;
+}
+
+uint64_t fence() {
+    std::lock_guard<std::mutex> l(g_copy_mutex);
+    if (g_copies.empty() || g_copies.back().fence) return 0;
+    const uint64_t id = ++g_next_fence;
+    for (auto it = g_copies.rbegin(); it != g_copies.rend() && !it->fence; ++it) it->fence = id;
+    return id;
+}
+
+bool fence_done(uint64_t id) {
+    if (!id) return true;
+    std::lock_guard<std::mutex> l(g_copy_mutex);
+    for (Copy &c : g_copies) {
+        if (c.fence != id) continue;
+        if (++c.queries < g_defer) return false;
+        break;
+    }
+    perform_locked(id);
+    return true;
+}
+
+void drop(uint64_t id) {
+    std::lock_guard<std::mutex> l(g_copy_mutex);
+    perform_locked(id);
+}
+
+void finish_all() {
+    std::lock_guard<std::mutex> l(g_copy_mutex);
+    for (Copy &c : g_copies) std::memmove(c.dst, c.src, c.bytes);
+    g_copies.clear();
+}
+
+bool add_range(void *view, size_t bytes, void *backing) {
+    std::lock_guard<std::mutex> l(g_mutex);
+    const int n = g_count.load(std::memory_order_relaxed);
+    if (n == kMaxRanges) return false;
+    g_ranges[n] = {reinterpret_cast<uintptr_t>(view), bytes, static_cast<uint8_t *>(backing)};
+    g_count.store(n + 1, std::memory_order_release);
+    return true;
+}
+
+void clear() {
+    std::lock_guard<std::mutex> l(g_mutex);
+    g_count.store(0, std::memory_order_release);
+}
+
+bool any() { return g_count.load(std::memory_order_relaxed) > 0; }
+
+uint8_t *backing(const void *p) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    for (int i = 0, n = g_count.load(std::memory_order_acquire); i < n; ++i)
+        if (a >= g_ranges[i].base && a - g_ranges[i].base < g_ranges[i].bytes)
+            return g_ranges[i].backing + (a - g_ranges[i].base);
+    return nullptr;
+}
+
+} // namespace ibex::cuda::simulated
