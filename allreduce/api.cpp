@@ -129,13 +129,13 @@ const char *ibex_comm_allreduce_algo(const ibex_comm_t *comm, size_t bytes) {
 ibex_status_t ibex_comm_register(ibex_comm_t *comm, void *buf, size_t bytes) {
     ibex::clear_error();
     IBEX_COLL_CHECK(comm && buf && bytes, "ibex_comm_register: NULL or empty buffer");
-    return comm->cache->add(buf, bytes);
+    return comm->caches.add(buf, bytes);
 }
 
 ibex_status_t ibex_comm_deregister(ibex_comm_t *comm, void *buf) {
     ibex::clear_error();
     IBEX_COLL_CHECK(comm && buf, "ibex_comm_deregister: NULL argument");
-    return comm->cache->remove(buf);
+    return comm->caches.remove(buf);
 }
 
 ibex_status_t ibex_allreduce(const void *sendbuf, void *recvbuf, size_t count, ibex_datatype_t type,
