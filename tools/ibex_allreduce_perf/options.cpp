@@ -274,7 +274,8 @@ void print_usage(const char *prog) {
         "                             mpirun, srun, torchrun or IBEX_RANK/IBEX_NRANKS, else 1 rank\n"
         "      --device <dev>         device every rank opens, e.g. udp:lo (default IBEX_DEVICE);\n"
         "                             {rank} in it becomes the rank's number\n"
-        "      --algo <ring|rhd|tree> force the allreduce algorithm (default: cost model)\n"
+        "      --algo <name>          force the allreduce algorithm: ring, rhd, tree, hierarchical\n"
+        "                             (default: cost model)\n"
         "      --json[=FILE]          also write the results as JSON to FILE, or alone on stdout\n"
         "  -h, --help                 this text\n",
         prog);
