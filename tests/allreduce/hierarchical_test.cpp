@@ -141,6 +141,35 @@ INSTANTIATE_TEST_SUITE_P(Layouts, HierarchicalHosts,
                                            Layout{{1, 1, 1, 1}, "4x1"}, Layout{{3, 1}, "uneven_3_1"}),
                          [](const auto &info) { return std::string(info.param.name); });
 
+// Without namespaces (no root needed): IBEX_HOST_ID names each rank's host, every rank on
+// udp:lo; the same matrix and transport checks.
+TEST(HierarchicalHostId, MatrixOnNamedHosts) {
+    for (const Layout &l : {Layout{{2, 2}, "2x2"}, Layout{{2, 2, 2}, "3x2"}, Layout{{3, 1}, "uneven"}}) {
+        SCOPED_TRACE(l.name);
+        const std::vector<int> host_of = hosts_of(l);
+        const int n = static_cast<int>(host_of.size());
+        const auto out = ibex::test::run_ranks(n, [&](RankCtx &ctx) {
+            ::setenv("IBEX_HOST_ID", ("host" + std::to_string(host_of[static_cast<size_t>(ctx.rank)])).c_str(), 1);
+            ibex_comm_config_t cfg = IBEX_COMM_CONFIG_INIT;
+            cfg.device = "udp:lo";
+            cfg.algo = "hierarchical";
+            ibex_comm_t *comm = nullptr;
+            RANK_CHECK_OK(ctx, ibex_comm_init_rank(&comm, ctx.nranks, &ctx.id, ctx.rank, &cfg));
+            int shm_peers = 0;
+            if (int rc = check_transports(ctx, comm, host_of, true, &shm_peers); rc) return rc;
+            if (ibex::test::matrix::run_matrix(ctx, comm) != 0) {
+                ibex_comm_abort(comm);
+                return 12;
+            }
+            if (int rc = check_large(ctx, comm); rc) return rc;
+            RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
+            return 0;
+        }, 120);
+        ibex::test::expect_all_passed(out);
+        ibex::test::matrix::expect_same_bits(out, n);
+    }
+}
+
 // IBEX_SHM=0: every peer over udp, nothing over shm, results still right.
 TEST(HierarchicalHostsNoShm, EveryPeerOverTheNetwork) {
     BridgedHosts hosts;
