@@ -126,6 +126,11 @@ const char *ibex_comm_allreduce_algo(const ibex_comm_t *comm, size_t bytes) {
     return algo_name(comm_algo(comm, bytes));
 }
 
+double ibex_comm_allreduce_predict_us(const ibex_comm_t *comm, size_t bytes) {
+    if (!comm) return -1;
+    return comm->selector.cost(comm_algo(comm, bytes), bytes) * 1e6;
+}
+
 ibex_status_t ibex_comm_query_topology(const ibex_comm_t *comm, ibex_comm_topology_t *t) {
     ibex::clear_error();
     IBEX_COLL_CHECK(comm && t, "ibex_comm_query_topology: NULL argument");

@@ -224,7 +224,9 @@ void print_topology(FILE *f, ibex_comm_t *comm, const Options &o) {
                 " B " + algo;
         i = j + 1;
     }
-    std::fprintf(f, "# Algorithm: %s\n", line.c_str());
+    std::fprintf(f, "# Algorithm: %s\n# Predicted time (cost model, us):", line.c_str());
+    for (size_t b : all) std::fprintf(f, " %zu:%.1f", b, ibex_comm_allreduce_predict_us(comm, b));
+    std::fprintf(f, "\n");
 }
 
 std::string device_label(const Options &o) {

@@ -233,8 +233,9 @@ std::string parse_options(int argc, char **argv, Coll default_coll, Options *o) 
         } else if (f == "device") {
             o->device = value;
         } else if (f == "algo") {
-            if (std::strcmp(value, "ring") && std::strcmp(value, "rhd") && std::strcmp(value, "tree"))
-                return bad(name.c_str(), value, "expected ring, rhd or tree");
+            if (std::strcmp(value, "ring") && std::strcmp(value, "rhd") && std::strcmp(value, "tree") &&
+                std::strcmp(value, "hierarchical"))
+                return bad(name.c_str(), value, "expected ring, rhd, tree or hierarchical");
             o->algo = value;
         }
     }

@@ -122,6 +122,8 @@ IBEX_API ibex_status_t ibex_comm_get_async_error(ibex_comm_t *comm, ibex_status_
 /* Name of the algorithm allreduce uses for a message of `bytes` ("ring", "rhd", "tree",
  * "hierarchical"). */
 IBEX_API const char *ibex_comm_allreduce_algo(const ibex_comm_t *comm, size_t bytes);
+/* The cost model's time for that allreduce, in microseconds (since 0.4; -1: no comm). */
+IBEX_API double ibex_comm_allreduce_predict_us(const ibex_comm_t *comm, size_t bytes);
 
 /* Where a communicator's ranks run, how this rank reaches them and what the cost model
  * measured (since 0.4). Ranks with the same host identity (hostname, boot id and network
