@@ -88,20 +88,27 @@ ibex_status_t Executor::open(const char *device, const char *local_device, int r
     chan_of_.assign(static_cast<size_t>(nranks), -1);
     const uint32_t send_wr = static_cast<uint32_t>(4 * params.window + 16 + eager_slots(params));
     const uint32_t recv_wr = static_cast<uint32_t>(rx_depth(params));
-    size_t on_link[kMaxLinks] = {0, 0};
-    for (int p : peers) ++on_link[local_device && local[static_cast<size_t>(p)] ? 1 : 0];
-    nlinks_ = on_link[1] ? 2 : 1;
-    for (int k = 0; k < nlinks_; ++k) {
-        const char *name = k == 0 ? device : local_device;
-        const int cqe = static_cast<int>((send_wr + recv_wr) * std::max<size_t>(on_link[k], 1) + 64);
-        if (ibex_status_t st = open_link(links_[k], name, cqe); st != IBEX_OK)
-            return k == 0 ? st : fail(st, "opening %s for the ranks of this host: %s", name, ibex_last_error());
+    // The device is opened only when some peer needs it (or none needs shm): an idle soft
+    // context would still run its progress thread on this host's cores.
+    size_t on_shm = 0;
+    for (int p : peers) on_shm += local_device && local[static_cast<size_t>(p)];
+    const bool need_device = on_shm < peers.size() || on_shm == 0;
+    int link_of_kind[2] = {-1, -1}; // [0]: the device, [1]: local_device
+    nlinks_ = 0;
+    for (int kind = 0; kind < 2; ++kind) {
+        if (kind == 0 ? !need_device : on_shm == 0) continue;
+        const char *name = kind == 0 ? device : local_device;
+        const size_t users = kind == 0 ? peers.size() - on_shm : on_shm;
+        const int cqe = static_cast<int>((send_wr + recv_wr) * std::max<size_t>(users, 1) + 64);
+        if (ibex_status_t st = open_link(links_[nlinks_], name, cqe); st != IBEX_OK)
+            return kind == 0 ? st : fail(st, "opening %s for the ranks of this host: %s", name, ibex_last_error());
+        link_of_kind[kind] = nlinks_++;
     }
     chans_.resize(peers.size());
     for (size_t i = 0; i < peers.size(); ++i) {
         Channel &c = chans_[i];
         c.rank = peers[i];
-        c.link = nlinks_ > 1 && local[static_cast<size_t>(c.rank)] ? 1 : 0;
+        c.link = link_of_kind[local_device && local[static_cast<size_t>(c.rank)] ? 1 : 0];
         chan_of_[static_cast<size_t>(c.rank)] = static_cast<int>(i);
         ibex_pd_t *pd = links_[c.link].pd;
         ibex_qp_init_attr_t a = IBEX_QP_INIT_ATTR_INIT;

@@ -43,8 +43,9 @@ public:
     Executor(const Executor &) = delete;
     Executor &operator=(const Executor &) = delete;
 
-    // Opens the device (link 0) and, when local_device is given and some peer is marked in
-    // local (indexed by rank), that device too (link 1); creates a QP to each peer on its link.
+    // Opens the device for the peers not marked in local (indexed by rank), and local_device
+    // (when given) for those marked; each opened device is a link (0, then 1). Creates a QP
+    // to each peer on its link.
     ibex_status_t open(const char *device, const char *local_device, int rank, int nranks,
                        const std::vector<int> &peers, const std::vector<uint8_t> &local, const ExecutorParams &params);
     // This rank's QP address for each rank (zeroed where there is no QP).
