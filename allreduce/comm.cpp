@@ -114,13 +114,15 @@ ibex_status_t comm_create(int nranks, const char *id_text, int rank, const CommO
         return bail(st);
     if (c->opt.wait_spin_us < 0) {
         // A waiting caller busy-polls long (as MPI does) only when every rank of this host
-        // can have a core; oversubscribed, it yields the core soon.
+        // can have a core; oversubscribed, it yields the core soon. Long means beyond a
+        // scheduler tick or two (4 ms at HZ 250): a peer preempted for a tick must not turn
+        // the round into a sleep and a wake-up.
         int local = 0;
         if (ibex_status_t st = count_local_ranks(c, &local); st != IBEX_OK) return bail(st);
         cpu_set_t cpus;
         const int ncpu = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
         c->opt.own_core = local <= ncpu;
-        c->opt.wait_spin_us = c->opt.own_core ? 1000 : c->opt.spin_us;
+        c->opt.wait_spin_us = c->opt.own_core ? 10000 : c->opt.spin_us;
     }
     if (ibex_status_t st = learn_topology(c, &c->topo); st != IBEX_OK) return bail(st);
     c->peers = needed_peers(rank, nranks, c->topo.layout);
