@@ -24,6 +24,23 @@ std::vector<int> rail_of(const HostLayout &l, int i) {
     return rail;
 }
 
+// This rank's place in the layout, and the collective's arguments as seen by each of its
+// two groups: the ranks of its host (index i of L) and its rail (index h of H).
+struct Where {
+    Where(const CollArgs &a, const HostLayout &l)
+        : H(l.hosts()), L(l.ranks_per_host()), h(l.host_of[static_cast<size_t>(a.rank)]), i(l.local_rank(a.rank)),
+          local(l.members[static_cast<size_t>(h)]), rail(rail_of(l, i)), in_host(a), on_rail(a) {
+        in_host.rank = i;
+        in_host.nranks = L;
+        on_rail.rank = h;
+        on_rail.nranks = H;
+    }
+    const int H, L, h, i;
+    const std::vector<int> &local;
+    const std::vector<int> rail;
+    CollArgs in_host, on_rail;
+};
+
 // The reduction steps from `first` on produce partials, not final values (the rail phase
 // finalises an average).
 void keep_partial(Schedule &s, size_t first) {
@@ -74,39 +91,32 @@ std::vector<int> hierarchical_peers(int rank, const HostLayout &l) {
 }
 
 void build_hierarchical_allreduce(const CollArgs &a, const HostLayout &l, ScheduleBuilder &b) {
-    const int H = l.hosts(), L = l.ranks_per_host();
-    const int h = l.host_of[static_cast<size_t>(a.rank)], i = l.local_rank(a.rank);
-    const std::vector<int> &local = l.members[static_cast<size_t>(h)];
-    const std::vector<int> rail = rail_of(l, i);
-    CollArgs in_host = a;
-    in_host.rank = i;
-    in_host.nranks = L;
+    if (a.nranks == 1) return build_ring_allreduce(a, b);
+    Where w(a, l);
+    const int H = w.H, L = w.L;
     const ChunkPlace chunk = [&](int c, size_t *off, size_t *len) { chunk_range(a.count, L, c, off, len); };
     size_t off, len;
-    chunk_range(a.count, L, i, &off, &len);
+    chunk_range(a.count, L, w.i, &off, &len);
 
-    if (a.nranks == 1) return build_ring_allreduce(a, b);
     // 1. Reduce-scatter inside the host: chunk i, summed over the host, lands in recvbuf.
     int floor = -1;
     std::vector<int> own;
     if (L > 1) {
         const size_t first = b.steps();
-        b.set_group(&local);
-        own = build_ring_placed_reduce_scatter(in_host, b, chunk, a.recvbuf, nullptr);
+        b.set_group(&w.local);
+        own = build_ring_placed_reduce_scatter(w.in_host, b, chunk, a.recvbuf, nullptr);
         b.set_group(nullptr);
         if (H > 1) keep_partial(*b.schedule(), first);
         floor = own.back(); // one peer, reductions applied in order: the last slice means all
     }
     // 2. Allreduce of chunk i along the rail, in place.
     if (H > 1) {
-        CollArgs on_rail = a;
-        on_rail.rank = h;
-        on_rail.nranks = H;
+        CollArgs &on_rail = w.on_rail;
         on_rail.count = len;
         on_rail.sendbuf = L > 1 ? b.at(a.recvbuf, off) : b.at(a.sendbuf, off);
         on_rail.recvbuf = b.at(a.recvbuf, off);
         const size_t first = b.steps();
-        b.set_group(&rail, floor);
+        b.set_group(&w.rail, floor);
         if (power_of_two(H))
             build_rhd_allreduce(on_rail, b);
         else
@@ -116,34 +126,28 @@ void build_hierarchical_allreduce(const CollArgs &a, const HostLayout &l, Schedu
     }
     // 3. Allgather inside the host.
     if (L > 1) {
-        b.set_group(&local, floor);
-        build_ring_placed_allgather(in_host, b, chunk, H > 1 ? std::vector<int>{} : own);
+        b.set_group(&w.local, floor);
+        build_ring_placed_allgather(w.in_host, b, chunk, H > 1 ? std::vector<int>{} : own);
         b.set_group(nullptr);
     }
 }
 
 void build_hierarchical_reduce_scatter(const CollArgs &a, const HostLayout &l, ScheduleBuilder &b) {
-    const int H = l.hosts(), L = l.ranks_per_host();
-    if (H == 1) return build_ring_reduce_scatter(a, b);
-    const int h = l.host_of[static_cast<size_t>(a.rank)], i = l.local_rank(a.rank);
-    const std::vector<int> &local = l.members[static_cast<size_t>(h)];
-    const std::vector<int> rail = rail_of(l, i);
+    if (l.hosts() == 1) return build_ring_reduce_scatter(a, b);
+    Where w(a, l);
     const size_t m = a.count;
     // 1. Inside the host, once per host of the job: the blocks of that host's ranks, summed
     //    over this host, end on the local rank with the same index, at their place in scratch.
     int floor = -1;
-    if (L > 1) {
+    if (w.L > 1) {
         const size_t first = b.steps();
-        CollArgs in_host = a;
-        in_host.rank = i;
-        in_host.nranks = L;
-        b.set_group(&local);
+        b.set_group(&w.local);
         for (const std::vector<int> &dest : l.members) {
             const ChunkPlace block = [&](int c, size_t *off, size_t *len) {
                 *off = static_cast<size_t>(dest[static_cast<size_t>(c)]) * m;
                 *len = m;
             };
-            build_ring_placed_reduce_scatter(in_host, b, block, a.scratch, nullptr);
+            build_ring_placed_reduce_scatter(w.in_host, b, block, a.scratch, nullptr);
         }
         b.set_group(nullptr);
         keep_partial(*b.schedule(), first);
@@ -151,55 +155,43 @@ void build_hierarchical_reduce_scatter(const CollArgs &a, const HostLayout &l, S
     }
     // 2. Along the rail: each block of a rank on this rail, summed over all hosts, ends on
     //    its owner, in recvbuf.
-    CollArgs on_rail = a;
-    on_rail.rank = h;
-    on_rail.nranks = H;
-    on_rail.sendbuf = L > 1 ? a.scratch : a.sendbuf;
+    w.on_rail.sendbuf = w.L > 1 ? a.scratch : a.sendbuf;
     const ChunkPlace block = [&](int c, size_t *off, size_t *len) {
-        *off = static_cast<size_t>(rail[static_cast<size_t>(c)]) * m;
+        *off = static_cast<size_t>(w.rail[static_cast<size_t>(c)]) * m;
         *len = m;
     };
-    b.set_group(&rail, floor);
-    build_ring_placed_reduce_scatter(on_rail, b, block, a.scratch, a.recvbuf);
+    b.set_group(&w.rail, floor);
+    build_ring_placed_reduce_scatter(w.on_rail, b, block, a.scratch, a.recvbuf);
     b.set_group(nullptr);
 }
 
 void build_hierarchical_allgather(const CollArgs &a, const HostLayout &l, ScheduleBuilder &b) {
-    const int H = l.hosts(), L = l.ranks_per_host();
-    if (H == 1) return build_ring_allgather(a, b);
-    const int h = l.host_of[static_cast<size_t>(a.rank)], i = l.local_rank(a.rank);
-    const std::vector<int> &local = l.members[static_cast<size_t>(h)];
-    const std::vector<int> rail = rail_of(l, i);
+    if (l.hosts() == 1) return build_ring_allgather(a, b);
+    Where w(a, l);
     const size_t m = a.count;
     void *mine = b.at(a.recvbuf, static_cast<size_t>(a.rank) * m);
     const size_t first = b.steps();
     std::vector<int> own;
     if (a.sendbuf != mine) own.push_back(b.local_copy(mine, a.sendbuf, m));
     // 1. Along the rail: the blocks of this rail's ranks.
-    CollArgs on_rail = a;
-    on_rail.rank = h;
-    on_rail.nranks = H;
     const ChunkPlace block = [&](int c, size_t *off, size_t *len) {
-        *off = static_cast<size_t>(rail[static_cast<size_t>(c)]) * m;
+        *off = static_cast<size_t>(w.rail[static_cast<size_t>(c)]) * m;
         *len = m;
     };
-    b.set_group(&rail);
-    build_ring_placed_allgather(on_rail, b, block, own);
+    b.set_group(&w.rail);
+    build_ring_placed_allgather(w.on_rail, b, block, own);
     b.set_group(nullptr);
-    if (L == 1) return;
+    if (w.L == 1) return;
     const int floor = b.join(first);
     // 2. Inside the host, once per host of the job: local rank c holds the block of that
     //    host's rank c.
-    CollArgs in_host = a;
-    in_host.rank = i;
-    in_host.nranks = L;
-    b.set_group(&local, floor);
+    b.set_group(&w.local, floor);
     for (const std::vector<int> &src : l.members) {
         const ChunkPlace place = [&](int c, size_t *off, size_t *len) {
             *off = static_cast<size_t>(src[static_cast<size_t>(c)]) * m;
             *len = m;
         };
-        build_ring_placed_allgather(in_host, b, place, {});
+        build_ring_placed_allgather(w.in_host, b, place, {});
     }
     b.set_group(nullptr);
 }

@@ -31,6 +31,9 @@ public:
     BridgedHosts(const BridgedHosts &) = delete;
     BridgedHosts &operator=(const BridgedHosts &) = delete;
     ~BridgedHosts() {
+        // The root-side ends first: removing a namespace frees its veth only later, in the
+        // kernel's own time, and the next instance must not meet the old pair.
+        for (const std::string &o : outer_) sh("ip link del " + o);
         for (const std::string &ns : ns_) sh("ip netns del " + ns);
         if (!bridge_.empty()) sh("ip link del " + bridge_);
     }
@@ -38,7 +41,8 @@ public:
     bool create(int hosts, std::string *why) {
         if (geteuid() != 0) return no(why, "needs root: creates network namespaces, veth pairs and a bridge");
         if (!sh("command -v ip")) return no(why, "needs iproute2 (ip)");
-        const std::string id = std::to_string(getpid() % 100000);
+        static int instances = 0; // names unique per instance too, not only per process
+        const std::string id = std::to_string(getpid() % 100000) + "_" + std::to_string(instances++ % 100);
         const std::string net = "10.78." + std::to_string(getpid() % 200 + 20) + ".";
         bridge_ = "ibr" + id;
         bridge_ip_ = net + "254";
@@ -49,6 +53,7 @@ public:
             const std::string hs = std::to_string(h), ns = "ibexh" + id + "_" + hs;
             const std::string inner = "vh" + id + "_" + hs, outer = "vb" + id + "_" + hs, ip = net + std::to_string(h + 1);
             ns_.push_back(ns);
+            outer_.push_back(outer);
             if_.push_back(inner);
             ip_.push_back(ip);
             for (const std::string &c :
@@ -75,7 +80,7 @@ private:
     }
 
     std::string bridge_, bridge_ip_;
-    std::vector<std::string> ns_, if_, ip_;
+    std::vector<std::string> ns_, if_, ip_, outer_;
 };
 
 } // namespace ibex::test
