@@ -126,16 +126,57 @@ const char *ibex_comm_allreduce_algo(const ibex_comm_t *comm, size_t bytes) {
     return algo_name(comm_algo(comm, bytes));
 }
 
+double ibex_comm_allreduce_predict_us(const ibex_comm_t *comm, size_t bytes) {
+    if (!comm) return -1;
+    return comm->selector.cost(comm_algo(comm, bytes), bytes) * 1e6;
+}
+
+ibex_status_t ibex_comm_query_topology(const ibex_comm_t *comm, ibex_comm_topology_t *t) {
+    ibex::clear_error();
+    IBEX_COLL_CHECK(comm && t, "ibex_comm_query_topology: NULL argument");
+    IBEX_COLL_CHECK(t->size == sizeof *t, "ibex_comm_query_topology: size %u, expected %zu", t->size, sizeof *t);
+    const HostLayout &l = comm->topo.layout;
+    *t = ibex_comm_topology_t{};
+    t->size = sizeof *t;
+    t->hosts = l.hosts();
+    t->ranks_per_host = l.ranks_per_host();
+    t->local_ranks = static_cast<int32_t>(l.members[static_cast<size_t>(l.host_of[static_cast<size_t>(comm->rank)])].size());
+    for (int p : comm->peers) {
+        const char *dev = ibex_comm_peer_device(comm, p);
+        ++(dev && std::strcmp(dev, "shm") == 0 ? t->shm_peers : t->net_peers);
+    }
+    for (int link = 0; link < comm->exec.links(); ++link) {
+        ibex_counters_t k{};
+        k.size = sizeof k;
+        IBEX_TRY(ibex_query_counters(comm->exec.context(link), &k));
+        const bool shm = std::strcmp(ibex_context_device_name(comm->exec.context(link)), "shm") == 0;
+        (shm ? t->shm_tx_bytes : t->net_tx_bytes) += k.tx_bytes;
+    }
+    const CostModel &m = comm->selector.model();
+    t->alpha_us = m.alpha * 1e6;
+    t->beta_ns_per_byte = m.beta * 1e9;
+    t->local_alpha_us = m.a_local() * 1e6;
+    t->local_beta_ns_per_byte = m.b_local() * 1e9;
+    t->gamma_ns_per_byte = m.gamma * 1e9;
+    return IBEX_OK;
+}
+
+const char *ibex_comm_peer_device(const ibex_comm_t *comm, int peer) {
+    if (!comm) return nullptr;
+    const int link = comm->exec.link_of(peer);
+    return link < 0 ? nullptr : ibex_context_device_name(comm->exec.context(link));
+}
+
 ibex_status_t ibex_comm_register(ibex_comm_t *comm, void *buf, size_t bytes) {
     ibex::clear_error();
     IBEX_COLL_CHECK(comm && buf && bytes, "ibex_comm_register: NULL or empty buffer");
-    return comm->cache->add(buf, bytes);
+    return comm->caches.add(buf, bytes);
 }
 
 ibex_status_t ibex_comm_deregister(ibex_comm_t *comm, void *buf) {
     ibex::clear_error();
     IBEX_COLL_CHECK(comm && buf, "ibex_comm_deregister: NULL argument");
-    return comm->cache->remove(buf);
+    return comm->caches.remove(buf);
 }
 
 ibex_status_t ibex_allreduce(const void *sendbuf, void *recvbuf, size_t count, ibex_datatype_t type,

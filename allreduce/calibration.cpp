@@ -1,5 +1,6 @@
 #include "allreduce/calibration.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -15,33 +16,55 @@ constexpr int kProbePings = 8;
 constexpr size_t kProbeBulk = 1 << 20;
 constexpr size_t kGammaBytes = 256 << 10;
 
+// One probe op (every rank submits it; ranks without a partner sit it out): this rank's
+// alpha and beta for the kind of link its partner is on, 0 where it did not lead a pair.
+ibex_status_t probe_link(ibex_comm *c, bool between_hosts, double *alpha, double *beta) {
+    std::vector<uint64_t> times;
+    Op op;
+    op.kind = OpKind::probe;
+    op.args.count = 1;
+    op.pings = kProbePings;
+    op.bulk = kProbeBulk;
+    op.partner = probe_partner(c->topo.layout, c->rank, between_hosts);
+    op.times = &times;
+    const bool leads = op.partner > c->rank;
+    ibex_request *req = nullptr;
+    IBEX_TRY(comm_submit(c, std::move(op), &req));
+    IBEX_TRY(request_wait(req));
+    probe_result(leads, kProbePings, kProbeBulk, times, alpha, beta);
+    return IBEX_OK;
+}
+
 } // namespace
 
 ibex_status_t calibrate(ibex_comm *c) {
     CostModel model;
+    const HostLayout &layout = c->topo.layout;
     if (c->opt.probe && c->nranks > 1) {
-        std::vector<uint64_t> times;
-        Op op;
-        op.kind = OpKind::probe;
-        op.args.count = 1;
-        op.pings = kProbePings;
-        op.bulk = kProbeBulk;
-        op.times = &times;
-        ibex_request *req = nullptr;
-        IBEX_TRY(comm_submit(c, std::move(op), &req));
-        IBEX_TRY(request_wait(req));
-        double mine[3] = {0, 0, 0};
-        probe_result(c->rank, c->nranks, kProbePings, kProbeBulk, times, &mine[0], &mine[1]);
-        IBEX_TRY(comm_ensure_scratch(c, 3 * kGammaBytes));
+        // alpha, beta (between hosts), gamma, alpha_local, beta_local
+        double mine[kModelFields] = {};
+        IBEX_TRY(comm_ensure_scratch(c, std::max(probe_buffer_bytes(kProbePings, kProbeBulk), 3 * kGammaBytes)));
+        IBEX_TRY(probe_link(c, false, &mine[3], &mine[4]));
+        if (layout.hosts() > 1) IBEX_TRY(probe_link(c, true, &mine[0], &mine[1]));
         mine[2] = measure_gamma(c->scratch, kGammaBytes);
-        std::vector<double> all(3 * static_cast<size_t>(c->nranks));
+        std::vector<double> all(kModelFields * static_cast<size_t>(c->nranks));
         IBEX_TRY(c->boot->allgather(mine, sizeof mine, all.data(), c->opt.timeout_ms));
         model = combine(all);
+        // One host: every link is a local one. Ranks alone on their hosts: no local link to price.
+        if (layout.hosts() == 1) {
+            model.alpha = model.alpha_local;
+            model.beta = model.beta_local;
+        }
     }
-    c->selector.configure(c->nranks, c->opt.exec.slice_bytes, model);
-    IBEX_LOG(info, "communicator rank %d/%d: alpha %.2f us, beta %.3f ns/B, gamma %.3f ns/B (%s)", c->rank,
-             c->nranks, model.alpha * 1e6, model.beta * 1e9, model.gamma * 1e9,
-             model.measured ? "measured" : "defaults");
+    c->selector.configure(c->nranks, c->opt.exec.slice_bytes, model, &layout);
+    IBEX_LOG(info,
+             "communicator rank %d/%d: %s; between hosts alpha %.2f us, beta %.3f ns/B; in a host alpha %.2f us, "
+             "beta %.3f ns/B; gamma %.3f ns/B (%s)",
+             c->rank, c->nranks, layout.describe().c_str(), model.alpha * 1e6, model.beta * 1e9,
+             model.a_local() * 1e6, model.b_local() * 1e9, model.gamma * 1e9, model.measured ? "measured" : "defaults");
+    if (c->opt.forced && c->opt.algo == Algo::hierarchical && !c->topo.irregular.empty())
+        IBEX_LOG(warn, "communicator rank %d: IBEX_ALGO=hierarchical, but %s: the cost model chooses instead", c->rank,
+                 c->topo.irregular.c_str());
     return IBEX_OK;
 }
 

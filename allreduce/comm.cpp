@@ -19,12 +19,15 @@
 namespace ibex::coll {
 namespace {
 
-std::vector<int> needed_peers(int rank, int n) {
+std::vector<int> needed_peers(int rank, int n, const HostLayout &layout) {
     std::set<int> s;
     for (int p : ring_peers(rank, n)) s.insert(p);
     for (int p : rhd_peers(rank, n)) s.insert(p);
     for (int p : tree_peers(rank, n)) s.insert(p);
+    for (int p : hierarchical_peers(rank, layout)) s.insert(p);
+    for (bool between : {false, true}) s.insert(probe_partner(layout, rank, between));
     s.erase(rank);
+    s.erase(-1);
     return {s.begin(), s.end()};
 }
 
@@ -43,20 +46,21 @@ ibex_status_t count_local_ranks(ibex_comm *c, int *out) {
 
 // Frees everything; the progress thread must not be running.
 void teardown(ibex_comm *c) {
-    if (log_enabled(LogLevel::info) && c->exec.context()) {
+    for (int link = 0; log_enabled(LogLevel::info) && link < c->exec.links(); ++link) {
         ibex_counters_t k{};
         k.size = sizeof k;
-        if (ibex_query_counters(c->exec.context(), &k) == IBEX_OK)
+        if (ibex_query_counters(c->exec.context(link), &k) == IBEX_OK)
             IBEX_LOG(info,
-                     "communicator rank %d/%d: %llu packets out, %llu in, %llu retransmitted, %llu timeouts, "
+                     "communicator rank %d/%d, %s: %llu packets out, %llu in, %llu retransmitted, %llu timeouts, "
                      "%llu RNR NAKs received",
-                     c->rank, c->nranks, static_cast<unsigned long long>(k.tx_packets),
+                     c->rank, c->nranks, ibex_context_device_name(c->exec.context(link)),
+                     static_cast<unsigned long long>(k.tx_packets),
                      static_cast<unsigned long long>(k.rx_packets), static_cast<unsigned long long>(k.retransmitted_packets),
                      static_cast<unsigned long long>(k.local_ack_timeout_err),
                      static_cast<unsigned long long>(k.rnr_nak_received));
     }
     if (c->wake_fd >= 0) ::close(c->wake_fd);
-    c->cache.reset();
+    c->caches.clear();
     std::free(c->scratch);
     c->boot.reset();
     delete c;
@@ -67,7 +71,7 @@ void teardown(ibex_comm *c) {
 ibex_status_t comm_ensure_scratch(ibex_comm *c, size_t bytes) {
     if (bytes <= c->scratch_bytes) return IBEX_OK;
     if (c->scratch) {
-        c->cache->remove(c->scratch);
+        c->caches.remove(c->scratch);
         std::free(c->scratch);
         c->scratch = nullptr;
         c->scratch_bytes = 0;
@@ -76,11 +80,20 @@ ibex_status_t comm_ensure_scratch(ibex_comm *c, size_t bytes) {
     c->scratch = std::aligned_alloc(4096, want);
     if (!c->scratch) return fail(IBEX_ERR_NO_MEMORY, "communicator scratch of %zu bytes", want);
     c->scratch_bytes = want;
-    return c->cache->add(c->scratch, want);
+    return c->caches.add(c->scratch, want);
 }
 
 Algo comm_algo(const ibex_comm *c, size_t bytes) {
-    return c->opt.forced ? c->opt.algo : c->selector.choose(bytes);
+    if (c->opt.forced && (c->opt.algo != Algo::hierarchical || c->topo.irregular.empty())) return c->opt.algo;
+    return c->selector.choose(bytes);
+}
+
+bool comm_hierarchical(const ibex_comm *c, OpKind kind, size_t bytes) {
+    if (!c->topo.irregular.empty()) return false;
+    if (c->opt.forced) return c->opt.algo == Algo::hierarchical;
+    const Selector &s = c->selector;
+    return kind == OpKind::reduce_scatter ? s.cost_reduce_scatter(true, bytes) < s.cost_reduce_scatter(false, bytes)
+                                          : s.cost_allgather(true, bytes) < s.cost_allgather(false, bytes);
 }
 
 ibex_status_t comm_create(int nranks, const char *id_text, int rank, const CommOptions &opt, ibex_comm **out) {
@@ -101,24 +114,30 @@ ibex_status_t comm_create(int nranks, const char *id_text, int rank, const CommO
         return bail(st);
     if (c->opt.wait_spin_us < 0) {
         // A waiting caller busy-polls long (as MPI does) only when every rank of this host
-        // can have a core; oversubscribed, it yields the core soon.
+        // can have a core; oversubscribed, it yields the core soon. Long means beyond a
+        // scheduler tick or two (4 ms at HZ 250): a peer preempted for a tick must not turn
+        // the round into a sleep and a wake-up.
         int local = 0;
         if (ibex_status_t st = count_local_ranks(c, &local); st != IBEX_OK) return bail(st);
         cpu_set_t cpus;
         const int ncpu = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
         c->opt.own_core = local <= ncpu;
-        c->opt.wait_spin_us = c->opt.own_core ? 1000 : c->opt.spin_us;
+        c->opt.wait_spin_us = c->opt.own_core ? 10000 : c->opt.spin_us;
     }
-    c->peers = needed_peers(rank, nranks);
-    if (ibex_status_t st = c->exec.open(opt.device.c_str(), rank, nranks, c->peers, opt.exec); st != IBEX_OK) {
+    if (ibex_status_t st = learn_topology(c, &c->topo); st != IBEX_OK) return bail(st);
+    c->peers = needed_peers(rank, nranks, c->topo.layout);
+    if (ibex_status_t st = c->exec.open(opt.device.c_str(), c->topo.shm ? "shm" : nullptr, rank, nranks, c->peers,
+                                        c->topo.local, opt.exec);
+        st != IBEX_OK) {
         // The device's own errors mostly name it already.
         const std::string detail = ibex_last_error();
         const std::string d = detail.rfind(opt.device, 0) == 0 ? detail : "opening " + opt.device + ": " + detail;
         fail(st, "%s", d.c_str());
         return bail(st);
     }
-    c->cache = std::make_unique<RegCache>(c->exec.pd(),
-                                          static_cast<size_t>(config::get_int("IBEX_COMM_REG_CACHE", 64, 4, 1 << 20)));
+    for (int link = 0; link < c->exec.links(); ++link)
+        c->caches.add_domain(c->exec.pd(link),
+                             static_cast<size_t>(config::get_int("IBEX_COMM_REG_CACHE", 64, 4, 1 << 20)));
     // Every rank's QP address for every other rank, all at once.
     const std::vector<ibex_ep_addr_t> mine = c->exec.local_addrs();
     std::vector<uint8_t> packed(static_cast<size_t>(nranks) * IBEX_EP_ADDR_WIRE_LEN);

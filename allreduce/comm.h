@@ -16,6 +16,7 @@
 #include <ibex/coll.h>
 
 #include "allreduce/comm_options.h"
+#include "allreduce/comm_topology.h"
 #include "allreduce/executor.h"
 #include "allreduce/op.h"
 #include "allreduce/reg_cache.h"
@@ -28,8 +29,9 @@ struct ibex_comm {
     int nranks = 1;
     ibex::coll::CommOptions opt;
     std::unique_ptr<ibex::bootstrap::Bootstrap> boot;
+    ibex::coll::Topology topo;
     ibex::coll::Executor exec;
-    std::unique_ptr<ibex::coll::RegCache> cache;
+    ibex::coll::RegCaches caches; // one per executor link
     ibex::coll::Selector selector;
     std::vector<int> peers;
 
@@ -69,7 +71,12 @@ namespace ibex::coll {
 ibex_status_t comm_create(int nranks, const char *id_text, int rank, const CommOptions &opt, ibex_comm **out);
 ibex_status_t comm_split(ibex_comm *c, int color, int key, ibex_comm **out);
 ibex_status_t comm_destroy(ibex_comm *c, bool abort);
+// The allreduce algorithm for a message: IBEX_ALGO / config->algo, else the cost model's
+// choice (also when hierarchical is forced but the layout is uneven).
 Algo comm_algo(const ibex_comm *c, size_t bytes);
+// Whether reduce-scatter or allgather of `bytes` per rank runs hierarchically: forced with
+// IBEX_ALGO=hierarchical, else when the cost model says it is cheaper than the flat ring.
+bool comm_hierarchical(const ibex_comm *c, OpKind kind, size_t bytes);
 // Grows the communicator's scratch (registered) to at least bytes.
 ibex_status_t comm_ensure_scratch(ibex_comm *c, size_t bytes);
 

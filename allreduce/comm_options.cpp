@@ -35,7 +35,7 @@ ibex_status_t comm_options(const ibex_comm_config_t *config, CommOptions *out) {
     out->forced = false;
     if (algo && std::strcmp(algo, "auto") != 0) {
         if (!parse_algo(algo, &out->algo))
-            return fail(IBEX_ERR_INVALID_ARGUMENT, "algorithm \"%s\" is not one of ring, rhd, tree", algo);
+            return fail(IBEX_ERR_INVALID_ARGUMENT, "algorithm \"%s\" is not one of ring, rhd, tree, hierarchical", algo);
         out->forced = true;
     }
     out->exec.slice_bytes =

@@ -59,43 +59,72 @@ Executor::~Executor() {
         if (c.rx_mr) ibex_dereg_mr(c.rx_mr);
     }
     chans_.clear(); // registered buffers go before the PD
-    if (cq_) ibex_destroy_cq(cq_);
-    if (pd_) ibex_dealloc_pd(pd_);
-    if (ctx_) ibex_close_device(ctx_);
+    for (Link &l : links_) {
+        if (l.cq) ibex_destroy_cq(l.cq);
+        if (l.pd) ibex_dealloc_pd(l.pd);
+        if (l.ctx) ibex_close_device(l.ctx);
+    }
 }
 
-ibex_status_t Executor::open(const char *device, int rank, int nranks, const std::vector<int> &peers,
+ibex_status_t Executor::open_link(Link &l, const char *device, int cqe) {
+    IBEX_TRY(ibex_open_device(device, nullptr, &l.ctx));
+    IBEX_TRY(ibex_alloc_pd(l.ctx, &l.pd));
+    IBEX_TRY(ibex_create_cq(l.ctx, cqe, &l.cq));
+    return ibex_cq_fd(l.cq, &l.cq_fd);
+}
+
+std::vector<int> Executor::cq_fds() const {
+    std::vector<int> out;
+    for (int k = 0; k < nlinks_; ++k) out.push_back(links_[k].cq_fd);
+    return out;
+}
+
+ibex_status_t Executor::open(const char *device, const char *local_device, int rank, int nranks,
+                             const std::vector<int> &peers, const std::vector<uint8_t> &local,
                              const ExecutorParams &params) {
     rank_ = rank;
     nranks_ = nranks;
     params_ = params;
     chan_of_.assign(static_cast<size_t>(nranks), -1);
-    IBEX_TRY(ibex_open_device(device, nullptr, &ctx_));
-    IBEX_TRY(ibex_alloc_pd(ctx_, &pd_));
     const uint32_t send_wr = static_cast<uint32_t>(4 * params.window + 16 + eager_slots(params));
     const uint32_t recv_wr = static_cast<uint32_t>(rx_depth(params));
-    const int cqe = static_cast<int>((send_wr + recv_wr) * (peers.size() ? peers.size() : 1) + 64);
-    IBEX_TRY(ibex_create_cq(ctx_, cqe, &cq_));
-    IBEX_TRY(ibex_cq_fd(cq_, &cq_fd_));
+    // The device is opened only when some peer needs it (or none needs shm): an idle soft
+    // context would still run its progress thread on this host's cores.
+    size_t on_shm = 0;
+    for (int p : peers) on_shm += local_device && local[static_cast<size_t>(p)];
+    const bool need_device = on_shm < peers.size() || on_shm == 0;
+    int link_of_kind[2] = {-1, -1}; // [0]: the device, [1]: local_device
+    nlinks_ = 0;
+    for (int kind = 0; kind < 2; ++kind) {
+        if (kind == 0 ? !need_device : on_shm == 0) continue;
+        const char *name = kind == 0 ? device : local_device;
+        const size_t users = kind == 0 ? peers.size() - on_shm : on_shm;
+        const int cqe = static_cast<int>((send_wr + recv_wr) * std::max<size_t>(users, 1) + 64);
+        if (ibex_status_t st = open_link(links_[nlinks_], name, cqe); st != IBEX_OK)
+            return kind == 0 ? st : fail(st, "opening %s for the ranks of this host: %s", name, ibex_last_error());
+        link_of_kind[kind] = nlinks_++;
+    }
     chans_.resize(peers.size());
     for (size_t i = 0; i < peers.size(); ++i) {
         Channel &c = chans_[i];
         c.rank = peers[i];
+        c.link = link_of_kind[local_device && local[static_cast<size_t>(c.rank)] ? 1 : 0];
         chan_of_[static_cast<size_t>(c.rank)] = static_cast<int>(i);
+        ibex_pd_t *pd = links_[c.link].pd;
         ibex_qp_init_attr_t a = IBEX_QP_INIT_ATTR_INIT;
-        a.send_cq = cq_;
-        a.recv_cq = cq_;
+        a.send_cq = links_[c.link].cq;
+        a.recv_cq = links_[c.link].cq;
         a.max_send_wr = send_wr;
         a.max_recv_wr = recv_wr;
         a.max_send_sge = 1;
         a.max_recv_sge = 1;
-        IBEX_TRY(ibex_create_qp(pd_, &a, &c.qp));
+        IBEX_TRY(ibex_create_qp(pd, &a, &c.qp));
         c.rx.assign(static_cast<size_t>(rx_depth(params)) * kRxBytes, 0);
-        IBEX_TRY(ibex_reg_mr(pd_, c.rx.data(), c.rx.size(), IBEX_ACCESS_LOCAL_WRITE, &c.rx_mr));
+        IBEX_TRY(ibex_reg_mr(pd, c.rx.data(), c.rx.size(), IBEX_ACCESS_LOCAL_WRITE, &c.rx_mr));
         if (eager_slots(params)) {
             const size_t bytes = params.eager_bytes * static_cast<size_t>(params.eager_slots);
-            IBEX_TRY(c.eager.allocate(pd_, bytes, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE, "eager ring"));
-            IBEX_TRY(c.eager_tx.allocate(pd_, bytes, IBEX_ACCESS_LOCAL_WRITE, "eager send buffers"));
+            IBEX_TRY(c.eager.allocate(pd, bytes, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE, "eager ring"));
+            IBEX_TRY(c.eager_tx.allocate(pd, bytes, IBEX_ACCESS_LOCAL_WRITE, "eager send buffers"));
         }
     }
     return IBEX_OK;
@@ -157,7 +186,7 @@ ibex_status_t Executor::post_recv(Channel &c, uint32_t idx) {
 ibex_status_t Executor::ensure_staging(Channel &c) {
     if (c.staging) return IBEX_OK;
     const size_t bytes = params_.slice_bytes * static_cast<size_t>(params_.slots);
-    IBEX_TRY(c.staging.allocate(pd_, bytes, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE, "staging area"));
+    IBEX_TRY(c.staging.allocate(links_[c.link].pd, bytes, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE, "staging area"));
     for (int i = params_.slots - 1; i >= 0; --i) c.free_slots.push_back(i);
     return IBEX_OK;
 }
@@ -172,7 +201,7 @@ ibex_status_t Executor::reduce_landed(const Step &st, const uint8_t *landed) {
     return IBEX_OK;
 }
 
-ibex_status_t Executor::start(Schedule &&s, ibex_datatype_t type, ibex_redop_t op, RegCache &cache) {
+ibex_status_t Executor::start(Schedule &&s, ibex_datatype_t type, ibex_redop_t op, RegCaches &caches) {
     if (shut_) return fail(IBEX_ERR_INVALID_STATE, "the communicator's connections are shut down");
     sched_ = std::move(s);
     type_ = type;
@@ -204,6 +233,7 @@ ibex_status_t Executor::start(Schedule &&s, ibex_datatype_t type, ibex_redop_t o
         if (!connected_to(st.peer))
             return fail(IBEX_ERR_INTERNAL, "schedule step %zu talks to rank %d, which has no QP", i, st.peer);
         Channel &c = chans_[static_cast<size_t>(chan_of_[static_cast<size_t>(st.peer)])];
+        RegCache &cache = caches.of(c.link);
         if (c.sends.empty() && c.recvs.empty()) op_chans_.push_back(chan_of_[static_cast<size_t>(st.peer)]);
         ibex_mr_t *mr = nullptr;
         if (st.kind == StepKind::send) {
@@ -486,13 +516,14 @@ ibex_status_t Executor::advance(bool *did) {
 ibex_status_t Executor::progress(bool *did) {
     *did = false;
     ibex_wc_t wc[32];
-    for (int round = 0; round < 8; ++round) {
-        int got = 0;
-        IBEX_TRY(ibex_poll_cq(cq_, 32, wc, &got));
-        for (int k = 0; k < got && !shut_; ++k)
-            IBEX_TRY(handle(wc[k], did));
-        if (got < 32) break;
-    }
+    for (int link = 0; link < nlinks_; ++link)
+        for (int round = 0; round < 8; ++round) {
+            int got = 0;
+            IBEX_TRY(ibex_poll_cq(links_[link].cq, 32, wc, &got));
+            for (int k = 0; k < got && !shut_; ++k)
+                IBEX_TRY(handle(wc[k], did));
+            if (got < 32) break;
+        }
     if (!active_ || shut_) return IBEX_OK;
     // A step finished in this pass may unblock one met earlier in it: go round until still.
     for (int pass = 0; pass < 8; ++pass) {
@@ -507,7 +538,9 @@ ibex_status_t Executor::progress(bool *did) {
 bool Executor::arm() {
     // Timeout 0: arms the CQ's descriptor and lets the transport's own progress thread take
     // over; IBEX_OK means completions are already waiting.
-    return ibex_cq_wait(cq_, 0) != IBEX_OK;
+    for (int link = 0; link < nlinks_; ++link)
+        if (ibex_cq_wait(links_[link].cq, 0) == IBEX_OK) return false;
+    return true;
 }
 
 void Executor::shut_down() {

@@ -1,5 +1,7 @@
-// The data path of a communicator: one RC QP per peer the algorithms use, all on one CQ,
-// and the engine that runs a Schedule over them.
+// The data path of a communicator: one RC QP per peer the algorithms use, and the engine
+// that runs a Schedule over them. A peer is reached through one of up to two links (device
+// context, PD and CQ each): the communicator's device, or the shm device for a rank of
+// the same host. Channels carry their link; completions of both CQs are handled alike.
 //
 // Credits: a receiver announces, per step, where the sender may write (address, rkey,
 // length) in a small inline SEND. Small slices skip that round trip: each receiver
@@ -41,9 +43,11 @@ public:
     Executor(const Executor &) = delete;
     Executor &operator=(const Executor &) = delete;
 
-    // Opens the device and creates a QP to each peer (ranks, other than this one).
-    ibex_status_t open(const char *device, int rank, int nranks, const std::vector<int> &peers,
-                       const ExecutorParams &params);
+    // Opens the device for the peers not marked in local (indexed by rank), and local_device
+    // (when given) for those marked; each opened device is a link (0, then 1). Creates a QP
+    // to each peer on its link.
+    ibex_status_t open(const char *device, const char *local_device, int rank, int nranks,
+                       const std::vector<int> &peers, const std::vector<uint8_t> &local, const ExecutorParams &params);
     // This rank's QP address for each rank (zeroed where there is no QP).
     std::vector<ibex_ep_addr_t> local_addrs();
     // remote[p]: peer p's QP address for this rank. Connects and posts receives.
@@ -51,13 +55,20 @@ public:
     // Tells every peer where its eager ring is; once every rank has connected.
     ibex_status_t announce();
 
-    ibex_context_t *context() const { return ctx_; }
-    ibex_pd_t *pd() const { return pd_; }
+    static constexpr int kMaxLinks = 2;
+    int links() const { return nlinks_; }
+    ibex_context_t *context(int link = 0) const { return links_[link].ctx; }
+    ibex_pd_t *pd(int link = 0) const { return links_[link].pd; }
+    // The link a peer is reached through, or -1 (no QP).
+    int link_of(int peer) const {
+        return connected_to(peer) ? chans_[static_cast<size_t>(chan_of_[static_cast<size_t>(peer)])].link : -1;
+    }
     const ExecutorParams &params() const { return params_; }
     bool connected_to(int peer) const { return peer >= 0 && peer < nranks_ && chan_of_[peer] >= 0; }
 
-    // Takes over a schedule; keys come from cache (the buffers must already be in it).
-    ibex_status_t start(Schedule &&s, ibex_datatype_t type, ibex_redop_t op, RegCache &cache);
+    // Takes over a schedule; keys come from the caches, one per link (the buffers must
+    // already be in them).
+    ibex_status_t start(Schedule &&s, ibex_datatype_t type, ibex_redop_t op, RegCaches &caches);
     bool active() const { return active_; }
     bool finished() const { return active_ && done_ == sched_.steps.size(); }
     void finish() { active_ = false; }
@@ -66,9 +77,9 @@ public:
 
     // One pass: drain the CQ, then move every step that can move. *did: anything happened.
     ibex_status_t progress(bool *did);
-    // Prepares to sleep: true when it is safe to block on cq_fd() (nothing pending in the CQ).
+    // Prepares to sleep: true when it is safe to block on cq_fds() (nothing pending in any CQ).
     bool arm();
-    int cq_fd() const { return cq_fd_; }
+    std::vector<int> cq_fds() const;
     // After a failure: moves every QP to the error state, so nothing a peer still has in
     // flight lands in user memory the caller gets back, and our own sends are flushed.
     void shut_down();
@@ -106,8 +117,15 @@ private:
         uint8_t *data_ = nullptr;
         ibex_mr_t *mr_ = nullptr;
     };
+    struct Link {
+        ibex_context_t *ctx = nullptr;
+        ibex_pd_t *pd = nullptr;
+        ibex_cq_t *cq = nullptr;
+        int cq_fd = -1;
+    };
     struct Channel {
         int rank = -1;
+        int link = 0;
         ibex_qp_t *qp = nullptr;
         // Receive pool: credits and WRITE_WITH_IMM notifications both consume one.
         std::vector<uint8_t> rx;
@@ -143,6 +161,7 @@ private:
     ibex_status_t send_control(Channel &c, size_t ci, const Credit &m);
     bool is_eager(size_t bytes) const { return params_.eager_bytes && bytes <= params_.eager_bytes; }
     ibex_status_t ensure_staging(Channel &c);
+    ibex_status_t open_link(Link &l, const char *device, int cqe);
     // Folds a slice that landed in a staging or eager slot into the step's destination.
     ibex_status_t reduce_landed(const Step &st, const uint8_t *landed);
     ibex_status_t handle(const ibex_wc_t &wc, bool *did);
@@ -158,10 +177,8 @@ private:
 
     int rank_ = 0, nranks_ = 1;
     ExecutorParams params_;
-    ibex_context_t *ctx_ = nullptr;
-    ibex_pd_t *pd_ = nullptr;
-    ibex_cq_t *cq_ = nullptr;
-    int cq_fd_ = -1;
+    Link links_[kMaxLinks];
+    int nlinks_ = 0;
     std::vector<Channel> chans_;
     std::vector<int> chan_of_; // rank -> index in chans_, or -1
     std::vector<int> qpn_chan_; // small map qp_num -> channel, searched linearly

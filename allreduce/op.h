@@ -41,6 +41,7 @@ struct Op {
     // probe only
     int pings = 0;
     size_t bulk = 0;
+    int partner = -1; // -1: this rank sits the probe out
     std::vector<uint64_t> *times = nullptr;
 };
 

@@ -1,6 +1,7 @@
 #include "allreduce/op_start.h"
 
 #include "allreduce/comm.h"
+#include "runtime/base/cuda_memory.h"
 #include "runtime/base/status.h"
 
 namespace ibex::coll {
@@ -42,16 +43,19 @@ ibex_status_t start_op(ibex_comm *c, Op &op, bool *empty) {
         *empty = true;
         return IBEX_OK;
     }
-    c->cache->next_epoch();
-    ibex_mr_t *mr = nullptr;
+    if (c->topo.shm && (cuda::is_device_pointer(a.sendbuf) || cuda::is_device_pointer(a.recvbuf)))
+        return fail(IBEX_ERR_NOT_SUPPORTED,
+                    "GPU buffers cannot travel over shm to the ranks of this host: create the communicator with "
+                    "IBEX_SHM=0");
+    c->caches.next_epoch();
     if (send_bytes && a.sendbuf)
-        IBEX_TRY(c->cache->get(a.sendbuf, send_bytes, &mr));
+        IBEX_TRY(c->caches.get_all(a.sendbuf, send_bytes));
     if (recv_bytes && a.recvbuf)
-        IBEX_TRY(c->cache->get(a.recvbuf, recv_bytes, &mr));
+        IBEX_TRY(c->caches.get_all(a.recvbuf, recv_bytes));
     if (scratch)
         IBEX_TRY(comm_ensure_scratch(c, scratch));
     if (op.kind == OpKind::barrier)
-        IBEX_TRY(c->cache->get(c->small, sizeof c->small, &mr));
+        IBEX_TRY(c->caches.get_all(c->small, sizeof c->small));
     a.scratch = c->scratch;
     Schedule s;
     ScheduleBuilder b(&s, elem, c->opt.exec.slice_bytes);
@@ -61,20 +65,31 @@ ibex_status_t start_op(ibex_comm *c, Op &op, bool *empty) {
         case Algo::ring: build_ring_allreduce(a, b); break;
         case Algo::rhd: build_rhd_allreduce(a, b); break;
         case Algo::tree: build_tree_allreduce(a, b); break;
+        case Algo::hierarchical: build_hierarchical_allreduce(a, c->topo.layout, b); break;
         }
         break;
     case OpKind::barrier: build_tree_allreduce(a, b); break;
-    case OpKind::reduce_scatter: build_ring_reduce_scatter(a, b); break;
-    case OpKind::allgather: build_ring_allgather(a, b); break;
+    case OpKind::reduce_scatter:
+        if (comm_hierarchical(c, OpKind::reduce_scatter, a.count * elem))
+            build_hierarchical_reduce_scatter(a, c->topo.layout, b);
+        else
+            build_ring_reduce_scatter(a, b);
+        break;
+    case OpKind::allgather:
+        if (comm_hierarchical(c, OpKind::allgather, a.count * elem))
+            build_hierarchical_allgather(a, c->topo.layout, b);
+        else
+            build_ring_allgather(a, b);
+        break;
     case OpKind::broadcast: build_chain_broadcast(a, b); break;
     case OpKind::reduce: build_chain_reduce(a, b); break;
-    case OpKind::probe: build_probe(c->rank, c->nranks, op.pings, op.bulk, c->scratch, b); break;
+    case OpKind::probe: build_probe(c->rank, op.partner, op.pings, op.bulk, c->scratch, b); break;
     }
     if (s.steps.empty()) {
         *empty = true;
         return IBEX_OK;
     }
-    return c->exec.start(std::move(s), op.kind == OpKind::probe ? IBEX_U8 : a.type, a.op, *c->cache);
+    return c->exec.start(std::move(s), op.kind == OpKind::probe ? IBEX_U8 : a.type, a.op, c->caches);
 }
 
 } // namespace ibex::coll

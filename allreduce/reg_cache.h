@@ -16,6 +16,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <vector>
 #include <mutex>
 
 #include <ibex/ibex.h>
@@ -55,6 +57,39 @@ private:
     mutable std::mutex mu_;
     std::multimap<uintptr_t, Entry> entries_; // by start address
     uint64_t epoch_ = 1;
+};
+
+// One cache per protection domain a communicator's channels use (its device's, and the
+// shm device's for ranks of the same host): a user buffer is registered with each.
+class RegCaches {
+public:
+    void add_domain(ibex_pd_t *pd, size_t max_entries) { caches_.push_back(std::make_unique<RegCache>(pd, max_entries)); }
+    RegCache &of(int domain) { return *caches_[static_cast<size_t>(domain)]; }
+    void clear() { caches_.clear(); }
+    void next_epoch() {
+        for (auto &c : caches_) c->next_epoch();
+    }
+    // Registers [p, p + len) with every domain (cached).
+    ibex_status_t get_all(const void *p, size_t len) {
+        ibex_mr_t *mr = nullptr;
+        for (auto &c : caches_)
+            if (ibex_status_t st = c->get(p, len, &mr); st != IBEX_OK) return st;
+        return IBEX_OK;
+    }
+    ibex_status_t add(void *p, size_t len) {
+        for (auto &c : caches_)
+            if (ibex_status_t st = c->add(p, len); st != IBEX_OK) return st;
+        return IBEX_OK;
+    }
+    ibex_status_t remove(void *p) {
+        ibex_status_t out = IBEX_OK;
+        for (auto &c : caches_)
+            if (ibex_status_t st = c->remove(p); st != IBEX_OK && out == IBEX_OK) out = st;
+        return out;
+    }
+
+private:
+    std::vector<std::unique_ptr<RegCache>> caches_;
 };
 
 } // namespace ibex::coll

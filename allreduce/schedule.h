@@ -54,6 +54,29 @@ public:
         : s_(s), elem_(elem_bytes), slice_elems_(slice_bytes / elem_bytes ? slice_bytes / elem_bytes : 1) {}
 
     size_t elem_bytes() const { return elem_; }
+    size_t steps() const { return s_->steps.size(); }
+    Schedule *schedule() { return s_; }
+
+    // Builds a sub-collective on a group of ranks: the builder's caller names peers by their
+    // index in `ranks` (nullptr: ranks are the communicator's own), and every step added
+    // meanwhile also waits for step `floor` (-1: none), which a previous phase produced.
+    void set_group(const std::vector<int> *ranks, int floor = -1) {
+        group_ = ranks;
+        floor_ = floor;
+    }
+    // A step that is done once every step from `first` on, other than sends, is done (a
+    // chain of empty local copies): the end of a phase, for the next one to wait for.
+    int join(size_t first) {
+        const std::vector<int> *g = group_;
+        const int f = floor_;
+        set_group(nullptr);
+        int last = -1;
+        for (size_t i = first, end = s_->steps.size(); i < end; ++i)
+            if (s_->steps[i].kind != StepKind::send)
+                last = add(make(StepKind::local_copy, -1, nullptr, nullptr, 0, last, static_cast<int>(i)));
+        set_group(g, f);
+        return last;
+    }
     size_t slice_elems() const { return slice_elems_; }
     // Slices of a run of `count` elements (at least 1, so an empty run still synchronises).
     size_t slices(size_t count) const { return count ? (count + slice_elems_ - 1) / slice_elems_ : 1; }
@@ -110,12 +133,20 @@ private:
     Step make(StepKind kind, int peer, const void *src, void *dst, size_t elems, int dep0, int dep1) const {
         Step st;
         st.kind = kind;
-        st.peer = peer;
+        st.peer = group_ && peer >= 0 ? (*group_)[static_cast<size_t>(peer)] : peer;
         st.src = src;
         st.dst = dst;
         st.bytes = elems * elem_;
         st.dep[0] = dep0;
         st.dep[1] = dep1;
+        // With both slots taken the step waits for steps of its own phase, which (at the
+        // bottom of the chain) wait for the floor.
+        if (floor_ >= 0) {
+            if (st.dep[0] < 0)
+                st.dep[0] = floor_;
+            else if (st.dep[1] < 0)
+                st.dep[1] = floor_;
+        }
         return st;
     }
     // Calls add_slice(offset, length) for each slice of a run; returns the last step.
@@ -133,6 +164,8 @@ private:
     Schedule *s_;
     size_t elem_;
     size_t slice_elems_;
+    const std::vector<int> *group_ = nullptr;
+    int floor_ = -1;
 };
 
 } // namespace ibex::coll

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <limits>
 
 #include "allreduce/algorithms/algorithms.h"
 #include "allreduce/cpu/reduce.h"
@@ -14,6 +15,7 @@ const char *algo_name(Algo a) {
     case Algo::ring: return "ring";
     case Algo::rhd: return "rhd";
     case Algo::tree: return "tree";
+    case Algo::hierarchical: return "hierarchical";
     }
     return "?";
 }
@@ -28,18 +30,76 @@ bool parse_algo(const char *name, Algo *out) {
     return false;
 }
 
+namespace {
+
+constexpr double kNever = std::numeric_limits<double>::infinity();
+
+bool power_of_two(int n) { return n > 0 && (n & (n - 1)) == 0; }
+
+// Of the ranks for which sends_out(r) is true, how many the busiest host holds.
+template <typename Pred>
+size_t busiest(const HostLayout &l, Pred sends_out) {
+    std::vector<size_t> per(l.members.size(), 0);
+    for (size_t r = 0; r < l.host_of.size(); ++r)
+        if (sends_out(static_cast<int>(r))) ++per[static_cast<size_t>(l.host_of[r])];
+    return per.empty() ? 0 : *std::max_element(per.begin(), per.end());
+}
+
+} // namespace
+
+void Selector::configure(int nranks, size_t slice_bytes, const CostModel &m, const HostLayout *layout) {
+    n_ = nranks;
+    slice_ = slice_bytes;
+    model_ = m;
+    hosts_ = 1;
+    per_host_ = max_per_host_ = nranks;
+    ring_crossing_ = fold_crossing_ = 0;
+    rhd_crossing_.assign(static_cast<size_t>(rhd_steps(std::max(nranks, 1))), 0);
+    if (!layout || layout->hosts() <= 1 || static_cast<int>(layout->host_of.size()) != nranks) return;
+    const HostLayout &l = *layout;
+    auto remote = [&](int r, int p) { return p < nranks && l.host_of[static_cast<size_t>(r)] != l.host_of[static_cast<size_t>(p)]; };
+    hosts_ = l.hosts();
+    per_host_ = l.ranks_per_host();
+    max_per_host_ = 0;
+    for (const auto &mem : l.members) max_per_host_ = std::max(max_per_host_, static_cast<int>(mem.size()));
+    ring_crossing_ = busiest(l, [&](int r) { return remote(r, (r + 1) % nranks); });
+    const int p = 1 << rhd_steps(nranks), extra = nranks - p;
+    fold_crossing_ = busiest(l, [&](int r) { return r < 2 * extra && remote(r, r ^ 1); });
+    for (size_t j = 0; j < rhd_crossing_.size(); ++j)
+        rhd_crossing_[j] = busiest(l, [&](int r) { return remote(r, r ^ (1 << j)); });
+}
+
+double Selector::step(size_t crossing, double bytes) const {
+    if (crossing == 0) return model_.a_local() + bytes * model_.b_local();
+    return model_.alpha + bytes * model_.beta * static_cast<double>(crossing);
+}
+
+double Selector::rail_allreduce(double bytes) const {
+    const size_t rails = static_cast<size_t>(per_host_);
+    const double h = hosts_, ga = model_.gamma;
+    if (hosts_ == 2) return step(rails, bytes) + bytes * ga; // one exchange, both reduce
+    if (power_of_two(hosts_)) {
+        double c = 0, part = bytes;
+        for (int j = 0; j < rhd_steps(hosts_); ++j) c += 2 * step(rails, part /= 2);
+        return c + (h - 1) / h * bytes * ga;
+    }
+    return 2 * (h - 1) * step(rails, bytes / h) + (h - 1) / h * bytes * ga;
+}
+
 double Selector::cost(Algo a, size_t bytes) const {
     const double n = n_, m = static_cast<double>(bytes);
-    const double al = model_.alpha, be = model_.beta, ga = model_.gamma;
+    const double ga = model_.gamma;
     if (n_ <= 1) return 0;
     switch (a) {
     case Algo::ring:
-        // 2(n-1) steps; each rank sends and reduces (n-1)/n of the data once per phase.
-        return 2 * (n - 1) * al + 2 * (n - 1) / n * m * be + (n - 1) / n * m * ga;
+        // 2(n-1) steps of a chunk each; each rank reduces (n-1)/n of the data once.
+        return 2 * (n - 1) * step(ring_crossing_, m / n) + (n - 1) / n * m * ga;
     case Algo::rhd: {
-        const double k = rhd_steps(n_), p = static_cast<double>(1 << rhd_steps(n_));
-        double c = 2 * k * al + 2 * (p - 1) / p * m * be + (p - 1) / p * m * ga;
-        if (p != n) c += 2 * al + 2 * m * be + m * ga; // fold in and hand back the extra ranks
+        const double p = static_cast<double>(1 << rhd_steps(n_));
+        double c = 0, part = m;
+        for (size_t crossing : rhd_crossing_) c += 2 * step(crossing, part /= 2); // halving, then doubling
+        c += (p - 1) / p * m * ga;
+        if (p != n) c += 2 * step(fold_crossing_, m) + m * ga; // fold in and hand back the extra ranks
         return c;
     }
     case Algo::tree: {
@@ -47,10 +107,36 @@ double Selector::cost(Algo a, size_t bytes) const {
         // slice per hop, then every inner node moves the whole message about twice.
         const double d = tree_depth(n_);
         const double s = std::min(m / 2, static_cast<double>(slice_));
-        return 2 * d * (al + s * be) + 2 * m * be + m * ga;
+        const size_t crossing = hosts_ > 1 ? static_cast<size_t>(max_per_host_) : 0;
+        return 2 * d * step(crossing, s) + 2 * (step(crossing, m) - step(crossing, 0)) + m * ga;
+    }
+    case Algo::hierarchical: {
+        if (hosts_ <= 1 || per_host_ <= 0) return kNever;
+        const double l = per_host_;
+        double c = rail_allreduce(m / l);
+        if (per_host_ > 1) c += 2 * (l - 1) * step(0, m / l) + (l - 1) / l * m * ga; // in-host ring halves
+        return c;
     }
     }
     return 0;
+}
+
+double Selector::cost_reduce_scatter(bool hierarchical, size_t bytes) const {
+    const double n = n_, m = static_cast<double>(bytes), ga = model_.gamma;
+    if (n_ <= 1) return 0;
+    if (!hierarchical) return (n - 1) * (step(ring_crossing_, m) + m * ga);
+    if (hosts_ <= 1 || per_host_ <= 0) return kNever;
+    const double h = hosts_, l = per_host_;
+    return h * (l - 1) * (step(0, m) + m * ga) + (h - 1) * (step(static_cast<size_t>(per_host_), m) + m * ga);
+}
+
+double Selector::cost_allgather(bool hierarchical, size_t bytes) const {
+    const double n = n_, m = static_cast<double>(bytes);
+    if (n_ <= 1) return 0;
+    if (!hierarchical) return (n - 1) * step(ring_crossing_, m);
+    if (hosts_ <= 1 || per_host_ <= 0) return kNever;
+    const double h = hosts_, l = per_host_;
+    return h * (l - 1) * step(0, m) + (h - 1) * step(static_cast<size_t>(per_host_), m);
 }
 
 Algo Selector::choose(size_t bytes) const {
@@ -69,17 +155,15 @@ Algo Selector::choose(size_t bytes) const {
 // Probe buffer: [pongs: 8 bytes each][ping source 8][bulk source][bulk landing].
 size_t probe_buffer_bytes(int pings, size_t bulk) { return static_cast<size_t>(pings) * 8 + 8 + 2 * bulk + 8; }
 
-void build_probe(int rank, int nranks, int pings, size_t bulk, void *buf, ScheduleBuilder &b) {
-    const int partner = rank ^ 1;
-    if (partner >= nranks) return;
+void build_probe(int rank, int partner, int pings, size_t bulk, void *buf, ScheduleBuilder &b) {
+    if (partner < 0 || partner == rank) return;
     auto *p = static_cast<uint8_t *>(buf);
     uint8_t *pong = p, *ping_src = p + pings * 8, *bulk_src = ping_src + 8, *bulk_dst = bulk_src + bulk;
     uint8_t *ack = bulk_dst + bulk;
-    if (rank % 2 == 0) {
+    if (rank < partner) {
         int prev = -1;
         for (int k = 0; k < pings; ++k) {
-            const int s = b.send(partner, ping_src, 8, prev);
-            (void)s;
+            b.send(partner, ping_src, 8, prev);
             prev = b.recv_copy(partner, pong + k * 8, 8);
         }
         b.send_run(partner, bulk_src, bulk, prev);
@@ -94,11 +178,21 @@ void build_probe(int rank, int nranks, int pings, size_t bulk, void *buf, Schedu
     }
 }
 
-void probe_result(int rank, int nranks, int pings, size_t bulk, const std::vector<uint64_t> &t, double *alpha,
-                  double *beta) {
+int probe_partner(const HostLayout &l, int rank, bool between_hosts) {
+    const int h = l.host_of[static_cast<size_t>(rank)], i = l.local_rank(rank);
+    if (!between_hosts) {
+        const auto &m = l.members[static_cast<size_t>(h)];
+        return static_cast<size_t>(i ^ 1) < m.size() ? m[static_cast<size_t>(i ^ 1)] : -1;
+    }
+    if (h >= static_cast<int>(l.members.size() & ~size_t(1))) return -1; // the odd host out
+    const auto &other = l.members[static_cast<size_t>(h ^ 1)];
+    return static_cast<size_t>(i) < other.size() ? other[static_cast<size_t>(i)] : -1;
+}
+
+void probe_result(bool leads, int pings, size_t bulk, const std::vector<uint64_t> &t, double *alpha, double *beta) {
     *alpha = *beta = 0;
-    if ((rank % 2) != 0 || (rank ^ 1) >= nranks || pings < 2) return;
-    // Step layout of the even side: pings x (send, recv), bulk slices, ack.
+    if (!leads || pings < 2 || t.size() < static_cast<size_t>(2 * pings) + 2) return;
+    // Step layout of the leading side: pings x (send, recv), bulk slices, ack.
     auto pong_at = [&](int k) { return static_cast<double>(t[static_cast<size_t>(2 * k + 1)]); };
     const double rtt = (pong_at(pings - 1) - pong_at(0)) / (pings - 1) * 1e-9;
     *alpha = rtt / 2;
@@ -125,16 +219,16 @@ double measure_gamma(void *buf, size_t bytes) {
     return best / static_cast<double>(bytes);
 }
 
-CostModel combine(const std::vector<double> &triples) {
+CostModel combine(const std::vector<double> &per_rank) {
     CostModel m;
-    for (int f = 0; f < 3; ++f) {
+    double *field[kModelFields] = {&m.alpha, &m.beta, &m.gamma, &m.alpha_local, &m.beta_local};
+    for (size_t f = 0; f < kModelFields; ++f) {
         std::vector<double> v;
-        for (size_t i = static_cast<size_t>(f); i < triples.size(); i += 3)
-            if (triples[i] > 0) v.push_back(triples[i]);
+        for (size_t i = f; i < per_rank.size(); i += kModelFields)
+            if (per_rank[i] > 0) v.push_back(per_rank[i]);
         if (v.empty()) continue;
         std::sort(v.begin(), v.end());
-        const double med = v[v.size() / 2];
-        (f == 0 ? m.alpha : f == 1 ? m.beta : m.gamma) = med;
+        *field[f] = v[v.size() / 2];
         m.measured = true;
     }
     return m;

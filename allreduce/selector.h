@@ -1,62 +1,91 @@
 // Which allreduce algorithm runs for a message: an alpha-beta-gamma cost model (per message
-// latency alpha, per byte transfer time beta, per byte reduction time gamma), with alpha
-// and beta measured by a short ping-pong and bulk transfer between neighbouring ranks when
-// the communicator is created, and gamma by timing the reduction kernel. Every rank ends
-// up with the same constants (the medians of all ranks' measurements), so every rank
-// picks the same algorithm for the same message.
+// latency alpha, per byte transfer time beta, per byte reduction time gamma) that knows the
+// topology: which ranks share a host, and alpha/beta for the links inside a host (shm) and
+// between hosts (the network device), each measured by a short ping-pong and bulk transfer
+// between a pair of ranks of that kind when the communicator is created; gamma by timing
+// the reduction kernel. Every rank ends up with the same constants (the medians of all
+// ranks' measurements), so every rank picks the same algorithm for the same message.
+//
+// A flat algorithm's step costs what its slowest transfer costs: a step with a partner on
+// another host pays the network's alpha, and beta times the number of this host's ranks
+// that cross at once (they share the host's link).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
-#include "allreduce/schedule.h"
+#include "allreduce/algorithms/algorithms.h"
 
 namespace ibex::coll {
 
-enum class Algo { tree = 0, rhd = 1, ring = 2 };
-constexpr int kAlgoCount = 3;
+enum class Algo { tree = 0, rhd = 1, ring = 2, hierarchical = 3 };
+constexpr int kAlgoCount = 4;
 
 const char *algo_name(Algo a);
-// "ring", "rhd", "tree" (false for anything else).
+// "ring", "rhd", "tree", "hierarchical" (false for anything else).
 bool parse_algo(const char *name, Algo *out);
 
 struct CostModel {
-    double alpha = 20e-6;          // s per message
-    double beta = 1.0 / 1.0e9;     // s per byte moved
+    double alpha = 20e-6;          // s per message between hosts (or everywhere, one host)
+    double beta = 1.0 / 1.0e9;     // s per byte moved between hosts
     double gamma = 1.0 / 4.0e9;    // s per byte reduced
+    double alpha_local = 0;        // the same inside a host (0: as between hosts)
+    double beta_local = 0;
     bool measured = false;
+    double a_local() const { return alpha_local > 0 ? alpha_local : alpha; }
+    double b_local() const { return beta_local > 0 ? beta_local : beta; }
 };
 
 class Selector {
 public:
-    void configure(int nranks, size_t slice_bytes, const CostModel &m) {
-        n_ = nranks;
-        slice_ = slice_bytes;
-        model_ = m;
-    }
+    // Without a layout every rank is on one host and every link costs (alpha, beta).
+    void configure(int nranks, size_t slice_bytes, const CostModel &m, const HostLayout *layout = nullptr);
     const CostModel &model() const { return model_; }
+    int hosts() const { return hosts_; }
+    int ranks_per_host() const { return per_host_; } // 0: uneven
+    // Seconds for an allreduce of `bytes`; infinite for hierarchical where it does not apply
+    // (uneven layout, one host).
     double cost(Algo a, size_t bytes) const;
     // Cheapest algorithm; ties go to the one listed first in Algo.
     Algo choose(size_t bytes) const;
+    // Reduce-scatter (bytes per rank's result) and allgather (bytes per rank's input), flat
+    // ring or hierarchical.
+    double cost_reduce_scatter(bool hierarchical, size_t bytes) const;
+    double cost_allgather(bool hierarchical, size_t bytes) const;
 
 private:
+    // One transfer of `bytes` by each rank of a step; `crossing`: how many ranks of the
+    // busiest host send to another host in that step (0: the step stays inside hosts).
+    double step(size_t crossing, double bytes) const;
+    double rail_allreduce(double bytes) const; // hierarchical's middle phase
+
     int n_ = 1;
     size_t slice_ = 128 << 10;
     CostModel model_;
+    int hosts_ = 1, per_host_ = 1, max_per_host_ = 1;
+    size_t ring_crossing_ = 0, fold_crossing_ = 0; // ring edges / rhd fold pairs leaving the busiest host
+    std::vector<size_t> rhd_crossing_;     // per halving step (distance 2^j)
 };
 
-// The probe, as a schedule between rank pairs (0,1), (2,3), ...: `pings` 8-byte round
-// trips, then `bulk` bytes one way and an 8-byte answer. buf needs probe_buffer_bytes().
+// The probe, as a schedule between this rank and `partner` (-1: none): the lower rank of
+// the pair leads `pings` 8-byte round trips, then sends `bulk` bytes one way and gets an
+// 8-byte answer. buf needs probe_buffer_bytes().
 size_t probe_buffer_bytes(int pings, size_t bulk);
-void build_probe(int rank, int nranks, int pings, size_t bulk, void *buf, ScheduleBuilder &b);
+void build_probe(int rank, int partner, int pings, size_t bulk, void *buf, ScheduleBuilder &b);
+// The probe partner of a rank for links inside its host (local ranks paired 0-1, 2-3, ...)
+// or between hosts (hosts paired 0-1, 2-3, ..., the same local rank on each), or -1.
+int probe_partner(const HostLayout &l, int rank, bool between_hosts);
 // From the probe's step completion times (ns, indexed like the schedule): this rank's
-// alpha and beta, or 0 when this rank did not measure (odd ranks, a rank without partner).
-void probe_result(int rank, int nranks, int pings, size_t bulk, const std::vector<uint64_t> &done_ns,
-                  double *alpha, double *beta);
+// alpha and beta, or 0 when this rank did not measure (it did not lead a pair).
+void probe_result(bool leads, int pings, size_t bulk, const std::vector<uint64_t> &done_ns, double *alpha,
+                  double *beta);
 // Seconds per byte of reduce_into() on f32 sums over buf (needs 3 * bytes).
 double measure_gamma(void *buf, size_t bytes);
-// Medians of the non-zero values of every rank's (alpha, beta, gamma) triples.
-CostModel combine(const std::vector<double> &triples);
+// Every rank's measurements, kModelFields per rank: alpha, beta (between hosts), gamma,
+// alpha_local, beta_local (0: not measured by that rank). The model takes the medians of
+// the measured values.
+constexpr size_t kModelFields = 5;
+CostModel combine(const std::vector<double> &per_rank);
 
 } // namespace ibex::coll

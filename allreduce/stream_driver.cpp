@@ -186,8 +186,9 @@ void drive_idle(ibex_comm *c, std::unique_lock<std::mutex> &dl, int spin_us, boo
     }
     pollfd pfd[8];
     nfds_t n = 0;
-    pfd[n++] = {c->exec.cq_fd(), POLLIN, 0};
     pfd[n++] = {c->wake_fd, POLLIN, 0};
+    for (int fd : c->exec.cq_fds()) pfd[n++] = {fd, POLLIN, 0}; // at most Executor::kMaxLinks
+    const nfds_t drained = n;
     for (int fd : c->boot->fds())
         if (n < std::size(pfd)) pfd[n++] = {fd, POLLIN, 0};
     int wait_ms = 100;
@@ -200,9 +201,9 @@ void drive_idle(ibex_comm *c, std::unique_lock<std::mutex> &dl, int spin_us, boo
     bool boot_ready = ms_since(d.last_boot_check) >= 100;
     if (r > 0) {
         uint64_t v;
-        if (pfd[0].revents & POLLIN) [[maybe_unused]] ssize_t x = ::read(pfd[0].fd, &v, sizeof v);
-        if (pfd[1].revents & POLLIN) [[maybe_unused]] ssize_t x = ::read(pfd[1].fd, &v, sizeof v);
-        for (nfds_t i = 2; i < n; ++i)
+        for (nfds_t i = 0; i < drained; ++i)
+            if (pfd[i].revents & POLLIN) [[maybe_unused]] ssize_t x = ::read(pfd[i].fd, &v, sizeof v);
+        for (nfds_t i = drained; i < n; ++i)
             if (pfd[i].revents) boot_ready = true;
     }
     if (!boot_ready) return;

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "allreduce/schedule.h"
@@ -30,6 +32,17 @@ void build_ring_allreduce(const CollArgs &a, ScheduleBuilder &b);
 void build_ring_reduce_scatter(const CollArgs &a, ScheduleBuilder &b); // partials in scratch
 void build_ring_allgather(const CollArgs &a, ScheduleBuilder &b);
 std::vector<int> ring_peers(int rank, int n);
+// The two halves of ring allreduce over chunks placed anywhere in the buffers: chunk c
+// (elements [off, off + len) from `chunk`) ends reduced on rank c. The reduce-scatter reads
+// sendbuf and keeps partials at the chunk's place in `partials` (also where this rank's
+// final lands unless own_final is given); it returns the steps that produced this rank's
+// chunk, slice by slice. The allgather sends this rank's chunk from recvbuf once `own` is
+// done (may be empty when a step floor covers it) and copies every other chunk into place.
+using ChunkPlace = std::function<void(int c, size_t *off, size_t *len)>;
+std::vector<int> build_ring_placed_reduce_scatter(const CollArgs &a, ScheduleBuilder &b, const ChunkPlace &chunk,
+                                                   void *partials, void *own_final);
+void build_ring_placed_allgather(const CollArgs &a, ScheduleBuilder &b, const ChunkPlace &chunk,
+                                 const std::vector<int> &own);
 
 // rhd.cpp: recursive halving (reduce-scatter) and doubling (allgather), Rabenseifner,
 // with the non-power-of-two fix-up (the first 2 * (n - 2^k) ranks pair up first).
@@ -52,5 +65,39 @@ std::vector<int> tree_peers(int rank, int n);
 // ending at the root).
 void build_chain_broadcast(const CollArgs &a, ScheduleBuilder &b);
 void build_chain_reduce(const CollArgs &a, ScheduleBuilder &b); // partials in scratch
+
+// hierarchical.cpp: which ranks share a host, and the collectives built on it: reduce
+// inside each host, cross the network once per local rank (one rail each), spread inside.
+struct HostLayout {
+    std::vector<int> host_of;              // rank -> host, hosts numbered by their lowest rank
+    std::vector<std::vector<int>> members; // host -> its ranks, ascending
+    int hosts() const { return static_cast<int>(members.size()); }
+    int local_rank(int rank) const;
+    int ranks_per_host() const; // the same on every host, else 0
+    std::string describe() const; // "2 hosts x 3 ranks", "2 hosts of 3, 1 ranks"
+};
+// key[r]: any value naming rank r's host (equal keys, same host).
+template <typename Key>
+HostLayout make_host_layout(const std::vector<Key> &key) {
+    HostLayout l;
+    for (size_t r = 0; r < key.size(); ++r) {
+        size_t h = 0;
+        while (h < l.members.size() && key[static_cast<size_t>(l.members[h][0])] != key[r]) ++h;
+        if (h == l.members.size()) l.members.emplace_back();
+        l.members[h].push_back(static_cast<int>(r));
+        l.host_of.push_back(static_cast<int>(h));
+    }
+    return l;
+}
+// The hierarchical schedules need every host to hold the same number of ranks; when not,
+// false and *why says so.
+bool hierarchical_applies(const HostLayout &l, std::string *why);
+// Allreduce: ring reduce-scatter inside the host, allreduce of this rank's chunk with the
+// same local rank of every other host (rhd for a power of two of hosts, else ring), ring
+// allgather inside the host. Reduce-scatter and allgather: the same two or three phases.
+void build_hierarchical_allreduce(const CollArgs &a, const HostLayout &l, ScheduleBuilder &b);
+void build_hierarchical_reduce_scatter(const CollArgs &a, const HostLayout &l, ScheduleBuilder &b); // scratch: nranks * count
+void build_hierarchical_allgather(const CollArgs &a, const HostLayout &l, ScheduleBuilder &b);
+std::vector<int> hierarchical_peers(int rank, const HostLayout &l);
 
 } // namespace ibex::coll

@@ -59,21 +59,22 @@ static void ring_reduce_scatter(const CollArgs &a, ScheduleBuilder &b, ChunkFn c
     }
 }
 
-void build_ring_allreduce(const CollArgs &a, ScheduleBuilder &b) {
-    const int n = a.nranks, r = a.rank, right = mod(r + 1, n), left = mod(r - 1, n);
-    if (n == 1) {
-        if (a.sendbuf != a.recvbuf) b.local_copy(a.recvbuf, a.sendbuf, a.count);
-        return;
-    }
-    auto chunk = [&](int c, size_t *off, size_t *len) { chunk_range(a.count, n, c, off, len); };
-    // Partials and finals both live in recvbuf: each chunk is written once per rank.
-    auto in_recv = [&](int c) {
+std::vector<int> build_ring_placed_reduce_scatter(const CollArgs &a, ScheduleBuilder &b, const ChunkPlace &chunk,
+                                                   void *partials, void *own_final) {
+    auto partial_dst = [&](int c) {
         size_t off, len;
         chunk(c, &off, &len);
-        return b.at(a.recvbuf, off);
+        return b.at(partials, off);
     };
+    auto final_dst = [&](int c) { return c == a.rank && own_final ? own_final : partial_dst(c); };
     SliceIndex produced;
-    ring_reduce_scatter(a, b, chunk, in_recv, in_recv, &produced);
+    ring_reduce_scatter(a, b, chunk, partial_dst, final_dst, &produced);
+    return produced[static_cast<size_t>(a.rank)];
+}
+
+void build_ring_placed_allgather(const CollArgs &a, ScheduleBuilder &b, const ChunkPlace &chunk,
+                                 const std::vector<int> &own) {
+    const int n = a.nranks, r = a.rank, right = mod(r + 1, n), left = mod(r - 1, n);
     SliceIndex got(n);
     for (int t = 0; t + 1 < n; ++t) {
         const int sc = mod(r - t, n), rc = mod(r - t - 1, n);
@@ -85,7 +86,7 @@ void build_ring_allreduce(const CollArgs &a, ScheduleBuilder &b) {
             size_t o, l;
             if (j < ns) {
                 b.slice(slen, j, &o, &l);
-                const int dep = t == 0 ? produced[sc][j] : got[sc][j];
+                const int dep = t == 0 ? (own.empty() ? -1 : own[std::min(j, own.size() - 1)]) : got[sc][j];
                 b.send(right, b.at(a.recvbuf, soff + o), l, dep);
             }
             if (j < nr) {
@@ -98,6 +99,16 @@ void build_ring_allreduce(const CollArgs &a, ScheduleBuilder &b) {
             }
         }
     }
+}
+
+void build_ring_allreduce(const CollArgs &a, ScheduleBuilder &b) {
+    if (a.nranks == 1) {
+        if (a.sendbuf != a.recvbuf) b.local_copy(a.recvbuf, a.sendbuf, a.count);
+        return;
+    }
+    // Partials and finals both live in recvbuf: each chunk is written once per rank.
+    const ChunkPlace chunk = [&](int c, size_t *off, size_t *len) { chunk_range(a.count, a.nranks, c, off, len); };
+    build_ring_placed_allgather(a, b, chunk, build_ring_placed_reduce_scatter(a, b, chunk, a.recvbuf, nullptr));
 }
 
 void build_ring_reduce_scatter(const CollArgs &a, ScheduleBuilder &b) {

@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "tests/allreduce/ranks.h"
+#include "tests/allreduce/killed_rank.h"
 
 namespace {
 
@@ -23,62 +23,8 @@ ibex_status_t init(RankCtx &ctx, ibex_comm_t **comm, int timeout_ms) {
     return ibex::test::init_comm(ctx, comm, timeout_ms);
 }
 
-// The victim starts a large allreduce and is SIGKILLed a moment later; the others must
-// fail well before the (long) timeout, and stay failed.
-// warmed_up: shared by the forked ranks, counts those past the first allreduce; the victim
-// dies only after all of them are, so none can lose the first one to the kill.
-int killed_body(RankCtx &ctx, int victim, std::atomic<int> *warmed_up) {
-    constexpr int kTimeoutMs = 20000;
-    ibex_comm_t *comm = nullptr;
-    RANK_CHECK_OK(ctx, init(ctx, &comm, kTimeoutMs));
-    std::vector<float> buf(4 << 20, 1.0f); // 16 MiB: still moving when the victim dies
-    RANK_CHECK_OK(ctx, ibex_allreduce(buf.data(), buf.data(), 64, IBEX_F32, IBEX_SUM, comm, nullptr));
-    warmed_up->fetch_add(1);
-    ibex_request_t *req = nullptr;
-    const auto t0 = Clock::now();
-    RANK_CHECK_OK(ctx, ibex_allreduce(buf.data(), buf.data(), buf.size(), IBEX_F32, IBEX_SUM, comm, &req));
-    if (ctx.rank == victim) {
-        for (int i = 0; i < 10000 && warmed_up->load() < ctx.nranks; ++i)
-            std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
-        ::raise(SIGKILL);
-    }
-    const ibex_status_t st = ibex_wait(req);
-    const long took = ms_since(t0);
-    RANK_CHECK(ctx, st == IBEX_ERR_REMOTE || st == IBEX_ERR_TIMEOUT, "rank %d: allreduce returned %s (%s)", ctx.rank,
-               ibex_strerror(st), ibex_last_error());
-    ctx.say("rank %d: error after %ld ms: %s", ctx.rank, took, ibex_last_error());
-    RANK_CHECK(ctx, took < kTimeoutMs / 2, "rank %d: error only after %ld ms", ctx.rank, took);
-    // The communicator stays in its error state: later calls fail at once.
-    ibex_status_t async = IBEX_OK;
-    RANK_CHECK_OK(ctx, ibex_comm_get_async_error(comm, &async));
-    RANK_CHECK(ctx, async != IBEX_OK, "no async error recorded");
-    const auto t1 = Clock::now();
-    RANK_CHECK(ctx, ibex_barrier(comm, nullptr) != IBEX_OK, "barrier on a failed communicator succeeded");
-    RANK_CHECK(ctx, ms_since(t1) < 1000, "failed barrier took %ld ms", ms_since(t1));
-    RANK_CHECK_OK(ctx, ibex_comm_abort(comm));
-    return 0;
-}
-
-void check_killed(int n, int victim) {
-    void *shared = ::mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    ASSERT_NE(shared, MAP_FAILED);
-    auto *warmed_up = new (shared) std::atomic<int>(0);
-    auto out = ibex::test::run_ranks(n, [&](RankCtx &ctx) { return killed_body(ctx, victim, warmed_up); }, 60);
-    ::munmap(shared, sizeof(std::atomic<int>));
-    for (int r = 0; r < n; ++r) {
-        std::printf("%s", out[r].text.c_str());
-        if (r == victim) {
-            EXPECT_EQ(out[r].code, 256 + SIGKILL) << out[r].text;
-            continue;
-        }
-        EXPECT_EQ(out[r].code, 0) << "rank " << r << ": " << ibex::test::ChildProcess::describe(out[r].code) << "\n"
-                                  << out[r].text;
-    }
-}
-
-TEST(Failure, RankKilledMidAllreduce) { check_killed(4, 2); }
-TEST(Failure, BootstrapRootKilledMidAllreduce) { check_killed(3, 0); }
+TEST(Failure, RankKilledMidAllreduce) { ibex::test::check_killed(4, 2); }
+TEST(Failure, BootstrapRootKilledMidAllreduce) { ibex::test::check_killed(3, 0); }
 
 // Rank 1 never calls the collective: the others time out and rank 1 learns of it too.
 int silent_body(RankCtx &ctx) {

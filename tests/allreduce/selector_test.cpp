@@ -2,6 +2,7 @@
 // the probe's arithmetic on known completion times.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "allreduce/selector.h"
@@ -42,6 +43,75 @@ TEST(Selector, BandwidthBoundAvoidsTreeAndFoldedRhd) {
     EXPECT_NE(s.choose(64 << 20), Algo::tree);
 }
 
+CostModel two_links(double alpha, double beta, double alpha_local, double beta_local) {
+    CostModel m = model(alpha, beta, 0.1e-9);
+    m.alpha_local = alpha_local;
+    m.beta_local = beta_local;
+    return m;
+}
+
+std::vector<int> hosts_of(int hosts, int per) {
+    std::vector<int> h;
+    for (int r = 0; r < hosts * per; ++r) h.push_back(r / per);
+    return h;
+}
+
+TEST(Selector, HierarchicalWinsLargeMessagesAcrossASlowNetwork) {
+    // 2 hosts x 2 ranks: shm 10x faster than the network.
+    const HostLayout l = make_host_layout(hosts_of(2, 2));
+    Selector s;
+    s.configure(4, 128 << 10, two_links(30e-6, 1e-9, 3e-6, 0.1e-9), &l);
+    EXPECT_EQ(s.hosts(), 2);
+    EXPECT_EQ(s.ranks_per_host(), 2);
+    const double m = 64 << 20;
+    // The network carries each half once each way per host; the host's two rails share it.
+    const double want = (30e-6 + m / 2 * 1e-9 * 2) + m / 2 * 0.1e-9 +         // rail exchange + reduce
+                        2 * (3e-6 + m / 2 * 0.1e-9) + 0.5 * m * 0.1e-9;      // in-host halves
+    EXPECT_NEAR(s.cost(Algo::hierarchical, 64 << 20), want, want * 1e-9);
+    // The flat ring crosses hosts twice per lap: its steps pay the network.
+    EXPECT_NEAR(s.cost(Algo::ring, 64 << 20), 6 * (30e-6 + m / 4 * 1e-9) + 0.75 * m * 0.1e-9, 1e-9);
+    EXPECT_GT(s.cost(Algo::ring, 64 << 20), 1.3 * s.cost(Algo::hierarchical, 64 << 20));
+    // (rhd on 2 x 2 halves inside the host first, then crosses: the same traffic as
+    // hierarchical, so the two are close there.)
+    EXPECT_NEAR(s.cost(Algo::rhd, 64 << 20), s.cost(Algo::hierarchical, 64 << 20), 0.1 * want);
+    // 2 hosts x 3 ranks: rhd must fold, the ring crosses with a sixth per step.
+    const HostLayout l3 = make_host_layout(hosts_of(2, 3));
+    s.configure(6, 128 << 10, two_links(30e-6, 1e-9, 3e-6, 0.1e-9), &l3);
+    EXPECT_EQ(s.choose(64 << 20), Algo::hierarchical);
+    // Small messages too: one network latency instead of the ring's ten or the tree's four.
+    EXPECT_EQ(s.choose(8), Algo::hierarchical);
+    EXPECT_NEAR(s.cost(Algo::hierarchical, 0), 30e-6 + 4 * 3e-6, 1e-12);
+    // Reduce-scatter and allgather too.
+    EXPECT_LT(s.cost_reduce_scatter(true, 16 << 20), s.cost_reduce_scatter(false, 16 << 20));
+    EXPECT_LT(s.cost_allgather(true, 16 << 20), s.cost_allgather(false, 16 << 20));
+}
+
+TEST(Selector, HierarchicalNeverChosenWhereItDoesNotApply) {
+    Selector s;
+    const HostLayout uneven = make_host_layout(std::vector<int>{0, 0, 0, 1});
+    s.configure(4, 128 << 10, two_links(30e-6, 1e-9, 3e-6, 0.1e-9), &uneven);
+    EXPECT_EQ(s.ranks_per_host(), 0);
+    EXPECT_TRUE(std::isinf(s.cost(Algo::hierarchical, 1 << 20)));
+    EXPECT_NE(s.choose(64 << 20), Algo::hierarchical);
+    EXPECT_TRUE(std::isinf(s.cost_allgather(true, 1 << 20)));
+    const HostLayout one = make_host_layout(hosts_of(1, 4));
+    s.configure(4, 128 << 10, two_links(30e-6, 1e-9, 3e-6, 0.1e-9), &one);
+    EXPECT_NE(s.choose(64 << 20), Algo::hierarchical);
+    // One host: the flat algorithms pay the local link only.
+    EXPECT_NEAR(s.cost(Algo::ring, 0), 6 * 3e-6, 1e-12);
+}
+
+TEST(Selector, ProbePartners) {
+    const HostLayout l = make_host_layout(std::vector<int>{0, 1, 0, 1, 2, 2, 0}); // hosts of 3, 2, 2
+    EXPECT_EQ(probe_partner(l, 0, false), 2);
+    EXPECT_EQ(probe_partner(l, 2, false), 0);
+    EXPECT_EQ(probe_partner(l, 6, false), -1); // third rank of host 0
+    EXPECT_EQ(probe_partner(l, 0, true), 1);   // host 0 <-> host 1, same local rank
+    EXPECT_EQ(probe_partner(l, 3, true), 2);
+    EXPECT_EQ(probe_partner(l, 6, true), -1);  // host 1 has no third rank
+    EXPECT_EQ(probe_partner(l, 4, true), -1);  // host 2 is the odd one out
+}
+
 TEST(Selector, OneRankCostsNothing) {
     Selector s;
     s.configure(1, 128 << 10, CostModel{});
@@ -50,7 +120,7 @@ TEST(Selector, OneRankCostsNothing) {
 
 TEST(Selector, Names) {
     Algo a;
-    for (const char *n : {"ring", "rhd", "tree"}) {
+    for (const char *n : {"ring", "rhd", "tree", "hierarchical"}) {
         ASSERT_TRUE(parse_algo(n, &a));
         EXPECT_STREQ(algo_name(a), n);
     }
@@ -59,14 +129,21 @@ TEST(Selector, Names) {
 }
 
 TEST(Selector, CombineTakesMediansOfMeasuredValues) {
-    // Ranks 1 and 3 did not measure alpha/beta (odd ranks of the probe pairs).
-    const std::vector<double> t = {30e-6, 2e-9, 0.2e-9, 0, 0, 0.1e-9, 50e-6, 4e-9, 0.3e-9, 0, 0, 0.4e-9, 40e-6, 3e-9, 0.2e-9};
+    // Ranks 1 and 3 did not measure alpha/beta (they did not lead a probe pair); nobody
+    // measured a link inside a host.
+    const std::vector<double> t = {30e-6, 2e-9, 0.2e-9, 0, 0, 0, 0, 0.1e-9, 0, 0, 50e-6, 4e-9, 0.3e-9, 0, 0,
+                                   0,     0,    0.4e-9, 0, 0, 40e-6, 3e-9, 0.2e-9, 0, 0};
     const CostModel m = combine(t);
     EXPECT_TRUE(m.measured);
     EXPECT_DOUBLE_EQ(m.alpha, 40e-6);
     EXPECT_DOUBLE_EQ(m.beta, 3e-9);
     EXPECT_DOUBLE_EQ(m.gamma, 0.2e-9);
-    EXPECT_FALSE(combine({0, 0, 0}).measured);
+    EXPECT_EQ(m.alpha_local, 0);
+    EXPECT_DOUBLE_EQ(m.a_local(), 40e-6); // unmeasured: as between hosts
+    EXPECT_FALSE(combine({0, 0, 0, 0, 0}).measured);
+    const CostModel both = combine({1e-6, 1e-9, 1e-10, 5e-6, 2e-10});
+    EXPECT_DOUBLE_EQ(both.alpha_local, 5e-6);
+    EXPECT_DOUBLE_EQ(both.b_local(), 2e-10);
 }
 
 TEST(Selector, ProbeArithmetic) {
@@ -82,12 +159,12 @@ TEST(Selector, ProbeArithmetic) {
     t.push_back(800000);
     t.push_back(3 * 100000 + 50000 + 1100000); // ack 1.1 ms after the last pong
     double alpha = 0, beta = 0;
-    probe_result(0, 2, pings, bulk, t, &alpha, &beta);
+    probe_result(true, pings, bulk, t, &alpha, &beta);
     EXPECT_NEAR(alpha, 50e-6, 1e-9);
     EXPECT_NEAR(beta, 1.0e-3 / bulk, 1e-15); // 1.1 ms minus one round trip
-    probe_result(1, 2, pings, bulk, t, &alpha, &beta);
+    probe_result(false, pings, bulk, t, &alpha, &beta);
     EXPECT_EQ(alpha, 0);
-    probe_result(2, 3, pings, bulk, t, &alpha, &beta); // no partner
+    probe_result(true, pings, bulk, {}, &alpha, &beta); // sat the probe out
     EXPECT_EQ(alpha, 0);
 }
 

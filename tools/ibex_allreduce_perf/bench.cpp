@@ -202,6 +202,35 @@ private:
     std::vector<uint8_t> host_; // GPU buffers: host side of inputs and results
 };
 
+// What the communicator learnt: hosts, links and their constants, and which allreduce
+// algorithm the cost model (or --algo) picks for each size of the run.
+void print_topology(FILE *f, ibex_comm_t *comm, const Options &o) {
+    ibex_comm_topology_t t{};
+    t.size = sizeof t;
+    if (ibex_comm_query_topology(comm, &t) != IBEX_OK) return;
+    std::fprintf(f,
+                 "# Topology: %d host%s, %s ranks per host; rank 0 reaches %d peer%s over shm, %d over the device\n"
+                 "# Cost model: between hosts alpha %.2f us, beta %.4f ns/B; in a host alpha %.2f us, beta %.4f ns/B; "
+                 "gamma %.4f ns/B\n",
+                 t.hosts, t.hosts == 1 ? "" : "s", t.ranks_per_host ? std::to_string(t.ranks_per_host).c_str() : "uneven",
+                 t.shm_peers, t.shm_peers == 1 ? "" : "s", t.net_peers, t.alpha_us, t.beta_ns_per_byte, t.local_alpha_us,
+                 t.local_beta_ns_per_byte, t.gamma_ns_per_byte);
+    if (o.coll != Coll::allreduce) return;
+    std::string line;
+    const std::vector<size_t> all = sizes(o);
+    for (size_t i = 0; i < all.size();) {
+        const std::string algo = ibex_comm_allreduce_algo(comm, all[i]);
+        size_t j = i;
+        while (j + 1 < all.size() && algo == ibex_comm_allreduce_algo(comm, all[j + 1])) ++j;
+        line += (line.empty() ? "" : ", ") + std::to_string(all[i]) + (j > i ? "-" + std::to_string(all[j]) : "") +
+                " B " + algo;
+        i = j + 1;
+    }
+    std::fprintf(f, "# Algorithm: %s\n# Predicted time (cost model, us):", line.c_str());
+    for (size_t b : all) std::fprintf(f, " %zu:%.1f", b, ibex_comm_allreduce_predict_us(comm, b));
+    std::fprintf(f, "\n");
+}
+
 std::string device_label(const Options &o) {
     if (!o.device.empty()) return o.device;
     const char *env = std::getenv("IBEX_DEVICE");
@@ -239,6 +268,7 @@ int run_benchmark(ibex_comm_t *comm, const Options &o, const std::string &launch
             for (int r = 0; r < n; ++r)
                 std::fprintf(table, "#  Rank %2d Pid %s device %s\n", r, ranks[static_cast<size_t>(r)].c_str(),
                              device_for_rank(device_label(o), r).c_str());
+            print_topology(table, comm, o);
             print_header(table);
         }
         std::vector<Row> rows;

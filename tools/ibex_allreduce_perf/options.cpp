@@ -240,8 +240,9 @@ std::string parse_options(int argc, char **argv, Coll default_coll, Options *o) 
             if (std::strcmp(value, "host") && std::strcmp(value, "cuda")) return bad(name.c_str(), value, "expected host or cuda");
             o->gpu = !std::strcmp(value, "cuda");
         } else if (f == "algo") {
-            if (std::strcmp(value, "ring") && std::strcmp(value, "rhd") && std::strcmp(value, "tree"))
-                return bad(name.c_str(), value, "expected ring, rhd or tree");
+            if (std::strcmp(value, "ring") && std::strcmp(value, "rhd") && std::strcmp(value, "tree") &&
+                std::strcmp(value, "hierarchical"))
+                return bad(name.c_str(), value, "expected ring, rhd, tree or hierarchical");
             o->algo = value;
         }
     }
@@ -281,7 +282,8 @@ void print_usage(const char *prog) {
         "                             mpirun, srun, torchrun or IBEX_RANK/IBEX_NRANKS, else 1 rank\n"
         "      --device <dev>         device every rank opens, e.g. udp:lo (default IBEX_DEVICE);\n"
         "                             {rank} in it becomes the rank's number\n"
-        "      --algo <ring|rhd|tree> force the allreduce algorithm (default: cost model)\n"
+        "      --algo <name>          force the allreduce algorithm: ring, rhd, tree, hierarchical\n"
+        "                             (default: cost model)\n"
         "  -G, --gpu <0/1>            1: buffers in GPU memory, GPU rank %% count (default 0)\n"
         "      --mem <host|cuda>      the same as -G 0 / -G 1\n"
         "      --json[=FILE]          also write the results as JSON to FILE, or alone on stdout\n"

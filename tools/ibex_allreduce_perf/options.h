@@ -36,7 +36,7 @@ struct Options {
     int nprocs = 0;                // -np: fork this many local ranks (0: launcher or 1 rank)
     std::string device;            // --device (empty: IBEX_DEVICE, else the first listed);
                                    // "{rank}" in it becomes each rank's number
-    std::string algo;              // --algo ring|rhd|tree (allreduce)
+    std::string algo;              // --algo ring|rhd|tree|hierarchical (allreduce)
     int timeout_ms = 0;            // -T seconds, as ms (0: IBEX_TIMEOUT_MS / 30 s)
     bool gpu = false;              // -G 1 / --mem cuda: buffers in GPU memory
     bool json = false;             // --json[=FILE]

@@ -119,8 +119,33 @@ IBEX_API ibex_status_t ibex_comm_rank(const ibex_comm_t *comm, int *rank);
 IBEX_API ibex_status_t ibex_comm_size(const ibex_comm_t *comm, int *nranks);
 /* IBEX_OK, or the error that put the communicator in its error state. */
 IBEX_API ibex_status_t ibex_comm_get_async_error(ibex_comm_t *comm, ibex_status_t *error);
-/* Name of the algorithm allreduce uses for a message of `bytes` ("ring", "rhd", "tree"). */
+/* Name of the algorithm allreduce uses for a message of `bytes` ("ring", "rhd", "tree",
+ * "hierarchical"). */
 IBEX_API const char *ibex_comm_allreduce_algo(const ibex_comm_t *comm, size_t bytes);
+/* The cost model's time for that allreduce, in microseconds (since 0.4; -1: no comm). */
+IBEX_API double ibex_comm_allreduce_predict_us(const ibex_comm_t *comm, size_t bytes);
+
+/* Where a communicator's ranks run, how this rank reaches them and what the cost model
+ * measured (since 0.4). Ranks with the same host identity (hostname, boot id and network
+ * namespace, or IBEX_HOST_ID) share a host; peers of the same host are reached over the
+ * shm device unless IBEX_SHM=0. */
+typedef struct ibex_comm_topology {
+    uint32_t size;           /* set by the caller to sizeof(ibex_comm_topology_t) */
+    int32_t hosts;
+    int32_t ranks_per_host;  /* the same on every host, else 0 (uneven) */
+    int32_t local_ranks;     /* ranks on this rank's host, itself included */
+    int32_t shm_peers;       /* peers this rank has a connection to over shm */
+    int32_t net_peers;       /* ... over the communicator's device */
+    uint64_t shm_tx_bytes;   /* bytes this rank's shm context has sent so far */
+    uint64_t net_tx_bytes;   /* bytes this rank's device context has sent so far */
+    double alpha_us, beta_ns_per_byte;             /* between hosts */
+    double local_alpha_us, local_beta_ns_per_byte; /* inside a host */
+    double gamma_ns_per_byte;                      /* reduction */
+} ibex_comm_topology_t;
+IBEX_API ibex_status_t ibex_comm_query_topology(const ibex_comm_t *comm, ibex_comm_topology_t *topology);
+/* The device this rank reaches `peer` through ("shm", "udp:lo", ...), or NULL when it has
+ * no connection to that rank (the algorithms never pair them) or peer is out of range. */
+IBEX_API const char *ibex_comm_peer_device(const ibex_comm_t *comm, int peer);
 
 /* Optional: register a buffer ahead of time (it is otherwise registered on first use and
  * kept in the communicator's registration cache until deregistered or the comm ends). */

@@ -16,7 +16,7 @@
 namespace ibex::coll {
 namespace {
 
-enum class Coll { ring, rhd, tree, reduce_scatter, allgather, broadcast, reduce };
+enum class Coll { ring, rhd, tree, reduce_scatter, allgather, broadcast, reduce, hier, hier_reduce_scatter, hier_allgather };
 
 const char *name(Coll c) {
     switch (c) {
@@ -27,6 +27,9 @@ const char *name(Coll c) {
     case Coll::allgather: return "allgather";
     case Coll::broadcast: return "broadcast";
     case Coll::reduce: return "reduce";
+    case Coll::hier: return "allreduce/hierarchical";
+    case Coll::hier_reduce_scatter: return "reduce_scatter/hierarchical";
+    case Coll::hier_allgather: return "allgather/hierarchical";
     }
     return "?";
 }
@@ -41,12 +44,17 @@ struct Case {
     ibex_redop_t op = IBEX_SUM;
     size_t slice_bytes = 64;
     bool random_values = false;
+    std::vector<int> host_of = {}; // hierarchical: rank -> host
 };
+
+bool is_reduce_scatter(Coll c) { return c == Coll::reduce_scatter || c == Coll::hier_reduce_scatter; }
+bool is_allgather(Coll c) { return c == Coll::allgather || c == Coll::hier_allgather; }
 
 std::string describe(const Case &c) {
     return std::string(name(c.coll)) + " n=" + std::to_string(c.n) + " count=" + std::to_string(c.count) +
            (c.in_place ? " in-place" : " out-of-place") + " root=" + std::to_string(c.root) + " type=" +
-           ibex_datatype_name(c.type) + " op=" + ibex_redop_name(c.op) + " slice=" + std::to_string(c.slice_bytes);
+           ibex_datatype_name(c.type) + " op=" + ibex_redop_name(c.op) + " slice=" + std::to_string(c.slice_bytes) +
+           (c.host_of.empty() ? "" : " layout=" + make_host_layout(c.host_of).describe());
 }
 
 // Input element i of rank r: small integers (exact in every type, so any summation order
@@ -81,8 +89,8 @@ Outcome run_case(const Case &c, uint64_t seed) {
     const int n = c.n;
     const size_t cnt = c.count;
     size_t send_elems = cnt, recv_elems = cnt;
-    if (c.coll == Coll::reduce_scatter) send_elems = cnt * static_cast<size_t>(n);
-    if (c.coll == Coll::allgather) recv_elems = cnt * static_cast<size_t>(n);
+    if (is_reduce_scatter(c.coll)) send_elems = cnt * static_cast<size_t>(n);
+    if (is_allgather(c.coll)) recv_elems = cnt * static_cast<size_t>(n);
     std::vector<std::vector<uint8_t>> send(n), recv(n), scratch(n);
     std::vector<Schedule> scheds(n);
     std::vector<CollArgs> args(n);
@@ -106,11 +114,13 @@ Outcome run_case(const Case &c, uint64_t seed) {
         }
         switch (c.coll) {
         case Coll::allgather:
+        case Coll::hier_allgather:
             fill(c, r, recv[r].data() + static_cast<size_t>(r) * cnt * e, cnt, 0);
             a.recvbuf = recv[r].data();
             a.sendbuf = recv[r].data() + static_cast<size_t>(r) * cnt * e;
             break;
         case Coll::reduce_scatter:
+        case Coll::hier_reduce_scatter:
             fill(c, r, send[r].data(), send_elems, 0);
             a.sendbuf = send[r].data();
             a.recvbuf = send[r].data() + static_cast<size_t>(r) * cnt * e;
@@ -121,9 +131,13 @@ Outcome run_case(const Case &c, uint64_t seed) {
             break;
         }
     }
+    const HostLayout layout = make_host_layout(c.host_of);
     for (int r = 0; r < n; ++r) {
         ScheduleBuilder b(&scheds[r], e, c.slice_bytes);
         switch (c.coll) {
+        case Coll::hier: build_hierarchical_allreduce(args[r], layout, b); break;
+        case Coll::hier_reduce_scatter: build_hierarchical_reduce_scatter(args[r], layout, b); break;
+        case Coll::hier_allgather: build_hierarchical_allgather(args[r], layout, b); break;
         case Coll::ring: build_ring_allreduce(args[r], b); break;
         case Coll::rhd: build_rhd_allreduce(args[r], b); break;
         case Coll::tree: build_tree_allreduce(args[r], b); break;
@@ -148,8 +162,8 @@ Outcome run_case(const Case &c, uint64_t seed) {
 std::vector<uint8_t> reference(const Case &c) {
     const size_t e = ibex_datatype_size(c.type);
     const int n = c.n;
-    const size_t elems = c.coll == Coll::reduce_scatter ? c.count * static_cast<size_t>(n) : c.count;
-    if (c.coll == Coll::allgather) {
+    const size_t elems = is_reduce_scatter(c.coll) ? c.count * static_cast<size_t>(n) : c.count;
+    if (is_allgather(c.coll)) {
         std::vector<uint8_t> all(c.count * static_cast<size_t>(n) * e);
         for (int r = 0; r < n; ++r) fill(c, r, all.data() + static_cast<size_t>(r) * c.count * e, c.count, 0);
         return all;
@@ -182,6 +196,7 @@ void check(const Case &c) {
             std::vector<uint8_t> want;
             switch (c.coll) {
             case Coll::reduce_scatter:
+            case Coll::hier_reduce_scatter:
                 want.assign(ref.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(r) * c.count * e),
                             ref.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(r + 1) * c.count * e));
                 break;
@@ -204,7 +219,7 @@ void check(const Case &c) {
             } else {
                 ASSERT_EQ(o.recv[r], want) << "rank " << r << " seed " << seed;
             }
-            if (c.coll == Coll::ring || c.coll == Coll::rhd || c.coll == Coll::tree) {
+            if (c.coll == Coll::ring || c.coll == Coll::rhd || c.coll == Coll::tree || c.coll == Coll::hier) {
                 ASSERT_EQ(o.recv[r], o.recv[0]) << "rank " << r << " differs from rank 0";
             }
         }
@@ -284,6 +299,106 @@ TEST(Schedules, LargeSlicesAndOneSlice) {
             check(c);
             if (HasFailure()) return;
         }
+}
+
+// rank -> host for `hosts` hosts of `per` ranks each; interleaved: rank r on host r % hosts.
+std::vector<int> layout_of(int hosts, int per, bool interleaved) {
+    std::vector<int> h;
+    for (int r = 0; r < hosts * per; ++r) h.push_back(interleaved ? r % hosts : r / per);
+    return h;
+}
+
+struct LayoutCase {
+    int hosts, per;
+    bool interleaved;
+};
+const LayoutCase kLayouts[] = {{1, 1, false}, {1, 4, false}, {2, 1, false}, {2, 2, false}, {2, 2, true},
+                               {2, 3, false}, {3, 2, false}, {3, 2, true}, {4, 1, false}, {4, 2, false},
+                               {2, 4, true},  {3, 3, false}, {5, 2, false}};
+
+TEST(Hierarchical, EveryLayoutAndCount) {
+    for (Coll coll : {Coll::hier, Coll::hier_reduce_scatter, Coll::hier_allgather})
+        for (const LayoutCase &lc : kLayouts) {
+            const int n = lc.hosts * lc.per;
+            for (size_t count : counts_for(n))
+                for (bool in_place : {false, true}) {
+                    Case c{coll, n, count, in_place};
+                    c.host_of = layout_of(lc.hosts, lc.per, lc.interleaved);
+                    if (coll == Coll::hier_reduce_scatter) c.op = IBEX_AVG;
+                    check(c);
+                    if (HasFailure()) return;
+                }
+        }
+}
+
+TEST(Hierarchical, OpsTypesAndSlices) {
+    for (const LayoutCase &lc : kLayouts)
+        for (auto [type, op] : {std::pair{IBEX_I32, IBEX_MAX}, std::pair{IBEX_I32, IBEX_MIN},
+                               std::pair{IBEX_I32, IBEX_PROD}, std::pair{IBEX_F32, IBEX_AVG},
+                               std::pair{IBEX_I32, IBEX_AVG}, std::pair{IBEX_F32, IBEX_SUM}})
+            for (size_t slice : {size_t(4), size_t(64), size_t(1 << 20)}) {
+                Case c{Coll::hier, lc.hosts * lc.per, 53, false};
+                c.host_of = layout_of(lc.hosts, lc.per, lc.interleaved);
+                c.type = type;
+                c.op = op;
+                c.slice_bytes = slice;
+                check(c);
+                if (HasFailure()) return;
+            }
+}
+
+TEST(Hierarchical, SameBitsWithRoundedSums) {
+    for (const LayoutCase &lc : kLayouts) {
+        Case c{Coll::hier, lc.hosts * lc.per, 97, true};
+        c.host_of = layout_of(lc.hosts, lc.per, lc.interleaved);
+        c.random_values = true;
+        check(c);
+        if (HasFailure()) return;
+    }
+}
+
+TEST(Hierarchical, UnevenLayoutIsRefusedWithAReason) {
+    const HostLayout l = make_host_layout(std::vector<int>{0, 0, 0, 1});
+    std::string why;
+    EXPECT_FALSE(hierarchical_applies(l, &why));
+    EXPECT_NE(why.find("2 hosts of 3, 1 ranks"), std::string::npos) << why;
+    EXPECT_TRUE(hierarchical_peers(0, l).empty());
+    EXPECT_EQ(make_host_layout(std::vector<std::string>{"b", "a", "b", "a"}).describe(), "2 hosts x 2 ranks");
+}
+
+TEST(Hierarchical, SchedulesTalkOnlyToTheirPeers) {
+    for (const LayoutCase &lc : kLayouts) {
+        const HostLayout l = make_host_layout(layout_of(lc.hosts, lc.per, lc.interleaved));
+        const int n = lc.hosts * lc.per;
+        for (int r = 0; r < n; ++r) {
+            const std::vector<int> peers = hierarchical_peers(r, l);
+            for (int p : peers) {
+                const std::vector<int> back = hierarchical_peers(p, l);
+                ASSERT_NE(std::find(back.begin(), back.end(), r), back.end()) << r << "->" << p;
+            }
+            std::vector<float> buf(4 * static_cast<size_t>(n) * 40);
+            CollArgs a;
+            a.sendbuf = buf.data();
+            a.recvbuf = buf.data() + n * 40;
+            a.scratch = buf.data() + 2 * n * 40;
+            a.count = 37;
+            a.type = IBEX_F32;
+            a.rank = r;
+            a.nranks = n;
+            for (int which = 0; which < 3; ++which) {
+                Schedule s;
+                ScheduleBuilder b(&s, 4, 16);
+                if (which == 0) build_hierarchical_allreduce(a, l, b);
+                if (which == 1) build_hierarchical_reduce_scatter(a, l, b);
+                if (which == 2) build_hierarchical_allgather(a, l, b);
+                for (const Step &st : s.steps)
+                    if (st.kind != StepKind::local_copy) {
+                        ASSERT_NE(std::find(peers.begin(), peers.end(), st.peer), peers.end())
+                            << "rank " << r << " talks to " << st.peer << " in collective " << which;
+                    }
+            }
+        }
+    }
 }
 
 TEST(Trees, ShapeAndComplement) {

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/bridged_hosts.h"
 #include "tests/support/child_process.h"
 #include "tests/support/endpoint.h"
 
@@ -143,13 +144,7 @@ struct SgeDesc {
 namespace peer_detail {
 
 // Moves the calling thread into a named network namespace (ip netns add <name>).
-inline bool join_netns(const std::string &name) {
-    const int fd = ::open(("/run/netns/" + name).c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false;
-    const bool ok = setns(fd, CLONE_NEWNET) == 0;
-    ::close(fd);
-    return ok;
-}
+inline bool join_netns(const std::string &name) { return enter_netns(name); }
 
 inline int serve(int fd, const PeerConfig &cfg) {
     if (!cfg.netns.empty() && !join_netns(cfg.netns)) return 14;

@@ -1,0 +1,96 @@
+#include "allreduce/comm_topology.h"
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "allreduce/comm.h"
+#include "runtime/base/config.h"
+#include "runtime/base/cuda_memory.h"
+#include "runtime/base/log.h"
+#include "runtime/base/status.h"
+
+namespace ibex::coll {
+namespace {
+
+constexpr const char *kShmDevice = "shm";
+
+struct Announce {
+    char host[120];
+    uint32_t wants_shm;
+    uint32_t reserved;
+};
+
+bool shm_listed() {
+    ibex_device_list_t *list = nullptr;
+    int count = 0;
+    bool found = false;
+    if (ibex_get_device_list(&list, &count) == IBEX_OK)
+        for (int i = 0; i < count && !found; ++i) found = std::strcmp(ibex_device_name(list, i), kShmDevice) == 0;
+    if (list) ibex_free_device_list(list);
+    return found;
+}
+
+} // namespace
+
+std::string host_identity() {
+    if (const char *id = config::get_string("IBEX_HOST_ID", nullptr); id && *id) return id;
+    char name[256] = {};
+    if (gethostname(name, sizeof name - 1) != 0) std::snprintf(name, sizeof name, "?");
+    std::string boot;
+    std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+    struct stat ns {};
+    const unsigned long long netns = ::stat("/proc/self/ns/net", &ns) == 0 ? static_cast<unsigned long long>(ns.st_ino) : 0;
+    char out[400];
+    std::snprintf(out, sizeof out, "%s/%s/net:%llu", name, boot.c_str(), netns);
+    return out;
+}
+
+ibex_status_t learn_topology(ibex_comm *c, Topology *out) {
+    const int n = c->nranks;
+    const std::string id = host_identity();
+    Announce mine{};
+    // Long names keep their tail: the boot id and namespace tell hosts apart.
+    const size_t skip = id.size() >= sizeof mine.host ? id.size() - (sizeof mine.host - 1) : 0;
+    std::snprintf(mine.host, sizeof mine.host, "%s", id.c_str() + skip);
+    const bool own_is_shm = c->opt.device == kShmDevice;
+    // shm moves host memory only: where a GPU is visible (GPU buffers likely) the default
+    // keeps every peer on the device, whose soft provider stages GPU memory.
+    const bool explicit_shm = config::get_string("IBEX_SHM", nullptr) != nullptr;
+    const bool gpu = !explicit_shm && cuda::available();
+    mine.wants_shm = config::get_bool("IBEX_SHM", !gpu) && !own_is_shm && shm_listed();
+    if (gpu && c->rank == 0)
+        IBEX_LOG(info, "communicator: a GPU is visible, so ranks of one host use the device, not shm (IBEX_SHM=1 "
+                       "to use shm with host buffers)");
+    std::vector<Announce> all(static_cast<size_t>(n));
+    IBEX_TRY(c->boot->allgather(&mine, sizeof mine, all.data(), c->opt.timeout_ms));
+    std::vector<std::string> keys;
+    for (Announce &a : all) {
+        a.host[sizeof a.host - 1] = '\0';
+        keys.emplace_back(a.host);
+    }
+    out->layout = make_host_layout(keys);
+    out->local.assign(static_cast<size_t>(n), 0);
+    out->shm = false;
+    const int me = c->rank;
+    for (int p = 0; p < n; ++p) {
+        const bool same = p != me && keys[static_cast<size_t>(p)] == keys[static_cast<size_t>(me)];
+        if (own_is_shm && !same && p != me)
+            return fail(IBEX_ERR_INVALID_ARGUMENT,
+                        "device shm reaches only the ranks of this host, and rank %d is on another (%s, this rank %s)",
+                        p, keys[static_cast<size_t>(p)].c_str(), keys[static_cast<size_t>(me)].c_str());
+        if (same && mine.wants_shm && all[static_cast<size_t>(p)].wants_shm) {
+            out->local[static_cast<size_t>(p)] = 1;
+            out->shm = true;
+        }
+    }
+    out->irregular.clear();
+    hierarchical_applies(out->layout, &out->irregular);
+    IBEX_LOG(info, "communicator rank %d/%d: host %s, %s, shm %s", me, n, keys[static_cast<size_t>(me)].c_str(),
+             out->layout.describe().c_str(), out->shm ? "to this host's ranks" : "unused");
+    return IBEX_OK;
+}
+
+} // namespace ibex::coll

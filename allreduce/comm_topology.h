@@ -1,0 +1,32 @@
+// Where a communicator's ranks run: the host identity each rank announces at creation, the
+// host layout it gives, and which peers are reached over the shm device.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <ibex/coll.h>
+
+#include "allreduce/algorithms/algorithms.h"
+
+namespace ibex::coll {
+
+// hostname, boot id and network-namespace inode, so ranks in different network namespaces
+// of one machine count as different hosts; IBEX_HOST_ID overrides it.
+std::string host_identity();
+
+struct Topology {
+    HostLayout layout;
+    std::vector<uint8_t> local; // per rank: a peer of this host, reached over shm
+    bool shm = false;           // some peer is reached over shm
+    std::string irregular;      // why the hierarchical algorithms do not apply (empty: they do)
+};
+
+// Collective over the communicator's bootstrap. A pair of ranks uses shm when both are on
+// one host and both want it (IBEX_SHM; by default on unless a GPU is visible, since shm
+// moves host memory only; the communicator's own device is not shm already; the shm
+// provider is built in).
+ibex_status_t learn_topology(ibex_comm *c, Topology *out);
+
+} // namespace ibex::coll

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Hierarchical allreduce against the flat ring across two "hosts": network namespaces with
+# a veth each on one bridge, every veth's egress shaped with tc (tbf) to --rate (10gbit).
+# Two ranks per host (ibex_allreduce_perf launched by IBEX_RANK/IBEX_NRANKS, each on its
+# host's veth, udp): --algo hierarchical and --algo ring with shm inside a host (the
+# default), and ring with IBEX_SHM=0 (every byte over udp). --repeat runs of each,
+# interleaved; per size the median time, its spread (min-max) and the ratio ring /
+# hierarchical, and the cost model's predicted time (printed by ibex_allreduce_perf) over
+# the measured median. Needs root and iproute2.
+#
+# usage: bench/collectives/hierarchical.sh [--build DIR] [--rate 10gbit] [--repeat 3]
+#                                          [--min 1M] [--max 64M] [--iters 5] [--out DIR]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+BUILD=${IBEX_BUILD_DIR:-build}
+RATE=10gbit
+REPEAT=3
+MIN=1M
+MAX=64M
+ITERS=5
+OUT=
+while [[ $# -gt 0 ]]; do
+    case $1 in
+    --build) BUILD=$2; shift 2 ;;
+    --rate) RATE=$2; shift 2 ;;
+    --repeat) REPEAT=$2; shift 2 ;;
+    --min) MIN=$2; shift 2 ;;
+    --max) MAX=$2; shift 2 ;;
+    --iters) ITERS=$2; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    *) echo "hierarchical.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+    esac
+done
+[[ $(id -u) == 0 ]] || { echo "hierarchical.sh: needs root (network namespaces, tc)" >&2; exit 2; }
+PERF=$BUILD/tools/ibex_allreduce_perf/ibex_allreduce_perf
+[[ -x $PERF ]] || { echo "hierarchical.sh: $PERF not built" >&2; exit 2; }
+[[ -n $OUT ]] || OUT=$(mktemp -d /tmp/ibex_hier_bench.XXXXXX)
+mkdir -p "$OUT"
+
+ID=$$
+NET=10.79.$((ID % 200 + 20))
+BR=hbr$ID
+NS=(hns${ID}_0 hns${ID}_1)
+cleanup() {
+    for ns in "${NS[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
+    ip link del "$BR" 2>/dev/null || true
+}
+trap cleanup EXIT INT TERM
+ip link add "$BR" type bridge
+ip link set "$BR" up
+for h in 0 1; do
+    ns=${NS[$h]}
+    ip netns add "$ns"
+    ip link add "hb${ID}_$h" type veth peer name "hv${ID}_$h"
+    ip link set "hv${ID}_$h" netns "$ns"
+    ip link set "hb${ID}_$h" master "$BR"
+    ip link set "hb${ID}_$h" up
+    ip -n "$ns" addr add "$NET.$((h + 1))/24" dev "hv${ID}_$h"
+    ip -n "$ns" link set "hv${ID}_$h" up
+    ip -n "$ns" link set lo up
+    # The host's link: its egress limited to RATE (the other direction is the peer's egress).
+    ip netns exec "$ns" tc qdisc add dev "hv${ID}_$h" root tbf rate "$RATE" burst 4mb latency 100ms
+done
+
+# run TAG ALGO SHM: one 4-rank run; rank 0's table in $OUT/TAG.txt.
+run() {
+    local tag=$1 algo=$2 shm=$3 pids=() r h
+    for r in 0 1 2 3; do
+        h=$((r / 2))
+        ip netns exec "${NS[$h]}" env IBEX_RANK=$r IBEX_NRANKS=4 IBEX_ROOT_ADDR="$NET.1:$((29500 + ID % 1000))" \
+            IBEX_SHM="$shm" timeout 600 "$PERF" -b "$MIN" -e "$MAX" -f 2 -n "$ITERS" -w 1 -d float -o sum \
+            --algo "$algo" --device "udp:hv${ID}_$h:$((4791 + r))" >"$OUT/$tag.r$r.txt" 2>"$OUT/$tag.r$r.err" &
+        pids+=($!)
+    done
+    local ok=0
+    for p in "${pids[@]}"; do wait "$p" || ok=1; done
+    cp "$OUT/$tag.r0.txt" "$OUT/$tag.txt"
+    return $ok
+}
+
+echo "# $(date -u '+%F %T UTC'), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); 2 hosts x 2 ranks, links $RATE; raw output in $OUT"
+CONFIGS=("hier hierarchical 1" "ring ring 1" "ring_udp ring 0")
+for ((k = 1; k <= REPEAT; k++)); do
+    for c in "${CONFIGS[@]}"; do
+        read -r tag algo shm <<<"$c"
+        run "${tag}_$k" "$algo" "$shm" || echo "hierarchical.sh: run ${tag}_$k failed (see $OUT/${tag}_$k.r*.err)" >&2
+    done
+done
+grep -h '^# Topology\|^# Cost model' "$OUT/hier_1.txt" || true
+
+# Per config and size: median, min, max of the out-of-place time over the runs, and the
+# median of the predicted times.
+for c in "${CONFIGS[@]}"; do
+    read -r tag _ _ <<<"$c"
+    for ((k = 1; k <= REPEAT; k++)); do
+        f=$OUT/${tag}_$k.txt
+        awk -v k="$k" '/^# Predicted/ { for (i = 6; i <= NF; i++) { split($i, p, ":"); pred[p[1]] = p[2] } }
+                       !/^#/ && NF >= 13 { print $1, $6, (($1 in pred) ? pred[$1] : -1) }' "$f"
+    done >"$OUT/$tag.all"
+done
+summary() { # FILE -> "size median min max predicted_median" per size
+    python3 - "$1" <<'PY'
+import sys, collections
+t, p = collections.defaultdict(list), collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    s, time, pred = line.split()
+    t[int(s)].append(float(time)); p[int(s)].append(float(pred))
+med = lambda v: sorted(v)[(len(v) - 1) // 2]
+for s in sorted(t):
+    print(s, med(t[s]), min(t[s]), max(t[s]), med(p[s]))
+PY
+}
+summary "$OUT/hier.all" >"$OUT/hier.sum"
+summary "$OUT/ring.all" >"$OUT/ring.sum"
+summary "$OUT/ring_udp.all" >"$OUT/ring_udp.sum"
+echo
+echo "## allreduce, float sum, out-of-place, median of $REPEAT runs (min-max) in us; ratio = ring median / hierarchical median"
+printf "%10s  %26s  %26s  %26s  %8s  %8s  %12s  %10s\n" size hierarchical "ring (shm in host)" "ring (all udp)" \
+    ring/hier udp/hier "hier model" model/meas
+join <(sort -k1,1 "$OUT/hier.sum") <(sort -k1,1 "$OUT/ring.sum") | join - <(sort -k1,1 "$OUT/ring_udp.sum") | sort -n |
+    awk '{ printf "%10s  %9.0f (%6.0f-%6.0f)  %9.0f (%6.0f-%6.0f)  %9.0f (%6.0f-%6.0f)  %8.2f  %8.2f  %12.0f  %10.2f\n",
+                  $1, $2, $3, $4, $6, $7, $8, $10, $11, $12, $6 / $2, $10 / $2, $5, $5 / $2 }'
