@@ -12,8 +12,17 @@ while read -r sym; do
     [[ $name == ibex_* ]] || fail "exported symbol outside the ibex_ prefix: $sym"
     [[ $sym == *@@IBEX_* ]] || fail "exported symbol without a version: $sym"
 done <<<"$exports"
+# Every function a public header declares is exported: a call added to a header but not
+# to the version script is hidden by its "local: *" and fails only at a user's link.
+headers=$(dirname "$map")/../runtime/include/ibex
+declared=$(cat "$headers"/*.h | tr '\n' ' ' | grep -oE 'IBEX_API[^;(]*[^a-z0-9_]ibex_[a-z0-9_]+ *\(' |
+           grep -oE 'ibex_[a-z0-9_]+ *\($' | tr -d ' (' | sort -u)
+[[ -n $declared ]] || fail "no IBEX_API declarations found in $headers"
+for name in $declared; do
+    grep -q "^$name@@IBEX_" <<<"$exports" || fail "$name is declared IBEX_API but not exported (add it to $map)"
+done
 total=0
-for block in IBEX_0.1 IBEX_0.2 IBEX_0.3; do
+for block in IBEX_0.1 IBEX_0.2 IBEX_0.3 IBEX_0.4; do
     released=$(awk -v b="^${block//./\\.} \\{" '$0 ~ b {on=1; next} on && /^}/ {exit} on && /local:/ {exit} on && /^ *ibex_[a-z0-9_]+;/ {gsub(/[ ;]/, ""); print}' "$map")
     [[ -n $released ]] || fail "no names listed in $block of $map"
     for name in $released; do
@@ -21,4 +30,4 @@ for block in IBEX_0.1 IBEX_0.2 IBEX_0.3; do
     done
     total=$((total + $(wc -w <<<"$released")))
 done
-echo "abi: $(wc -l <<<"$exports") exports, $total of them in the named blocks IBEX_0.1, IBEX_0.2 and IBEX_0.3, all in place"
+echo "abi: $(wc -l <<<"$exports") exports, $total of them in the named blocks IBEX_0.1 to IBEX_0.4, all in place"
