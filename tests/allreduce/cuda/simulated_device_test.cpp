@@ -23,6 +23,11 @@
 
 namespace {
 
+// The ranks share this host, so the communicator would join them over shm, which carries
+// host memory only (GPU buffers there are refused, naming IBEX_SHM=0). These tests are of
+// the soft provider's staging: every peer goes over udp, as on a GPU host by default.
+const bool kNoShm = [] { return setenv("IBEX_SHM", "0", 1) == 0; }();
+
 using ibex::test::RankCtx;
 
 constexpr size_t kCount = 300007;
