@@ -85,6 +85,11 @@ uint32_t Simulator::add_message(uint32_t qp, uint64_t bytes, std::span<const uin
     return id;
 }
 
+void Simulator::add_dependency(uint32_t m, uint32_t dep) {
+    ++msg_[m].pending;
+    dep_pairs_.push_back({dep, m});
+}
+
 uint32_t Simulator::new_packet() {
     if (free_pkt_.empty()) {
         pkt_.push_back({});

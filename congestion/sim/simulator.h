@@ -112,6 +112,8 @@ public:
     // A message on `qp` that starts once every message in `deps` is done and `start_ns`
     // has come. Deps must name messages added earlier.
     uint32_t add_message(uint32_t qp, uint64_t bytes, std::span<const uint32_t> deps = {}, uint64_t start_ns = 0);
+    // Message `m` also waits for `dep` (added earlier or later, before run()).
+    void add_dependency(uint32_t m, uint32_t dep);
     size_t messages() const;
 
     // Runs to the end; `progress` (may be empty) is called about every 2^20 events.
@@ -137,6 +139,10 @@ public:
     // Packet-level hook for tests: called for every data packet a host receives (qp, ce)
     // and every CNP its notification point decides to send.
     std::function<void(uint64_t now, uint32_t qp, bool ce, bool cnp)> on_receive;
+    // Every packet a switch's congestion point is offered (before its decision), and every
+    // one it sends (with its CE decision): a trace another switch can be driven with.
+    std::function<void(uint64_t now, uint32_t sw, uint32_t egress, const cc::PacketMeta &)> on_offer;
+    std::function<void(uint64_t now, uint32_t sw, uint32_t egress, const cc::Departure &)> on_depart;
 
 private:
     struct Link;

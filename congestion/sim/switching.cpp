@@ -18,6 +18,7 @@ void Simulator::arrive_at_switch(uint32_t p, uint64_t now) {
     const uint32_t egress = link_[next].from_port;
     Switch &sw = sw_[s];
     const cc::PacketMeta meta{p, pk.wire, static_cast<uint16_t>(in.to_port), !(pk.flags & kCnp)};
+    if (on_offer) on_offer(now, s, egress, meta);
     const cc::Admission a = sw.cp->enqueue(now, egress, meta);
     if (!a.accepted) {
         if (pk.flags & kCnp) {
@@ -49,6 +50,7 @@ void Simulator::port_service(uint32_t gport, uint64_t now) {
     if (link_[pt.out_link].paused) return; // the resume kicks the port again
     if (const std::optional<cc::Departure> d = sw.cp->dequeue(now, e)) {
         const uint32_t p = d->packet.handle;
+        if (on_depart) on_depart(now, gport_sw_[gport], e, *d);
         if (d->ce) pkt_[p].flags |= kCe;
         transmit(p, pt.out_link, now);
     }
