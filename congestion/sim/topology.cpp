@@ -23,6 +23,19 @@ void attach_hosts(Topology &t, const std::vector<uint32_t> &sw, uint32_t per, co
     }
 }
 
+std::vector<uint32_t> add_switches(Topology &t, uint32_t n) {
+    std::vector<uint32_t> out(n);
+    for (uint32_t &x : out) x = t.add_node(true);
+    return out;
+}
+
+// Every switch of `a` to every switch of `b` (a leaf-spine's two tiers, a fat-tree pod's
+// edge and aggregation, BiGraph's two layers).
+void join_all(Topology &t, const std::vector<uint32_t> &a, const std::vector<uint32_t> &b, const FabricShape &s) {
+    for (uint32_t x : a)
+        for (uint32_t y : b) t.link(x, y, uplink(s), s.delay_ns);
+}
+
 // "100Gbps", "40G", "10Mbps" -> Gbit/s; "0.001ms", "1us", "500ns" -> ns.
 bool parse_rate(const std::string &x, double *gbps) {
     char *end = nullptr;
@@ -72,11 +85,8 @@ Topology build_leaf_spine(const FabricShape &s) {
     const uint32_t leaves = div_up(s.hosts, per);
     const uint32_t spines =
         std::max<uint32_t>(1, static_cast<uint32_t>(std::ceil(per * s.host_gbps / (s.oversub * uplink(s)) - 1e-9)));
-    std::vector<uint32_t> leaf(leaves), spine(spines);
-    for (uint32_t &l : leaf) l = t.add_node(true);
-    for (uint32_t &x : spine) x = t.add_node(true);
-    for (uint32_t l : leaf)
-        for (uint32_t x : spine) t.link(l, x, uplink(s), s.delay_ns);
+    const std::vector<uint32_t> leaf = add_switches(t, leaves), spine = add_switches(t, spines);
+    join_all(t, leaf, spine, s);
     attach_hosts(t, leaf, per, s);
     return t;
 }
@@ -88,19 +98,16 @@ Topology build_fat_tree(const FabricShape &s) {
     uint32_t k = 2;
     while (static_cast<double>(k) * k * k / 4 * ov < s.hosts) k += 2;
     const uint32_t half = k / 2, per = std::max<uint32_t>(1, static_cast<uint32_t>(half * ov));
-    std::vector<uint32_t> edge, core(half * half);
-    for (uint32_t &c : core) c = t.add_node(true);
+    std::vector<uint32_t> edge;
+    const std::vector<uint32_t> core = add_switches(t, half * half);
     for (uint32_t pod = 0; pod < k; ++pod) {
-        std::vector<uint32_t> agg(half);
-        for (uint32_t i = 0; i < half; ++i) {
-            agg[i] = t.add_node(true);
-            for (uint32_t j = 0; j < half; ++j) t.link(agg[i], core[i * half + j], uplink(s), s.delay_ns);
-        }
-        for (uint32_t i = 0; i < half; ++i) {
-            const uint32_t e = t.add_node(true);
-            edge.push_back(e);
-            for (uint32_t a : agg) t.link(e, a, uplink(s), s.delay_ns);
-        }
+        const std::vector<uint32_t> agg = add_switches(t, half);
+        // Aggregation switch i of every pod reaches core group i.
+        for (uint32_t i = 0; i < half; ++i)
+            join_all(t, {agg[i]}, std::vector<uint32_t>(core.begin() + i * half, core.begin() + (i + 1) * half), s);
+        const std::vector<uint32_t> pod_edge = add_switches(t, half);
+        join_all(t, pod_edge, agg, s);
+        edge.insert(edge.end(), pod_edge.begin(), pod_edge.end());
     }
     attach_hosts(t, edge, per, s);
     return t;
@@ -111,15 +118,13 @@ Topology build_bigraph(const FabricShape &s) {
     t.name = "bigraph";
     const uint32_t per = s.hosts_per_leaf ? s.hosts_per_leaf : 16;
     const uint32_t layer = std::max<uint32_t>(1, div_up(div_up(s.hosts, per), 2));
-    std::vector<uint32_t> sw(2 * layer);
-    for (uint32_t &x : sw) x = t.add_node(true);
-    for (uint32_t i = 0; i < layer; ++i)
-        for (uint32_t j = 0; j < layer; ++j) t.link(sw[i], sw[layer + j], uplink(s), s.delay_ns);
+    const std::vector<uint32_t> upper = add_switches(t, layer), lower = add_switches(t, layer);
+    join_all(t, upper, lower, s);
     // Alternate layers so both fill evenly: hosts 0..per-1 on upper 0, the next on lower 0, ...
     std::vector<uint32_t> order;
     for (uint32_t i = 0; i < layer; ++i) {
-        order.push_back(sw[i]);
-        order.push_back(sw[layer + i]);
+        order.push_back(upper[i]);
+        order.push_back(lower[i]);
     }
     attach_hosts(t, order, per, s);
     return t;
