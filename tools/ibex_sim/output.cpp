@@ -42,13 +42,21 @@ ibex_status_t write_csvs(const sim::Simulator &sim, const OutputInfo &info, cons
         std::fprintf(f.get(), "%u,%u,%u,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 "\n",
                      p.sw, p.port, p.peer_node, p.c.tx_packets, p.c.tx_bytes, p.c.max_queue_bytes, p.c.marked,
                      p.c.dropped, p.c.pauses, sim.pauses_sent(p.sw, p.port));
+    // Series by port and by QP, then time: gnuplot draws a line only through adjacent rows.
+    std::vector<sim::QueueRecord> queues = sim.queue_series();
+    std::stable_sort(queues.begin(), queues.end(), [](const sim::QueueRecord &a, const sim::QueueRecord &b) {
+        return a.sw != b.sw ? a.sw < b.sw : a.port < b.port;
+    });
     IBEX_TRY(open_out(dir + "/queues.csv", f));
     std::fprintf(f.get(), "t_us,switch,port,queue_bytes\n");
-    for (const sim::QueueRecord &r : sim.queue_series())
+    for (const sim::QueueRecord &r : queues)
         std::fprintf(f.get(), "%.3f,%u,%u,%" PRIu64 "\n", r.t_ns / 1e3, r.sw, r.port, r.queue_bytes);
+    std::vector<sim::RateRecord> rates = sim.rate_series();
+    std::stable_sort(rates.begin(), rates.end(),
+                     [](const sim::RateRecord &a, const sim::RateRecord &b) { return a.qp < b.qp; });
     IBEX_TRY(open_out(dir + "/rates.csv", f));
     std::fprintf(f.get(), "t_us,qp,rate_gbps,delivered_bytes\n");
-    for (const sim::RateRecord &r : sim.rate_series())
+    for (const sim::RateRecord &r : rates)
         std::fprintf(f.get(), "%.3f,%u,%.4f,%" PRIu64 "\n", r.t_ns / 1e3, r.qp,
                      (r.rate_mbps > 0 ? r.rate_mbps : info.host_gbps * 1000) / 1e3, r.delivered_bytes);
     IBEX_TRY(open_out(dir + "/qps.csv", f));
