@@ -2,8 +2,8 @@
 # ibex_sim at scale (tools/ibex_sim/README.md has the figures):
 #   scale    one 256 MiB ring allreduce on a 100 Gbit/s leaf-spine, 64 .. 1024 hosts:
 #            run time, events, events/s (median of REPS runs and their spread) -> scale.csv
-#   incast   16-to-1 on a 100 Gbit/s star, DCQCN paper vs off (PFC on both) -> incast_*/,
-#            incast_queue.png
+#   incast   16-to-1 on a 100 Gbit/s star, DCQCN paper vs off (PFC on both) -> incast_*/
+#            (full CSVs, not kept in git), incast_queue.png, incast_rates_paper.png
 #   compare  ring vs rhd vs tree for 64/256/1024 hosts at 1 MiB, 64 MiB, 1 GiB beside
 #            allreduce/selector's cost model on the same fabric -> compare.csv
 #            (1 GiB runs use 64 KiB segments and 1 MiB slices: see the README)
@@ -45,6 +45,7 @@ incast() {
         "$sim" --topology star --hosts 17 --link-gbps 100 --flows incast:16:16M --dcqcn "$dc" \
             --sample-us 2 --out "$out/incast_$dc" --no-progress --json | tee "$out/incast_$dc.json"
     done
+    [[ -f $out/incast_paper/rates.png ]] && cp "$out/incast_paper/rates.png" "$out/incast_rates_paper.png"
     if command -v gnuplot >/dev/null; then
         gnuplot <<GP
 set datafile separator ','
