@@ -83,6 +83,12 @@ struct RateRecord {
     uint64_t delivered_bytes;
 };
 
+// The fabric's running totals at one sample (PFC and DCQCN activity over time).
+struct CounterRecord {
+    uint64_t t_ns;
+    uint64_t cnps, pause_frames, drops, delivered_bytes;
+};
+
 struct PortStats {
     uint32_t sw, port;
     uint32_t peer_node; // node at the far end
@@ -134,6 +140,7 @@ public:
     uint64_t cnps_sent(uint32_t host) const;
     const std::vector<QueueRecord> &queue_series() const { return queue_series_; }
     const std::vector<RateRecord> &rate_series() const { return rate_series_; }
+    const std::vector<CounterRecord> &counter_series() const { return counter_series_; }
     const Routing &routing() const { return routing_; }
 
     // Packet-level hook for tests: called for every data packet a host receives (qp, ce)
@@ -195,6 +202,7 @@ private:
     std::vector<uint32_t> dependents_off_, dependents_;    // CSR, built by run()
     std::vector<QueueRecord> queue_series_;
     std::vector<RateRecord> rate_series_;
+    std::vector<CounterRecord> counter_series_;
     std::vector<uint64_t> last_sampled_queue_;
     RunStats stats_;
     uint64_t delivered_total_ = 0, bytes_total_ = 0;

@@ -97,11 +97,15 @@ void Simulator::pfc_frame(uint32_t l, bool pause, uint64_t now) {
 }
 
 void Simulator::sample(uint64_t now) {
+    uint64_t drops = 0;
     for (uint32_t g = 0; g < gport_sw_.size(); ++g) {
-        const uint64_t q = sw_[gport_sw_[g]].cp->counters(gport_port_[g]).queue_bytes;
+        const cc::EgressCounters &c = sw_[gport_sw_[g]].cp->counters(gport_port_[g]);
+        drops += c.dropped;
+        const uint64_t q = c.queue_bytes;
         if (q || last_sampled_queue_[g]) queue_series_.push_back({now, gport_sw_[g], gport_port_[g], q});
         last_sampled_queue_[g] = q;
     }
+    counter_series_.push_back({now, stats_.cnps, stats_.pause_frames, drops, delivered_total_});
     if (qp_.size() <= cfg_.rate_series_max_qps)
         for (uint32_t q = 0; q < qp_.size(); ++q)
             rate_series_.push_back({now, q, qp_[q].pacer.rate_mbps(), qp_[q].delivered});

@@ -51,6 +51,11 @@ ibex_status_t write_csvs(const sim::Simulator &sim, const OutputInfo &info, cons
     std::fprintf(f.get(), "t_us,switch,port,queue_bytes\n");
     for (const sim::QueueRecord &r : queues)
         std::fprintf(f.get(), "%.3f,%u,%u,%" PRIu64 "\n", r.t_ns / 1e3, r.sw, r.port, r.queue_bytes);
+    IBEX_TRY(open_out(dir + "/counters.csv", f));
+    std::fprintf(f.get(), "t_us,cnps,pause_frames,drops,delivered_bytes\n");
+    for (const sim::CounterRecord &r : sim.counter_series())
+        std::fprintf(f.get(), "%.3f,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 "\n", r.t_ns / 1e3, r.cnps,
+                     r.pause_frames, r.drops, r.delivered_bytes);
     std::vector<sim::RateRecord> rates = sim.rate_series();
     std::stable_sort(rates.begin(), rates.end(),
                      [](const sim::RateRecord &a, const sim::RateRecord &b) { return a.qp < b.qp; });
@@ -111,6 +116,13 @@ ibex_status_t draw_plots(const sim::Simulator &sim, const OutputInfo &info, cons
             std::fprintf(o, "%s'%s/rates.csv' every ::1 using ($2==%u ? $1 : 1/0):3 with lines title 'qp %u'",
                          q ? ", " : "", dir.c_str(), q, q);
         std::fprintf(o, "\n");
+    }
+    if (!sim.counter_series().empty()) {
+        std::fprintf(o, "set output '%s/feedback.png'\nset title 'CNPs and PFC pause frames sent so far'\n"
+                        "set ylabel 'count'\nplot '%s/counters.csv' every ::1 using 1:2 with lines title 'CNPs', "
+                        "'' every ::1 using 1:3 with lines title 'pause frames', '' every ::1 using 1:4 with lines "
+                        "title 'drops'\n",
+                     dir.c_str(), dir.c_str());
     }
     if (!info.flow_messages.empty()) {
         std::fprintf(o, "set output '%s/fct.png'\nset title 'flow completion time'\nset logscale xy\n"

@@ -24,7 +24,7 @@ execute_process(COMMAND ${SIM} --topology star --hosts 17 --link-gbps 100 --flow
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "incast run failed (${rc}): ${err}")
 endif()
-foreach(f summary.json ports.csv queues.csv rates.csv qps.csv flows.csv)
+foreach(f summary.json ports.csv queues.csv rates.csv counters.csv qps.csv flows.csv)
   if(NOT EXISTS ${OUT}/${f})
     message(FATAL_ERROR "--out did not write ${f}")
   endif()
@@ -32,6 +32,18 @@ endforeach()
 find_program(GNUPLOT gnuplot)
 if(GNUPLOT AND NOT EXISTS ${OUT}/queue.png)
   message(FATAL_ERROR "gnuplot is here but queue.png was not drawn")
+endif()
+# Flow sizes from a CDF file on a fat-tree, for a fixed simulated time.
+file(WRITE ${OUT}/sizes.cdf "1000 0\n1000 50\n100000 90\n1000000 100\n")
+execute_process(COMMAND ${SIM} --topology fat-tree --hosts 16 --link-gbps 100 --flows cdf:${OUT}/sizes.cdf:0.4
+                        --duration-us 300 --json --no-progress
+                RESULT_VARIABLE rc OUTPUT_VARIABLE json ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "cdf run failed (${rc}): ${err}")
+endif()
+string(JSON done GET "${json}" flows_done)
+if(done LESS 10)
+  message(FATAL_ERROR "too few CDF flows finished: ${json}")
 endif()
 execute_process(COMMAND ${SIM} --hosts 4 --collective hierarchical --bytes 1M
                 RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
