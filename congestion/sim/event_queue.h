@@ -37,10 +37,10 @@ public:
     size_t size() const { return heap_.size(); }
     void push(uint64_t t, EventKind k, uint32_t id) {
         heap_.push_back({t, id, (seq_++ << 4) | static_cast<uint32_t>(k)});
-        std::push_heap(heap_.begin(), heap_.end(), later);
+        std::push_heap(heap_.begin(), heap_.end(), Later{});
     }
     Event pop() {
-        std::pop_heap(heap_.begin(), heap_.end(), later);
+        std::pop_heap(heap_.begin(), heap_.end(), Later{});
         const Event e = heap_.back();
         heap_.pop_back();
         return e;
@@ -49,7 +49,13 @@ public:
 private:
     // The insertion counter wraps after 2^28 events; ties then order arbitrarily but still
     // deterministically, which is all a repeatable run needs.
-    static bool later(const Event &a, const Event &b) { return a.t != b.t ? a.t > b.t : a.seq_kind > b.seq_kind; }
+    // A function object, not a function pointer, so the sifts can inline it. (A 4-ary heap
+    // measured no faster: the heap holds a few events per host and stays in cache.)
+    struct Later {
+        bool operator()(const Event &a, const Event &b) const {
+            return a.t != b.t ? a.t > b.t : a.seq_kind > b.seq_kind;
+        }
+    };
     std::vector<Event> heap_;
     uint32_t seq_ = 0;
 };
