@@ -207,6 +207,7 @@ private:
     RunStats stats_;
     uint64_t delivered_total_ = 0, bytes_total_ = 0;
     uint64_t remaining_ = 0;
+    bool in_service_ = false;
 };
 
 } // namespace ibex::sim

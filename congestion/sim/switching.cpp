@@ -38,8 +38,17 @@ void Simulator::port_kick(uint32_t gport, uint64_t now) {
     const uint32_t e = gport_port_[gport];
     Switch::Port &pt = sw.ports[e];
     if (pt.scheduled || link_[pt.out_link].paused || sw.cp->counters(e).queue_bytes == 0) return;
+    const uint64_t t = std::max(now, sw.cp->next_departure(e));
+    if (t == now && !in_service_) {
+        // An idle port sends at once: no event for the commonest case, a packet crossing
+        // an uncongested switch. (Not from inside port_service, which just sent.)
+        in_service_ = true;
+        port_service(gport, now);
+        in_service_ = false;
+        return;
+    }
     pt.scheduled = true;
-    events_.push(std::max(now, sw.cp->next_departure(e)), EventKind::kPortService, gport);
+    events_.push(t, EventKind::kPortService, gport);
 }
 
 void Simulator::port_service(uint32_t gport, uint64_t now) {
