@@ -148,7 +148,7 @@ TEST(DcqcnFixedPoint, FourFlowsShareTheLinkAroundTheModelQueue) {
     EXPECT_NEAR(o.mean_queue, queue_at(fixed_point_p(4)), 0.35 * queue_at(fixed_point_p(4)));
 }
 
-TEST(DcqcnFixedPoint, SixteenFlowsPinTheQueueNearKmax) {
+TEST(DcqcnFixedPoint, SixteenFlowsDriveTheQueueUpToKmax) {
     const Outcome o = simulate(16);
     for (double g : o.gbps) EXPECT_NEAR(g, 2.5, 2.5 * 0.15);
     EXPECT_GT(o.max_queue, 0.9 * kKmax);
