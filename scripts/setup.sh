@@ -12,7 +12,7 @@ PACKAGES=(
     clang-14 libclang-rt-14-dev          # libFuzzer runtime (only recommended by clang-14)
     tshark iperf3 ucx-utils openmpi-bin libopenmpi-dev
     iproute2 procps
-    gnuplot-nox                          # bench/incast and bench/loss plots
+    gnuplot-nox                          # bench/incast, bench/loss and ibex_sim plots
     libbpf-dev                           # bench/loss: tc BPF random drop where netem is missing
     perftest                             # stock ib_*_bw/lat: flag spellings the ibex_* tools follow
 )

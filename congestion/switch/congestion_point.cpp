@@ -7,9 +7,9 @@ namespace ibex::cc {
 CongestionPoint::CongestionPoint(const CongestionPointConfig &cfg)
     : cfg_(cfg), red_(cfg.red, cfg.seed), buffer_(cfg.buffer_bytes, cfg.reserve_bytes) {}
 
-size_t CongestionPoint::add_port() {
+size_t CongestionPoint::add_port(double link_mbps) {
     Port p;
-    p.shaper.set_rate(cfg_.link_mbps);
+    p.shaper.set_rate(link_mbps > 0 ? link_mbps : cfg_.link_mbps);
     p.shaper.set_burst(cfg_.burst_ns);
     ports_.push_back(std::move(p));
     buffer_.add_port();
@@ -83,9 +83,16 @@ void CongestionPoint::not_sent(size_t egress, const Departure &d) {
 
 uint64_t CongestionPoint::next_departure() const {
     uint64_t t = 0;
-    for (const Port &p : ports_)
-        if (!p.queue.empty() && (!t || p.shaper.next_ns() < t)) t = p.shaper.next_ns();
+    for (size_t e = 0; e < ports_.size(); ++e) {
+        const uint64_t d = next_departure(e);
+        if (d && (!t || d < t)) t = d;
+    }
     return t;
+}
+
+uint64_t CongestionPoint::next_departure(size_t egress) const {
+    const Port &p = ports_[egress];
+    return p.queue.empty() ? 0 : p.shaper.next_ns();
 }
 
 } // namespace ibex::cc

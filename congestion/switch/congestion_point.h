@@ -82,8 +82,10 @@ class CongestionPoint {
 public:
     explicit CongestionPoint(const CongestionPointConfig &cfg);
 
-    // Adds an egress port (and an ingress of that number) and returns its index.
-    size_t add_port();
+    // Adds an egress port (and an ingress of that number) and returns its index; its
+    // shaper runs at `link_mbps` (0: the config's link_mbps, as for every port of
+    // ibex_switch; a simulated fabric mixes host and uplink rates).
+    size_t add_port(double link_mbps = 0);
     size_t ports() const { return ports_.size(); }
 
     // Whether the buffer has room for `bytes` more towards `egress`.
@@ -104,6 +106,8 @@ public:
     void not_sent(size_t egress, const Departure &d);
     // The earliest time a queued packet may leave (0: queues empty).
     uint64_t next_departure() const;
+    // The same for one egress port: a simulator serves each port at exactly that time.
+    uint64_t next_departure(size_t egress) const;
     // Above xoff and not yet below xon: take no packets for this port.
     bool paused(size_t egress) const { return ports_[egress].paused; }
 

@@ -258,3 +258,26 @@ TEST(CongestionPoint, NextDepartureIsZeroWhenEveryQueueIsEmpty) {
     ASSERT_TRUE(t.cp.dequeue(58'000, 1));
     EXPECT_EQ(t.cp.next_departure(), 0u);
 }
+
+TEST(CongestionPoint, EachPortMayRunAtItsOwnRateAndSaysWhenItSendsNext) {
+    // A simulated fabric mixes 100G host ports with 400G uplinks on one switch.
+    CongestionPointConfig c;
+    c.link_mbps = 100000;
+    c.burst_ns = 0;
+    CongestionPoint cp(c);
+    cp.add_port();       // the config's 100 Gbit/s
+    cp.add_port(400000); // its own 400 Gbit/s
+    EXPECT_EQ(cp.next_departure(0), 0u); // empty
+    for (size_t e = 0; e < 2; ++e) {
+        cp.enqueue(1000, e, pkt(5000));
+        cp.enqueue(1000, e, pkt(5000));
+        ASSERT_TRUE(cp.dequeue(1000, e));
+    }
+    // 5000 bytes take 400 ns at 100G and 100 ns at 400G.
+    EXPECT_EQ(cp.next_departure(0), 1400u);
+    EXPECT_EQ(cp.next_departure(1), 1100u);
+    EXPECT_EQ(cp.next_departure(), 1100u);
+    EXPECT_FALSE(cp.dequeue(1099, 1));
+    EXPECT_TRUE(cp.dequeue(1100, 1));
+    EXPECT_EQ(cp.next_departure(1), 0u); // drained
+}
