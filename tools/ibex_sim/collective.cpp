@@ -1,6 +1,7 @@
 #include "tools/ibex_sim/collective.h"
 
 #include <algorithm>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <unordered_map>
@@ -26,25 +27,27 @@ coll::CollArgs args_for(const CollectiveSpec &spec, uint32_t rank, uint32_t rank
 
 } // namespace
 
-ScheduleFn schedule_builder(const std::string &algo) {
+ScheduleFn schedule_builder(const std::string &algo, const std::vector<uint32_t> &host_of_rank) {
     if (algo == "ring") return coll::build_ring_allreduce;
     if (algo == "rhd") return coll::build_rhd_allreduce;
     if (algo == "tree") return coll::build_tree_allreduce;
     if (algo == "hierarchical") {
-        // Hook: when allreduce/algorithms gains a hierarchical allreduce builder with the
-        // signature above, return it here (it sees ranks and their hosts through CollArgs
-        // like the others); until then the simulator refuses rather than guess.
-        fail(IBEX_ERR_NOT_SUPPORTED,
-             "--collective hierarchical: allreduce/algorithms has no hierarchical builder in this build");
-        return nullptr;
+        // The same layout the communicator learns from its ranks' host identities.
+        auto layout = std::make_shared<coll::HostLayout>(coll::make_host_layout(host_of_rank));
+        std::string why;
+        if (!coll::hierarchical_applies(*layout, &why)) {
+            fail(IBEX_ERR_NOT_SUPPORTED, "--collective hierarchical: %s", why.c_str());
+            return {};
+        }
+        return [layout](const coll::CollArgs &a, coll::ScheduleBuilder &b) {
+            coll::build_hierarchical_allreduce(a, *layout, b);
+        };
     }
     fail(IBEX_ERR_INVALID_ARGUMENT, "--collective %s: not one of ring, rhd, tree, hierarchical", algo.c_str());
-    return nullptr;
+    return {};
 }
 
 ibex_status_t add_collective(sim::Simulator &sim, const CollectiveSpec &spec, CollectivePlan &plan) {
-    const ScheduleFn build = schedule_builder(spec.algo);
-    if (!build) return IBEX_ERR_INVALID_ARGUMENT;
     if (spec.ranks_per_host < 1) return fail(IBEX_ERR_INVALID_ARGUMENT, "--ranks-per-host must be at least 1");
     if (spec.slice_bytes < 4096) return fail(IBEX_ERR_INVALID_ARGUMENT, "--slice must be at least 4096 bytes");
     const uint32_t hosts = sim.hosts(), n = hosts * spec.ranks_per_host;
@@ -62,6 +65,9 @@ ibex_status_t add_collective(sim::Simulator &sim, const CollectiveSpec &spec, Co
         return fail(IBEX_ERR_INVALID_ARGUMENT, "--placement %s: not one of linear, strided, random",
                     spec.placement.c_str());
     }
+
+    const ScheduleFn build = schedule_builder(spec.algo, plan.host_of_rank);
+    if (!build) return IBEX_ERR_INVALID_ARGUMENT;
 
     // Pass 1: one message per send step, in each rank's order, on the rank pair's QP.
     std::unordered_map<uint64_t, uint32_t> qp;

@@ -7,6 +7,8 @@
 // dependencies are. Transfers are sliced exactly as the runtime slices them.
 #pragma once
 
+#include <functional>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -32,10 +34,11 @@ struct CollectivePlan {
     std::vector<uint32_t> messages; // every message of the collective
 };
 
-using ScheduleFn = void (*)(const coll::CollArgs &, coll::ScheduleBuilder &);
-// The builder for an algorithm name; null (with the reason in ibex_last_error()) for an
-// unknown one, or for "hierarchical" while allreduce/algorithms has no such builder.
-ScheduleFn schedule_builder(const std::string &algo);
+using ScheduleFn = std::function<void(const coll::CollArgs &, coll::ScheduleBuilder &)>;
+// The builder for an algorithm name over ranks placed on hosts as `host_of_rank` says;
+// empty (with the reason in ibex_last_error()) for an unknown name, or for "hierarchical"
+// on a placement it does not apply to (hosts with different numbers of ranks).
+ScheduleFn schedule_builder(const std::string &algo, const std::vector<uint32_t> &host_of_rank);
 
 // Adds the collective's messages to `sim`.
 ibex_status_t add_collective(sim::Simulator &sim, const CollectiveSpec &spec, CollectivePlan &plan);
