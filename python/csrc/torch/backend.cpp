@@ -29,6 +29,7 @@
 #include <functional>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -189,6 +190,11 @@ public:
         : BackendBase(rank, size), comm_(comm), completer_([this] { complete_in_order(); }) {}
 
     ~ProcessGroupIbex() override {
+        // Python drops the group with the GIL held, and the completer may be freeing a
+        // tensor that has a Python object (which takes the GIL): let go of it to join.
+        std::optional<pybind11::gil_scoped_release> unlocked;
+        if (Py_IsInitialized() != 0 && PyGILState_Check() != 0)
+            unlocked.emplace();
         {
             std::lock_guard<std::mutex> lock(mutex_);
             stopping_ = true;
