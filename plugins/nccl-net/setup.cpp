@@ -78,6 +78,11 @@ bool send_small(int fd, const void *data, size_t len) {
     return send(fd, data, len, MSG_NOSIGNAL) == static_cast<ssize_t>(len);
 }
 
+bool send_local_info(Comm &c) {
+    PeerInfo mine{};
+    return local_info(c, &mine) && send_small(c.fd, &mine, sizeof(mine));
+}
+
 // Reads the peer's info as it arrives: 1 once complete, 0 while partial, -1 on failure.
 int receive_info(Comm &c, size_t want) {
     while (c.peer_info_got < want) {
@@ -110,6 +115,15 @@ bool connect_qp(Comm &c) {
         return false;
     }
     return true;
+}
+
+// Both sides' middle step: take the peer's info as it arrives (0: not yet), then
+// connect the QP and post the control receives (1: done, -1: failed).
+int take_peer_and_connect(Comm &c) {
+    const int got = receive_info(c, sizeof(PeerInfo));
+    if (got <= 0)
+        return got;
+    return connect_qp(c) && post_control_receives(c) == ncclSuccess ? 1 : -1;
 }
 
 void finish_setup(Comm &c) {
@@ -212,16 +226,15 @@ ncclResult_t connect(int dev, void *handle_bytes, void **send_comm) {
             errno = error;
             return fail(system_failure("connect to the listener"));
         }
-        PeerInfo mine{};
-        if (!local_info(*c, &mine) || !send_small(c->fd, &mine, sizeof(mine)))
+        if (!send_local_info(*c))
             return fail(system_failure("send the QP address"));
         c->step = SetupStep::ExchangingInfo;
     }
     if (c->step == SetupStep::ExchangingInfo) {
-        const int got = receive_info(*c, sizeof(PeerInfo));
+        const int got = take_peer_and_connect(*c);
         if (got == 0)
             return ncclSuccess;
-        if (got < 0 || !connect_qp(*c) || post_control_receives(*c) != ncclSuccess)
+        if (got < 0)
             return fail(ncclSystemError);
         const uint8_t ready = 1;
         if (!send_small(c->fd, &ready, 1))
@@ -275,13 +288,12 @@ ncclResult_t accept(void *listen_comm, void **recv_comm) {
         c->step = SetupStep::ExchangingInfo;
     }
     if (c->step == SetupStep::ExchangingInfo) {
-        const int got = receive_info(*c, sizeof(PeerInfo));
+        const int got = take_peer_and_connect(*c);
         if (got == 0)
             return ncclSuccess;
-        if (got < 0 || !connect_qp(*c) || post_control_receives(*c) != ncclSuccess)
+        if (got < 0)
             return drop(ncclSuccess); // a stray or failed connector: wait for the next
-        PeerInfo mine{};
-        if (!local_info(*c, &mine) || !send_small(c->fd, &mine, sizeof(mine)))
+        if (!send_local_info(*c))
             return drop(ncclSuccess);
         c->step = SetupStep::AwaitingReady;
         c->peer_info_got = 0;

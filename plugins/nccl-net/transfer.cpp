@@ -403,28 +403,24 @@ ncclResult_t test(void *request, int *done, int *sizes) {
     return ncclSuccess;
 }
 
-ncclResult_t close_send(void *send_comm) {
+namespace {
+
+ncclResult_t close_comm(HandleTable<Comm> &table, void *comm, const char *call) {
     std::lock_guard<std::mutex> lock(plugin().mu);
-    Comm *c = plugin().sends.get(send_comm);
+    Comm *c = table.get(comm);
     if (c == nullptr) {
-        IBEX_NCCL_WARN("NET/IBEX : closeSend: stale or invalid send comm %p", send_comm);
+        IBEX_NCCL_WARN("NET/IBEX : %s: stale or invalid comm %p", call, comm);
         return ncclInvalidArgument;
     }
-    release_comm(*c, send_comm);
-    plugin().sends.remove(send_comm);
+    release_comm(*c, comm);
+    table.remove(comm);
     return ncclSuccess;
 }
 
-ncclResult_t close_recv(void *recv_comm) {
-    std::lock_guard<std::mutex> lock(plugin().mu);
-    Comm *c = plugin().recvs.get(recv_comm);
-    if (c == nullptr) {
-        IBEX_NCCL_WARN("NET/IBEX : closeRecv: stale or invalid receive comm %p", recv_comm);
-        return ncclInvalidArgument;
-    }
-    release_comm(*c, recv_comm);
-    plugin().recvs.remove(recv_comm);
-    return ncclSuccess;
-}
+} // namespace
+
+ncclResult_t close_send(void *send_comm) { return close_comm(plugin().sends, send_comm, "closeSend"); }
+
+ncclResult_t close_recv(void *recv_comm) { return close_comm(plugin().recvs, recv_comm, "closeRecv"); }
 
 } // namespace ibex_nccl

@@ -275,64 +275,33 @@ public:
     }
 
     py::object allreduce(py::handle send, py::handle recv, ibex_redop_t op, bool async_op) {
-        auto [s, r] = pair(send, recv);
-        const ibex_datatype_t type = common_type(*s, *r);
-        const size_t count = elements(*s, type);
-        require(*r, type, count, "recv");
-        return run(
-            [&](ibex_request_t **req) {
-                return ibex_allreduce(s->data(), r->data(), count, type, op, comm_, req);
-            },
-            {s, r}, async_op);
+        return collective(send, recv, Shape::Same, async_op, [&](auto &s, auto &r, size_t n, auto t, auto q) {
+            return ibex_allreduce(s.data(), r.data(), n, t, op, comm_, q);
+        });
     }
 
     py::object reduce_scatter(py::handle send, py::handle recv, ibex_redop_t op, bool async_op) {
-        auto [s, r] = pair(send, recv);
-        const ibex_datatype_t type = common_type(*s, *r);
-        const size_t count = elements(*r, type);
-        require(*s, type, count * static_cast<size_t>(size()), "send");
-        return run(
-            [&](ibex_request_t **req) {
-                return ibex_reduce_scatter(s->data(), r->data(), count, type, op, comm_, req);
-            },
-            {s, r}, async_op);
+        return collective(send, recv, Shape::Scatter, async_op, [&](auto &s, auto &r, size_t n, auto t, auto q) {
+            return ibex_reduce_scatter(s.data(), r.data(), n, t, op, comm_, q);
+        });
     }
 
     py::object allgather(py::handle send, py::handle recv, bool async_op) {
-        auto [s, r] = pair(send, recv);
-        const ibex_datatype_t type = common_type(*s, *r);
-        const size_t count = elements(*s, type);
-        require(*r, type, count * static_cast<size_t>(size()), "recv");
-        return run(
-            [&](ibex_request_t **req) {
-                return ibex_allgather(s->data(), r->data(), count, type, comm_, req);
-            },
-            {s, r}, async_op);
+        return collective(send, recv, Shape::Gather, async_op, [&](auto &s, auto &r, size_t n, auto t, auto q) {
+            return ibex_allgather(s.data(), r.data(), n, t, comm_, q);
+        });
     }
 
     py::object broadcast(py::handle send, py::handle recv, int root, bool async_op) {
-        auto [s, r] = pair(send, recv);
-        const ibex_datatype_t type = common_type(*s, *r);
-        const size_t count = elements(*s, type);
-        require(*r, type, count, "recv");
-        return run(
-            [&](ibex_request_t **req) {
-                return ibex_broadcast(s->data(), r->data(), count, type, root, comm_, req);
-            },
-            {s, r}, async_op);
+        return collective(send, recv, Shape::Same, async_op, [&](auto &s, auto &r, size_t n, auto t, auto q) {
+            return ibex_broadcast(s.data(), r.data(), n, t, root, comm_, q);
+        });
     }
 
-    py::object reduce(py::handle send, py::handle recv, ibex_redop_t op, int root,
-                      bool async_op) {
-        auto [s, r] = pair(send, recv);
-        const ibex_datatype_t type = common_type(*s, *r);
-        const size_t count = elements(*s, type);
-        require(*r, type, count, "recv");
-        return run(
-            [&](ibex_request_t **req) {
-                return ibex_reduce(s->data(), r->data(), count, type, op, root, comm_, req);
-            },
-            {s, r}, async_op);
+    py::object reduce(py::handle send, py::handle recv, ibex_redop_t op, int root, bool async_op) {
+        return collective(send, recv, Shape::Same, async_op, [&](auto &s, auto &r, size_t n, auto t, auto q) {
+            return ibex_reduce(s.data(), r.data(), n, t, op, root, comm_, q);
+        });
     }
 
     py::object barrier(bool async_op) {
@@ -409,6 +378,27 @@ private:
                                         ibex_datatype_name(type) +
                                         " elements, the collective needs " +
                                         std::to_string(want));
+    }
+
+    // How the two buffers' sizes relate: equal; recv holds every rank's send (gather);
+    // send holds every rank's recv (scatter).
+    enum class Shape { Same, Gather, Scatter };
+
+    // Checks the pair against `shape` and runs call(send, recv, count, type, req), where
+    // count is the per-rank element count the C API takes.
+    template <typename Call>
+    py::object collective(py::handle send, py::handle recv, Shape shape, bool async_op,
+                          Call &&call) {
+        auto [s, r] = pair(send, recv);
+        const ibex_datatype_t type = common_type(*s, *r);
+        const auto ranks = static_cast<size_t>(size());
+        const size_t count = elements(shape == Shape::Scatter ? *r : *s, type);
+        if (shape == Shape::Scatter)
+            require(*s, type, count * ranks, "send");
+        else
+            require(*r, type, shape == Shape::Gather ? count * ranks : count, "recv");
+        return run([&](ibex_request_t **req) { return call(*s, *r, count, type, req); }, {s, r},
+                   async_op);
     }
 
     template <typename Start>
