@@ -7,7 +7,7 @@ prints each backend's median time per step over the runs with the spread (min..m
 the ratio ibex / gloo of the medians.
 
     PYTHONPATH=build/python python3 bench/torch_ddp/bench_ddp.py --nproc 2 --steps 60
-    IBEX_DEVICE=shm PYTHONPATH=build/python python3 bench/torch_ddp/bench_ddp.py
+    PYTHONPATH=build/python python3 bench/torch_ddp/bench_ddp.py --backends gloo,ibex,ibex@shm
 """
 
 import argparse
@@ -30,13 +30,16 @@ def free_port():
         return s.getsockname()[1]
 
 
-def one_run(backend, a, out):
+def one_run(spec, a, out):
+    """spec: a backend name, or ibex@DEVICE for ibex on that device (IBEX_DEVICE)."""
+    backend, _, device = spec.partition("@")
+    env = dict(os.environ, **({"IBEX_DEVICE": device} if device else {}))
     cmd = [sys.executable, "-m", "torch.distributed.run", "--redirects", "1", "--tee", "1",
            "--nproc_per_node", str(a.nproc), "--master_addr", "127.0.0.1",
            "--master_port", str(free_port()), CLIENT, "--backend", backend,
            "--steps", str(a.steps), "--warmup", str(a.warmup), "--width", str(a.width),
            "--batch", str(a.batch), "--out", out]
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     return torch.load(out)["step_s"]
 
 
@@ -48,7 +51,8 @@ def main():
     p.add_argument("--width", type=int, default=16)
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--backends", default="gloo,ibex")
+    p.add_argument("--backends", default="gloo,ibex",
+                   help="comma list; ibex@shm runs ibex on the shm device")
     a = p.parse_args()
     backends = a.backends.split(",")
     times = {b: [] for b in backends}
@@ -56,17 +60,19 @@ def main():
         for r in range(a.repeats):
             for b in backends:
                 times[b].append(one_run(b, a, os.path.join(tmp, f"{b}_{r}.pt")))
-    device = os.environ.get("IBEX_DEVICE", "udp:lo (default)")
+    device = os.environ.get("IBEX_DEVICE", "udp:lo")
     print(f"# {a.nproc} ranks, {a.steps} steps ({a.warmup} warm-up), width {a.width}, "
-          f"batch {a.batch}/rank, ibex device {device}; median of {a.repeats} runs, "
-          "each run's value the median step")
+          f"batch {a.batch}/rank, ibex on {device} unless ibex@DEVICE; median of "
+          f"{a.repeats} runs, each run's value its median step; load average "
+          f"{os.getloadavg()[0]:.1f}")
     med = {}
     for b in backends:
         med[b] = statistics.median(times[b])
         print(f"{b:10s} {med[b] * 1e3:8.2f} ms/step   spread {min(times[b]) * 1e3:.2f}.."
               f"{max(times[b]) * 1e3:.2f}   runs {[round(t * 1e3, 2) for t in times[b]]}")
-    if "ibex" in med and "gloo" in med:
-        print(f"ibex / gloo = {med['ibex'] / med['gloo']:.3f}")
+    for b in backends:
+        if b.startswith("ibex") and "gloo" in med:
+            print(f"{b} / gloo = {med[b] / med['gloo']:.3f}")
 
 
 if __name__ == "__main__":
