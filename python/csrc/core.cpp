@@ -169,7 +169,7 @@ public:
 
     bool test() {
         if (req_ == nullptr)
-            return true;
+            return report_settled();
         int done = 0;
         const ibex_status_t status = ibex_test(req_, &done);
         if (done != 0 || status != IBEX_OK)
@@ -179,8 +179,10 @@ public:
     }
 
     void wait() {
-        if (req_ == nullptr)
+        if (req_ == nullptr) {
+            report_settled();
             return;
+        }
         ibex_status_t status;
         {
             py::gil_scoped_release unlocked;
@@ -190,12 +192,36 @@ public:
         check(status);
     }
 
+    // The communicator is going away: the C request will not outlive it. destroy waits
+    // for it (keeping its status for a later wait), abort abandons it.
+    void settle(bool wait_for_it) {
+        if (req_ == nullptr)
+            return;
+        if (wait_for_it) {
+            py::gil_scoped_release unlocked;
+            settled_ = ibex_wait(req_);
+            settled_detail_ = ibex_last_error();
+        } else {
+            settled_ = IBEX_ERR_INVALID_STATE;
+            settled_detail_ = "the communicator was aborted before this request finished";
+        }
+        finish();
+    }
+
 private:
     void finish() {
         req_ = nullptr;
         buffers_.clear();
     }
 
+    bool report_settled() {
+        if (settled_ != IBEX_OK)
+            raise_status(std::exchange(settled_, IBEX_OK), settled_detail_);
+        return true;
+    }
+
+    ibex_status_t settled_ = IBEX_OK;
+    std::string settled_detail_;
     ibex_request_t *req_;
     std::vector<BufferRef> buffers_;
     std::shared_ptr<Comm> comm_;
@@ -323,9 +349,10 @@ public:
     }
 
     void destroy() {
-        ibex_comm_t *comm = std::exchange(comm_, nullptr);
-        if (comm == nullptr)
+        if (comm_ == nullptr)
             return;
+        settle_requests(true);
+        ibex_comm_t *comm = std::exchange(comm_, nullptr);
         ibex_status_t status;
         {
             py::gil_scoped_release unlocked;
@@ -335,6 +362,7 @@ public:
     }
 
     void abort() {
+        settle_requests(false);
         ibex_comm_t *comm = std::exchange(comm_, nullptr);
         if (comm != nullptr)
             check(ibex_comm_abort(comm));
@@ -415,10 +443,21 @@ private:
         }
         ibex_request_t *req = nullptr;
         check(start(&req));
-        return py::cast(std::make_shared<Request>(req, std::move(buffers), shared_from_this()));
+        auto request = std::make_shared<Request>(req, std::move(buffers), shared_from_this());
+        std::erase_if(requests_, [](const std::weak_ptr<Request> &w) { return w.expired(); });
+        requests_.push_back(request);
+        return py::cast(request);
+    }
+
+    void settle_requests(bool wait_for_them) {
+        for (const std::weak_ptr<Request> &w : requests_)
+            if (auto r = w.lock())
+                r->settle(wait_for_them);
+        requests_.clear();
     }
 
     ibex_comm_t *comm_;
+    std::vector<std::weak_ptr<Request>> requests_; // async requests not yet collected
 };
 
 std::vector<std::pair<std::string, std::string>> devices() {

@@ -18,7 +18,7 @@ except ImportError:  # the core package does not need torch
 DEVICE = "udp:lo"
 
 
-def run_ranks(n, body, timeout=60):
+def run_ranks(n, body, timeout=60, destroy=True):
     """Forks n ranks running body(comm) -> picklable result; returns the results by rank."""
     uid = ibex.get_unique_id()  # the forked rank 0 inherits the listener
     ctx = mp.get_context("fork")
@@ -28,7 +28,8 @@ def run_ranks(n, body, timeout=60):
         try:
             comm = ibex.Comm(n, uid, rank, device=DEVICE, timeout_ms=20000)
             out = body(comm)
-            comm.destroy()
+            if destroy:
+                comm.destroy()
             q.put((rank, out))
         except BaseException as e:  # reported to the test, not lost in the child
             q.put((rank, f"EXCEPTION {type(e).__name__}: {e}"))
@@ -104,6 +105,22 @@ def torch_collectives(comm):
     return out
 
 
+def destroy_with_pending(comm):
+    """destroy() settles a request nobody waited for: a later wait() is fine and the
+    result landed; a request used after it was collected never touches freed memory."""
+    a = np.full(1 << 16, comm.rank + 1.0)
+    req = comm.allreduce(a, async_op=True)
+    comm.destroy()
+    req.wait()
+    out = {"value": float(a[0]), "test_after": req.test()}
+    try:
+        comm.allreduce(a)
+        out["after_destroy"] = "NO ERROR"
+    except ValueError as e:
+        out["after_destroy"] = str(e)
+    return out
+
+
 def refusals(comm):
     e = {}
 
@@ -157,6 +174,14 @@ class Collectives(unittest.TestCase):
             self.assertEqual(res[r]["bf16"], 3.0)
             self.assertTrue(res[r]["same_storage"])
             self.assertEqual(res[r]["allgather"], [0, 0, 1, 1])
+
+    def test_destroy_settles_pending_requests(self):
+        res = run_ranks(2, destroy_with_pending, destroy=False)
+        for r in range(2):
+            self.assertIsInstance(res[r], dict, res[r])
+            self.assertEqual(res[r]["value"], 3.0)
+            self.assertTrue(res[r]["test_after"])
+            self.assertIn("destroyed", res[r]["after_destroy"])
 
     def test_refusals(self):
         res = run_ranks(2, refusals)
