@@ -32,6 +32,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 #include <ibex/coll.h>
@@ -451,41 +452,78 @@ std::string store_text(const std::vector<uint8_t> &bytes) {
     return std::string(bytes.begin(), bytes.end());
 }
 
-// Rendezvous through the store torch hands over: rank 0 opens ibex's listener and
-// publishes its id with the world size; every rank checks what it was told against
-// that. Keys carry this rank's count of process groups made on this store, so a
-// store reused for a second group never hands out a stale id.
-ibex_unique_id_t exchange_unique_id(c10d::Store &store, int rank, int size,
-                                    std::chrono::milliseconds timeout) {
-    const int64_t generation = store.add("ibex/created/" + std::to_string(rank), 1);
-    const std::string key = "ibex/" + std::to_string(generation) + "/id";
-    ibex_unique_id_t id{};
-    if (rank == 0) {
-        check(ibex_get_unique_id(&id), "ibex_get_unique_id");
-        const std::string value = std::to_string(size) + " " + id.text;
-        store.set(key, std::vector<uint8_t>(value.begin(), value.end()));
-        return id;
-    }
+std::string host_name() {
+    char name[256] = {};
+    (void)gethostname(name, sizeof(name) - 1);
+    return name;
+}
+
+void wait_for(c10d::Store &store, const std::vector<std::string> &keys,
+              std::chrono::milliseconds timeout, const std::string &what) {
     try {
-        store.wait({key}, timeout);
+        store.wait(keys, timeout);
     } catch (const std::exception &e) {
-        refuse("rank " + std::to_string(rank) + " waited " +
-               std::to_string(timeout.count() / 1000) +
-               " s for rank 0's rendezvous id (is rank 0 running, or is rank " +
-               std::to_string(rank) + " started twice?): " + e.what());
+        refuse("waited " + std::to_string(timeout.count() / 1000) + " s for " + what + ": " +
+               e.what());
     }
-    const std::string value = store_text(store.get(key));
-    const size_t space = value.find(' ');
-    const int root_size = std::stoi(value.substr(0, space));
+}
+
+struct Rendezvous {
+    ibex_unique_id_t id{};
+    std::string device; // empty: each rank's own default (IBEX_DEVICE, else the first listed)
+};
+
+// Rendezvous through the store torch hands over. Every rank publishes its host name;
+// rank 0 opens ibex's listener, picks the device for everyone (its IBEX_DEVICE, else
+// `shm` when all ranks share its host, else each rank's default) and publishes that
+// with its id and world size; every rank checks what it was told against that. Keys
+// carry this rank's count of process groups made on this store, so a store reused for
+// a second group never hands out a stale id.
+Rendezvous exchange_unique_id(c10d::Store &store, int rank, int size,
+                              std::chrono::milliseconds timeout) {
+    const int64_t generation = store.add("ibex/created/" + std::to_string(rank), 1);
+    const std::string prefix = "ibex/" + std::to_string(generation) + "/";
+    const std::string me = host_name();
+    store.set(prefix + "host/" + std::to_string(rank), std::vector<uint8_t>(me.begin(), me.end()));
+    Rendezvous out;
+    if (rank == 0) {
+        std::vector<std::string> keys;
+        for (int r = 0; r < size; ++r)
+            keys.push_back(prefix + "host/" + std::to_string(r));
+        wait_for(store, keys, timeout, "every rank to join (are all " + std::to_string(size) +
+                                           " ranks running?)");
+        bool one_host = true;
+        for (const std::string &k : keys)
+            one_host = one_host && store_text(store.get(k)) == me;
+        const char *env = std::getenv("IBEX_DEVICE");
+        out.device = env != nullptr && *env != '\0' ? env : (one_host ? "shm" : "");
+        check(ibex_get_unique_id(&out.id), "ibex_get_unique_id");
+        const std::string value = std::to_string(size) + " " +
+                                  (out.device.empty() ? "-" : out.device) + " " + out.id.text;
+        store.set(prefix + "id", std::vector<uint8_t>(value.begin(), value.end()));
+        return out;
+    }
+    wait_for(store, {prefix + "id"}, timeout,
+             "rank 0's rendezvous id (is rank 0 running, or is rank " + std::to_string(rank) +
+                 " started twice?)");
+    const std::string value = store_text(store.get(prefix + "id"));
+    const size_t first = value.find(' ');
+    const size_t second = value.find(' ', first + 1);
+    if (first == std::string::npos || second == std::string::npos)
+        refuse("malformed rendezvous value in the store: " + value);
+    const int root_size = std::stoi(value.substr(0, first));
     if (root_size != size)
         refuse("this process was given world size " + std::to_string(size) +
                " but rank 0 was given " + std::to_string(root_size) +
                " (check WORLD_SIZE / world_size on every rank)");
-    const std::string text = value.substr(space + 1);
-    if (text.size() >= sizeof(id.text))
+    out.device = value.substr(first + 1, second - first - 1);
+    if (out.device == "-")
+        out.device.clear();
+    const std::string text = value.substr(second + 1);
+    if (text.size() >= sizeof(out.id.text))
         refuse("malformed rendezvous id in the store: " + text);
-    std::memcpy(id.text, text.data(), text.size());
-    return id;
+    std::memcpy(out.id.text, text.data(), text.size());
+    return out;
 }
 
 c10::intrusive_ptr<BackendBase> create(const c10::intrusive_ptr<c10d::Store> &store, int rank,
@@ -496,15 +534,16 @@ c10::intrusive_ptr<BackendBase> create(const c10::intrusive_ptr<c10d::Store> &st
         refuse("rank " + std::to_string(rank) + " is outside the world of size " +
                std::to_string(size) + " (ranks are 0.." + std::to_string(size - 1) + ")");
     const auto timeout_ms = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
-    const ibex_unique_id_t id = exchange_unique_id(*store, rank, size, timeout_ms);
+    const Rendezvous rv = exchange_unique_id(*store, rank, size, timeout_ms);
     ibex_comm_config_t config = IBEX_COMM_CONFIG_INIT;
+    config.device = rv.device.empty() ? nullptr : rv.device.c_str();
     config.timeout_ms = static_cast<int32_t>(std::min<int64_t>(
         timeout_ms.count(), std::numeric_limits<int32_t>::max()));
     ibex_comm_t *comm = nullptr;
     ibex_status_t status;
     {
         pybind11::gil_scoped_release unlocked;
-        status = ibex_comm_init_rank(&comm, size, &id, rank, &config);
+        status = ibex_comm_init_rank(&comm, size, &rv.id, rank, &config);
     }
     check(status, "ibex_comm_init_rank");
     return c10::make_intrusive<ProcessGroupIbex>(comm, rank, size);

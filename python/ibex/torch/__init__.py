@@ -6,9 +6,10 @@ Importing this module registers it::
     torch.distributed.init_process_group("ibex")      # under torchrun, or env:// set up
 
 Rendezvous goes through the store torch hands the backend (rank 0 publishes ibex's
-unique id there), so nothing besides torch's own init_method is needed. Every rank opens
-the device named by IBEX_DEVICE (default: the first listed, ``udp:lo``); across hosts set
-IBEX_BOOTSTRAP_ADDR on rank 0 to an address the others reach.
+unique id there), so nothing besides torch's own init_method is needed. Rank 0 picks the
+device for all: its IBEX_DEVICE, else ``shm`` when every rank shares its host, else each
+rank's default; across hosts set IBEX_BOOTSTRAP_ADDR on rank 0 to an address the others
+reach.
 
 For a job that keeps gloo or NCCL as its process group, ``allreduce_hook`` runs DDP's
 gradient allreduce over an ibex group instead.
