@@ -60,7 +60,7 @@ def main():
         for r in range(a.repeats):
             for b in backends:
                 times[b].append(one_run(b, a, os.path.join(tmp, f"{b}_{r}.pt")))
-    device = os.environ.get("IBEX_DEVICE", "udp:lo")
+    device = os.environ.get("IBEX_DEVICE", "shm (one host, ibex.torch's choice)")
     print(f"# {a.nproc} ranks, {a.steps} steps ({a.warmup} warm-up), width {a.width}, "
           f"batch {a.batch}/rank, ibex on {device} unless ibex@DEVICE; median of "
           f"{a.repeats} runs, each run's value its median step; load average "
