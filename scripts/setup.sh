@@ -15,6 +15,9 @@ PACKAGES=(
     gnuplot-nox                          # bench/incast, bench/loss and ibex_sim plots
     libbpf-dev                           # bench/loss: tc BPF random drop where netem is missing
     perftest                             # stock ib_*_bw/lat: flag spellings the ibex_* tools follow
+    python3-dev pybind11-dev python3-pybind11 python3-numpy   # python/: the ibex package
+    python3-torch libtorch-dev           # python/: the torch.distributed backend (torch 1.13)
+    python3-venv python3-pip             # tests/python: pip install ./python into a venv
 )
 
 missing=()

@@ -1,0 +1,44 @@
+#!/usr/bin/env python3
+"""torch.distributed.all_reduce alone on any backend: the median of 200 calls after 20
+warm-up calls, on rank 0. Run under torchrun; compare backends in one sitting.
+
+    PYTHONPATH=build/python torchrun --redirects 1 --tee 1 --nproc_per_node 2 \\
+        bench/torch_ddp/allreduce_bench.py --backend ibex --floats 400000
+"""
+
+import argparse
+import os
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--backend", default="ibex")
+    p.add_argument("--floats", type=int, default=400000, help="float32 elements")
+    p.add_argument("--iters", type=int, default=200)
+    a = p.parse_args()
+    torch.set_num_threads(1)
+    if a.backend == "ibex":
+        import ibex.torch  # noqa: F401
+
+    dist.init_process_group(a.backend)
+    t = torch.ones(a.floats)
+    for _ in range(20):
+        dist.all_reduce(t)
+    times = []
+    for _ in range(a.iters):
+        t0 = time.perf_counter()
+        dist.all_reduce(t)
+        times.append(time.perf_counter() - t0)
+    if dist.get_rank() == 0:
+        print(f"{a.backend} {os.environ.get('IBEX_DEVICE', '')} {a.floats * 4} B x "
+              f"{dist.get_world_size()} ranks: median {statistics.median(times) * 1e6:.1f} us")
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

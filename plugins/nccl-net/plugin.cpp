@@ -1,0 +1,109 @@
+// The exported tables: ncclNetPlugin_v8, _v9 and _v10, each the version-independent
+// calls of state.h behind that version's signatures (nccl_net_abi.h). These three
+// symbols are all the library exports.
+#include <cstring>
+#include <vector>
+
+#include "plugins/nccl-net/state.h"
+
+#define IBEX_NCCL_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace ibex_nccl {
+namespace {
+
+ncclResult_t properties_v8(int dev, ncclNetProperties_v8_t *props) {
+    if (props == nullptr)
+        return ncclInvalidArgument;
+    ncclNetProperties_v9_t p{};
+    const ncclResult_t r = properties(dev, &p);
+    if (r != ncclSuccess)
+        return r;
+    *props = ncclNetProperties_v8_t{p.name,     p.pciPath,  p.guid,          p.ptrSupport,
+                                    p.regIsGlobal, p.speed, p.port,          p.latency,
+                                    p.maxComms, p.maxRecvs, p.netDeviceType, p.netDeviceVersion};
+    return ncclSuccess;
+}
+
+ncclResult_t connect_v8(int dev, void *handle, void **send_comm, ncclNetDeviceHandle_t ** /*dev_comm*/) {
+    return connect(dev, handle, send_comm);
+}
+
+ncclResult_t connect_v10(int dev, ncclNetCommConfig_v10_t * /*config: ibex sets no traffic class*/,
+                         void *handle, void **send_comm, ncclNetDeviceHandle_t **dev_comm) {
+    return connect_v8(dev, handle, send_comm, dev_comm);
+}
+
+ncclResult_t accept_v8(void *listen_comm, void **recv_comm, ncclNetDeviceHandle_t ** /*dev_comm*/) {
+    return accept(listen_comm, recv_comm);
+}
+
+ncclResult_t reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t /*offset*/,
+                           int /*fd*/, void **mhandle) {
+    // ibex recognises CUDA memory by its address and registers it its own way (dma-buf
+    // on verbs, staging on the soft providers), so the file descriptor is not needed.
+    return reg_mr(comm, data, size, type & (NCCL_PTR_HOST | NCCL_PTR_CUDA), mhandle);
+}
+
+ncclResult_t isend_v8(void *send_comm, void *data, int size, int tag, void *mhandle, void **request) {
+    if (size < 0)
+        return ncclInvalidArgument;
+    return isend(send_comm, data, static_cast<size_t>(size), tag, mhandle, request);
+}
+
+ncclResult_t isend_v10(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+                       void * /*profiler_handle*/, void **request) {
+    return isend(send_comm, data, size, tag, mhandle, request);
+}
+
+ncclResult_t irecv_v8(void *recv_comm, int n, void **data, int *sizes, int *tags, void **mhandles,
+                      void **request) {
+    if (sizes == nullptr || n < 1 || n > kMaxRecvs)
+        return ncclInvalidArgument;
+    size_t wide[kMaxRecvs];
+    for (int i = 0; i < n; ++i) {
+        if (sizes[i] < 0)
+            return ncclInvalidArgument;
+        wide[i] = static_cast<size_t>(sizes[i]);
+    }
+    return irecv(recv_comm, n, data, wide, tags, mhandles, request);
+}
+
+ncclResult_t irecv_v9(void *recv_comm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
+                      void **request) {
+    return irecv(recv_comm, n, data, sizes, tags, mhandles, request);
+}
+
+ncclResult_t irecv_v10(void *recv_comm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
+                       void ** /*profiler_handles*/, void **request) {
+    return irecv(recv_comm, n, data, sizes, tags, mhandles, request);
+}
+
+ncclResult_t iflush_any(void *recv_comm, int n, void ** /*data*/, int * /*sizes*/, void ** /*mhandles*/,
+                        void **request) {
+    return iflush(recv_comm, n, request);
+}
+
+ncclResult_t init_v10(ncclDebugLogger_t logger, ncclProfilerCallback_t /*profiler*/) { return init(logger); }
+
+} // namespace
+} // namespace ibex_nccl
+
+using namespace ibex_nccl;
+
+IBEX_NCCL_EXPORT const ncclNet_v8_t ncclNetPlugin_v8 = {
+    "IBEX",       init,       devices,    properties_v8, ibex_nccl::listen,     connect_v8, accept_v8,
+    reg_mr,       reg_mr_dmabuf, dereg_mr, isend_v8,     irecv_v8,   iflush_any, test,
+    close_send,   close_recv, close_listen, nullptr,     nullptr,
+};
+
+IBEX_NCCL_EXPORT const ncclNet_v9_t ncclNetPlugin_v9 = {
+    "IBEX",     init,       devices,      properties, ibex_nccl::listen,     connect_v8, accept_v8,
+    reg_mr,     reg_mr_dmabuf, dereg_mr,  isend,      irecv_v9,   iflush_any, test,
+    close_send, close_recv, close_listen, nullptr,    nullptr,    make_vdevice,
+};
+
+IBEX_NCCL_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {
+    "IBEX",     init_v10,   devices,      properties, ibex_nccl::listen,     connect_v10, accept_v8,
+    reg_mr,     reg_mr_dmabuf, dereg_mr,  isend_v10,  irecv_v10,  iflush_any,  test,
+    close_send, close_recv, close_listen, nullptr,    nullptr,    make_vdevice,
+};

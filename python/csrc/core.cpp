@@ -1,0 +1,541 @@
+// ibex._core: the C API's errors, buffers, communicators and collectives for Python.
+// Device, memory and QP objects are in verbs.cpp.
+#include <array>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "python/csrc/common.h"
+
+namespace ibex_py {
+namespace {
+
+PyObject *g_error_type = nullptr; // ibex.IbexError, a RuntimeError
+
+constexpr std::array<const char *, 12> kStatusNames = {
+    "IBEX_OK",
+    "IBEX_ERR_INVALID_ARGUMENT",
+    "IBEX_ERR_NOT_SUPPORTED",
+    "IBEX_ERR_NO_DEVICE",
+    "IBEX_ERR_NO_MEMORY",
+    "IBEX_ERR_INVALID_STATE",
+    "IBEX_ERR_QUEUE_FULL",
+    "IBEX_ERR_SYSTEM",
+    "IBEX_ERR_TIMEOUT",
+    "IBEX_ERR_REMOTE",
+    "IBEX_ERR_ADDRESS_IN_USE",
+    "IBEX_ERR_INTERNAL",
+};
+
+struct TypeName {
+    const char *torch;
+    ibex_datatype_t type;
+};
+constexpr std::array<TypeName, 7> kTorchTypes = {{
+    {"torch.float32", IBEX_F32},
+    {"torch.float64", IBEX_F64},
+    {"torch.float16", IBEX_F16},
+    {"torch.bfloat16", IBEX_BF16},
+    {"torch.int32", IBEX_I32},
+    {"torch.int64", IBEX_I64},
+    {"torch.uint8", IBEX_U8},
+}};
+
+[[noreturn]] void raise(PyObject *type, const std::string &message) {
+    PyErr_SetString(type, message.c_str());
+    throw py::error_already_set();
+}
+
+std::string type_name_of(py::handle obj) { return py::str(py::type::handle_of(obj).attr("__name__")); }
+
+// A buffer-protocol format ("<f", "d", "=q", ...) and item size as an ibex datatype.
+ibex_datatype_t datatype_of_format(const char *format, Py_ssize_t itemsize) {
+    std::string f = format ? format : "B";
+    if (!f.empty() && (f[0] == '@' || f[0] == '=' || f[0] == '<'))
+        f.erase(0, 1);
+    if (f.size() == 1) {
+        switch (f[0]) {
+        case 'f': return IBEX_F32;
+        case 'd': return IBEX_F64;
+        case 'e': return IBEX_F16;
+        case 'B':
+        case 'c': return IBEX_U8;
+        case 'i':
+        case 'l':
+        case 'q':
+            if (itemsize == 4)
+                return IBEX_I32;
+            if (itemsize == 8)
+                return IBEX_I64;
+            break;
+        default: break;
+        }
+    }
+    raise(PyExc_ValueError,
+          "ibex: buffer element format '" + std::string(format ? format : "") + "' (" +
+              std::to_string(itemsize) +
+              " bytes) has no ibex datatype; use float32/64, float16, int32/64 or uint8");
+}
+
+} // namespace
+
+const char *status_name(ibex_status_t status) {
+    const auto index = static_cast<size_t>(status);
+    return index < kStatusNames.size() ? kStatusNames[index] : "IBEX_STATUS_UNKNOWN";
+}
+
+void check(ibex_status_t status) {
+    if (status != IBEX_OK)
+        raise_status(status, ibex_last_error());
+}
+
+void raise_status(ibex_status_t status, const std::string &detail) {
+    const std::string name = status_name(status);
+    const std::string message =
+        name + ": " + (detail.empty() ? std::string(ibex_strerror(status)) : detail);
+    py::object error = py::reinterpret_borrow<py::object>(g_error_type)(message);
+    error.attr("status") = name;
+    error.attr("code") = static_cast<int>(status);
+    error.attr("detail") = detail;
+    PyErr_SetObject(g_error_type, error.ptr());
+    throw py::error_already_set();
+}
+
+BorrowedBuffer::BorrowedBuffer(py::handle obj, bool writable)
+    : owner_(py::reinterpret_borrow<py::object>(obj)) {
+    if (py::hasattr(obj, "data_ptr") && py::hasattr(obj, "is_contiguous") &&
+        py::hasattr(obj, "dtype")) {
+        if (obj.attr("is_sparse").cast<bool>())
+            raise(PyExc_ValueError, "ibex: sparse tensors are not supported (use .to_dense())");
+        if (!obj.attr("is_contiguous")().cast<bool>())
+            raise(PyExc_ValueError,
+                  "ibex: the tensor is not contiguous (pass tensor.contiguous())");
+        const std::string dtype = py::str(obj.attr("dtype"));
+        bool found = false;
+        for (const TypeName &t : kTorchTypes) {
+            if (dtype == t.torch) {
+                type_ = t.type;
+                found = true;
+            }
+        }
+        if (!found)
+            raise(PyExc_ValueError, "ibex: tensors of " + dtype +
+                                        " are not supported (float32/64, float16, bfloat16, "
+                                        "int32/64, uint8)");
+        data_ = reinterpret_cast<void *>(obj.attr("data_ptr")().cast<uintptr_t>());
+        count_ = obj.attr("numel")().cast<size_t>();
+        typed_ = true;
+        return;
+    }
+    if (!PyObject_CheckBuffer(obj.ptr()))
+        raise(PyExc_TypeError, "ibex: expected a torch tensor or an object with the buffer "
+                               "protocol (NumPy array, bytearray, memoryview), got " +
+                                   type_name_of(obj));
+    const int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj.ptr(), &view_, flags) != 0)
+        throw py::error_already_set();
+    have_view_ = true;
+    type_ = datatype_of_format(view_.format, view_.itemsize);
+    typed_ = view_.format != nullptr && std::strcmp(view_.format, "B") != 0;
+    data_ = view_.buf;
+    count_ = static_cast<size_t>(view_.len) / ibex_datatype_size(type_);
+}
+
+BorrowedBuffer::~BorrowedBuffer() {
+    if (have_view_)
+        PyBuffer_Release(&view_);
+}
+
+namespace {
+
+class Comm;
+
+// An operation in flight: keeps its buffers and communicator alive until it finished.
+class Request {
+public:
+    Request(ibex_request_t *req, std::vector<BufferRef> buffers, std::shared_ptr<Comm> comm)
+        : req_(req), buffers_(std::move(buffers)), comm_(std::move(comm)) {}
+    ~Request() {
+        if (req_ != nullptr) {
+            py::gil_scoped_release unlocked;
+            (void)ibex_wait(req_); // the buffers must outlive the transfer
+        }
+    }
+    Request(const Request &) = delete;
+    Request &operator=(const Request &) = delete;
+
+    bool test() {
+        if (req_ == nullptr)
+            return report_settled();
+        int done = 0;
+        const ibex_status_t status = ibex_test(req_, &done);
+        if (done != 0 || status != IBEX_OK)
+            finish();
+        check(status);
+        return done != 0;
+    }
+
+    void wait() {
+        if (req_ == nullptr) {
+            report_settled();
+            return;
+        }
+        ibex_status_t status;
+        {
+            py::gil_scoped_release unlocked;
+            status = ibex_wait(req_);
+        }
+        finish();
+        check(status);
+    }
+
+    // The communicator is going away: the C request will not outlive it. destroy waits
+    // for it (keeping its status for a later wait), abort abandons it.
+    void settle(bool wait_for_it) {
+        if (req_ == nullptr)
+            return;
+        if (wait_for_it) {
+            py::gil_scoped_release unlocked;
+            settled_ = ibex_wait(req_);
+            settled_detail_ = ibex_last_error();
+        } else {
+            settled_ = IBEX_ERR_INVALID_STATE;
+            settled_detail_ = "the communicator was aborted before this request finished";
+        }
+        finish();
+    }
+
+private:
+    void finish() {
+        req_ = nullptr;
+        buffers_.clear();
+    }
+
+    bool report_settled() {
+        if (settled_ != IBEX_OK)
+            raise_status(std::exchange(settled_, IBEX_OK), settled_detail_);
+        return true;
+    }
+
+    ibex_status_t settled_ = IBEX_OK;
+    std::string settled_detail_;
+    ibex_request_t *req_;
+    std::vector<BufferRef> buffers_;
+    std::shared_ptr<Comm> comm_;
+};
+
+ibex_comm_config_t make_config(const std::string *device, int timeout_ms, const std::string *algo) {
+    ibex_comm_config_t config = IBEX_COMM_CONFIG_INIT;
+    config.device = device != nullptr ? device->c_str() : nullptr;
+    config.timeout_ms = timeout_ms;
+    config.algo = algo != nullptr ? algo->c_str() : nullptr;
+    return config;
+}
+
+class Comm : public std::enable_shared_from_this<Comm> {
+public:
+    explicit Comm(ibex_comm_t *comm) : comm_(comm) {}
+    ~Comm() {
+        if (comm_ != nullptr) {
+            py::gil_scoped_release unlocked;
+            (void)ibex_comm_destroy(comm_);
+        }
+    }
+    Comm(const Comm &) = delete;
+    Comm &operator=(const Comm &) = delete;
+
+    static std::shared_ptr<Comm> create(int nranks, const std::string &id, int rank,
+                                        std::optional<std::string> device, int timeout_ms,
+                                        std::optional<std::string> algo) {
+        ibex_unique_id_t uid{};
+        if (id.size() >= sizeof(uid.text))
+            raise(PyExc_ValueError, "ibex: unique id longer than " +
+                                        std::to_string(sizeof(uid.text) - 1) + " characters");
+        std::memcpy(uid.text, id.data(), id.size());
+        const ibex_comm_config_t config =
+            make_config(device ? &*device : nullptr, timeout_ms, algo ? &*algo : nullptr);
+        ibex_comm_t *comm = nullptr;
+        ibex_status_t status;
+        {
+            py::gil_scoped_release unlocked;
+            status = ibex_comm_init_rank(&comm, nranks, &uid, rank, &config);
+        }
+        check(status);
+        return std::make_shared<Comm>(comm);
+    }
+
+    static std::shared_ptr<Comm> from_env(std::optional<std::string> device, int timeout_ms,
+                                          std::optional<std::string> algo) {
+        const ibex_comm_config_t config =
+            make_config(device ? &*device : nullptr, timeout_ms, algo ? &*algo : nullptr);
+        ibex_comm_t *comm = nullptr;
+        ibex_status_t status;
+        {
+            py::gil_scoped_release unlocked;
+            status = ibex_comm_init_from_env(&comm, &config);
+        }
+        check(status);
+        return std::make_shared<Comm>(comm);
+    }
+
+    int rank() const {
+        int r = 0;
+        check(ibex_comm_rank(handle(), &r));
+        return r;
+    }
+    int size() const {
+        int n = 0;
+        check(ibex_comm_size(handle(), &n));
+        return n;
+    }
+    std::string async_error() {
+        ibex_status_t error = IBEX_OK;
+        check(ibex_comm_get_async_error(handle(), &error));
+        return status_name(error);
+    }
+    std::string allreduce_algo(size_t bytes) const {
+        return ibex_comm_allreduce_algo(handle(), bytes);
+    }
+
+    py::object allreduce(py::handle send, py::handle recv, ibex_redop_t op, bool async_op) {
+        return collective(send, recv, Shape::Same, async_op, [&](auto &s, auto &r, size_t n, auto t, auto q) {
+            return ibex_allreduce(s.data(), r.data(), n, t, op, comm_, q);
+        });
+    }
+
+    py::object reduce_scatter(py::handle send, py::handle recv, ibex_redop_t op, bool async_op) {
+        return collective(send, recv, Shape::Scatter, async_op, [&](auto &s, auto &r, size_t n, auto t, auto q) {
+            return ibex_reduce_scatter(s.data(), r.data(), n, t, op, comm_, q);
+        });
+    }
+
+    py::object allgather(py::handle send, py::handle recv, bool async_op) {
+        return collective(send, recv, Shape::Gather, async_op, [&](auto &s, auto &r, size_t n, auto t, auto q) {
+            return ibex_allgather(s.data(), r.data(), n, t, comm_, q);
+        });
+    }
+
+    py::object broadcast(py::handle send, py::handle recv, int root, bool async_op) {
+        return collective(send, recv, Shape::Same, async_op, [&](auto &s, auto &r, size_t n, auto t, auto q) {
+            return ibex_broadcast(s.data(), r.data(), n, t, root, comm_, q);
+        });
+    }
+
+    py::object reduce(py::handle send, py::handle recv, ibex_redop_t op, int root, bool async_op) {
+        return collective(send, recv, Shape::Same, async_op, [&](auto &s, auto &r, size_t n, auto t, auto q) {
+            return ibex_reduce(s.data(), r.data(), n, t, op, root, comm_, q);
+        });
+    }
+
+    py::object barrier(bool async_op) {
+        return run([&](ibex_request_t **req) { return ibex_barrier(comm_, req); }, {}, async_op);
+    }
+
+    py::object split(int color, int key) {
+        ibex_comm_t *child = nullptr;
+        ibex_status_t status;
+        ibex_comm_t *parent = handle();
+        {
+            py::gil_scoped_release unlocked;
+            status = ibex_comm_split(parent, color, key, &child);
+        }
+        check(status);
+        if (child == nullptr)
+            return py::none();
+        return py::cast(std::make_shared<Comm>(child));
+    }
+
+    void destroy() {
+        if (comm_ == nullptr)
+            return;
+        settle_requests(true);
+        ibex_comm_t *comm = std::exchange(comm_, nullptr);
+        ibex_status_t status;
+        {
+            py::gil_scoped_release unlocked;
+            status = ibex_comm_destroy(comm);
+        }
+        check(status);
+    }
+
+    void abort() {
+        settle_requests(false);
+        ibex_comm_t *comm = std::exchange(comm_, nullptr);
+        if (comm != nullptr)
+            check(ibex_comm_abort(comm));
+    }
+
+private:
+    ibex_comm_t *handle() const {
+        if (comm_ == nullptr)
+            raise(PyExc_ValueError, "ibex: the communicator was destroyed");
+        return comm_;
+    }
+
+    // recv None means in place: the same memory is both.
+    static std::pair<BufferRef, BufferRef> pair(py::handle send, py::handle recv) {
+        if (recv.is_none()) {
+            auto both = std::make_shared<BorrowedBuffer>(send, true);
+            return {both, both};
+        }
+        return {std::make_shared<BorrowedBuffer>(send, false),
+                std::make_shared<BorrowedBuffer>(recv, true)};
+    }
+
+    // The datatype of a pair: the typed one's (raw bytes take the other's type); two typed
+    // buffers must agree.
+    static ibex_datatype_t common_type(const BorrowedBuffer &s, const BorrowedBuffer &r) {
+        if (s.typed() && r.typed() && s.type() != r.type())
+            raise(PyExc_ValueError, std::string("ibex: send is ") + ibex_datatype_name(s.type()) +
+                                        " but recv is " + ibex_datatype_name(r.type()));
+        return s.typed() ? s.type() : r.type();
+    }
+
+    static size_t elements(const BorrowedBuffer &b, ibex_datatype_t type) {
+        return b.bytes() / ibex_datatype_size(type);
+    }
+
+    static void require(const BorrowedBuffer &b, ibex_datatype_t type, size_t want,
+                        const char *what) {
+        if (b.bytes() != want * ibex_datatype_size(type))
+            raise(PyExc_ValueError, std::string("ibex: ") + what + " holds " +
+                                        std::to_string(elements(b, type)) + " " +
+                                        ibex_datatype_name(type) +
+                                        " elements, the collective needs " +
+                                        std::to_string(want));
+    }
+
+    // How the two buffers' sizes relate: equal; recv holds every rank's send (gather);
+    // send holds every rank's recv (scatter).
+    enum class Shape { Same, Gather, Scatter };
+
+    // Checks the pair against `shape` and runs call(send, recv, count, type, req), where
+    // count is the per-rank element count the C API takes.
+    template <typename Call>
+    py::object collective(py::handle send, py::handle recv, Shape shape, bool async_op,
+                          Call &&call) {
+        auto [s, r] = pair(send, recv);
+        const ibex_datatype_t type = common_type(*s, *r);
+        const auto ranks = static_cast<size_t>(size());
+        const size_t count = elements(shape == Shape::Scatter ? *r : *s, type);
+        if (shape == Shape::Scatter)
+            require(*s, type, count * ranks, "send");
+        else
+            require(*r, type, shape == Shape::Gather ? count * ranks : count, "recv");
+        return run([&](ibex_request_t **req) { return call(*s, *r, count, type, req); }, {s, r},
+                   async_op);
+    }
+
+    template <typename Start>
+    py::object run(Start &&start, std::vector<BufferRef> buffers, bool async_op) {
+        (void)handle();
+        if (!async_op) {
+            ibex_status_t status;
+            {
+                py::gil_scoped_release unlocked;
+                status = start(nullptr);
+            }
+            check(status);
+            return py::none();
+        }
+        ibex_request_t *req = nullptr;
+        check(start(&req));
+        auto request = std::make_shared<Request>(req, std::move(buffers), shared_from_this());
+        std::erase_if(requests_, [](const std::weak_ptr<Request> &w) { return w.expired(); });
+        requests_.push_back(request);
+        return py::cast(request);
+    }
+
+    void settle_requests(bool wait_for_them) {
+        for (const std::weak_ptr<Request> &w : requests_)
+            if (auto r = w.lock())
+                r->settle(wait_for_them);
+        requests_.clear();
+    }
+
+    ibex_comm_t *comm_;
+    std::vector<std::weak_ptr<Request>> requests_; // async requests not yet collected
+};
+
+std::vector<std::pair<std::string, std::string>> devices() {
+    ibex_device_list_t *list = nullptr;
+    int count = 0;
+    check(ibex_get_device_list(&list, &count));
+    std::vector<std::pair<std::string, std::string>> out;
+    for (int i = 0; i < count; ++i)
+        out.emplace_back(ibex_device_name(list, i), ibex_device_provider(list, i));
+    ibex_free_device_list(list);
+    return out;
+}
+
+std::string get_unique_id() {
+    ibex_unique_id_t id{};
+    check(ibex_get_unique_id(&id));
+    return id.text;
+}
+
+} // namespace
+} // namespace ibex_py
+
+PYBIND11_MODULE(_core, m) {
+    using namespace ibex_py;
+    m.doc() = "ibex: communicators, collectives, devices and queue pairs (the C API)";
+
+    g_error_type = PyErr_NewExceptionWithDoc(
+        "ibex.IbexError",
+        "An ibex call failed: .status is the ibex_status_t name, .detail ibex_last_error().",
+        PyExc_RuntimeError, nullptr);
+    m.attr("IbexError") = py::handle(g_error_type);
+
+    m.def("version", [] { return std::string(ibex_version_string()); });
+    m.def("devices", &devices, "[(name, provider)] of every device a built provider can open");
+    m.def("get_unique_id", &get_unique_id,
+          "Opens rank 0's rendezvous listener and returns its id (\"host:port/token\")");
+    m.def("memory_type", [](uintptr_t ptr) {
+        return static_cast<int>(ibex_memory_type(reinterpret_cast<const void *>(ptr)));
+    });
+    m.def("cuda_available", [] { return ibex_cuda_available() != 0; });
+
+    py::enum_<ibex_redop_t>(m, "Op")
+        .value("SUM", IBEX_SUM)
+        .value("PROD", IBEX_PROD)
+        .value("MIN", IBEX_MIN)
+        .value("MAX", IBEX_MAX)
+        .value("AVG", IBEX_AVG)
+        .export_values();
+
+    py::class_<Request, std::shared_ptr<Request>>(m, "Request")
+        .def("test", &Request::test, "True once finished (raises IbexError if it failed)")
+        .def("wait", &Request::wait, "Blocks until finished; raises IbexError if it failed");
+
+    using namespace pybind11::literals;
+    py::class_<Comm, std::shared_ptr<Comm>>(m, "Comm")
+        .def(py::init(&Comm::create), "nranks"_a, "unique_id"_a, "rank"_a,
+             "device"_a = py::none(), "timeout_ms"_a = 0, "algo"_a = py::none())
+        .def_static("from_env", &Comm::from_env, "device"_a = py::none(), "timeout_ms"_a = 0,
+                    "algo"_a = py::none())
+        .def_property_readonly("rank", &Comm::rank)
+        .def_property_readonly("size", &Comm::size)
+        .def("async_error", &Comm::async_error)
+        .def("allreduce_algo", &Comm::allreduce_algo, "bytes"_a)
+        .def("allreduce", &Comm::allreduce, "send"_a, "recv"_a = py::none(), "op"_a = IBEX_SUM,
+             "async_op"_a = false)
+        .def("reduce_scatter", &Comm::reduce_scatter, "send"_a, "recv"_a, "op"_a = IBEX_SUM,
+             "async_op"_a = false)
+        .def("allgather", &Comm::allgather, "send"_a, "recv"_a, "async_op"_a = false)
+        .def("broadcast", &Comm::broadcast, "send"_a, "recv"_a = py::none(), "root"_a = 0,
+             "async_op"_a = false)
+        .def("reduce", &Comm::reduce, "send"_a, "recv"_a = py::none(), "op"_a = IBEX_SUM,
+             "root"_a = 0, "async_op"_a = false)
+        .def("barrier", &Comm::barrier, "async_op"_a = false)
+        .def("split", &Comm::split, "color"_a, "key"_a = 0)
+        .def("destroy", &Comm::destroy)
+        .def("abort", &Comm::abort)
+        .def("__enter__", [](py::object self) { return self; })
+        .def("__exit__", [](Comm &self, py::args) { self.destroy(); });
+
+    bind_verbs(m);
+}

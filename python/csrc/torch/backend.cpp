@@ -1,0 +1,565 @@
+// The `ibex` backend of torch.distributed: a c10d process group over one ibex
+// communicator. One source for both torch generations: torch 1.x registers a
+// c10d::ProcessGroup subclass, torch >= 2.0 a c10d::Backend (which torch wraps in its
+// own ProcessGroup, per device type). Everything the two share (Work, options, Store) has
+// the same shape in both.
+//
+// Collectives are queued on the communicator in issue order (ibex_* with a request) and a
+// completion thread waits for them in that order, finishing each Work and its Future, so
+// DDP's future callbacks run without anyone calling wait().
+#include <torch/csrc/api/include/torch/version.h>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#else
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#endif
+#include <ATen/ATen.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+#include <pybind11/chrono.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <limits>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+#include <ibex/coll.h>
+
+namespace ibex_torch {
+
+#if TORCH_VERSION_MAJOR >= 2
+using BackendBase = c10d::Backend;
+#else
+using BackendBase = c10d::ProcessGroup;
+#endif
+
+namespace {
+
+[[noreturn]] void refuse(const std::string &what) { TORCH_CHECK(false, "ibex: ", what); }
+
+std::string describe(ibex_status_t status) {
+    static const char *const names[] = {
+        "IBEX_OK", "IBEX_ERR_INVALID_ARGUMENT", "IBEX_ERR_NOT_SUPPORTED", "IBEX_ERR_NO_DEVICE",
+        "IBEX_ERR_NO_MEMORY", "IBEX_ERR_INVALID_STATE", "IBEX_ERR_QUEUE_FULL",
+        "IBEX_ERR_SYSTEM", "IBEX_ERR_TIMEOUT", "IBEX_ERR_REMOTE", "IBEX_ERR_ADDRESS_IN_USE",
+        "IBEX_ERR_INTERNAL"};
+    const auto index = static_cast<size_t>(status);
+    const std::string name = index < std::size(names) ? names[index] : "IBEX_STATUS_UNKNOWN";
+    return name + ": " + ibex_last_error();
+}
+
+void check(ibex_status_t status, const char *what) {
+    if (status != IBEX_OK)
+        refuse(std::string(what) + " failed: " + describe(status));
+}
+
+ibex_datatype_t datatype_of(const at::Tensor &t) {
+    switch (t.scalar_type()) {
+    case at::kFloat: return IBEX_F32;
+    case at::kDouble: return IBEX_F64;
+    case at::kHalf: return IBEX_F16;
+    case at::kBFloat16: return IBEX_BF16;
+    case at::kInt: return IBEX_I32;
+    case at::kLong: return IBEX_I64;
+    case at::kByte: return IBEX_U8;
+    default: break;
+    }
+    refuse(std::string("tensors of dtype ") + c10::toString(t.scalar_type()) +
+           " are not supported (float32/64, float16, bfloat16, int32/64, uint8)");
+}
+
+ibex_redop_t redop_of(const c10d::ReduceOp &op) {
+    switch (op.op_) {
+    case c10d::ReduceOp::SUM: return IBEX_SUM;
+    case c10d::ReduceOp::PRODUCT: return IBEX_PROD;
+    case c10d::ReduceOp::MIN: return IBEX_MIN;
+    case c10d::ReduceOp::MAX: return IBEX_MAX;
+    case c10d::ReduceOp::AVG: return IBEX_AVG;
+    default: break;
+    }
+    static const char *const names[] = {"SUM", "AVG", "PRODUCT", "MIN", "MAX",
+                                        "BAND", "BOR", "BXOR", "PREMUL_SUM"};
+    const auto index = static_cast<size_t>(op.op_);
+    refuse(std::string("ReduceOp.") +
+           (index < std::size(names) ? names[index] : std::to_string(index).c_str()) +
+           " is not supported by ibex (SUM, PRODUCT, MIN, MAX, AVG)");
+}
+
+// A tensor ibex can take by pointer: dense, contiguous, CPU or CUDA, a known dtype.
+void check_tensor(const at::Tensor &t, const char *op) {
+    if (t.is_sparse() || t.layout() != c10::kStrided)
+        refuse(std::string(op) + ": sparse tensors are not supported (use .to_dense())");
+    if (!t.is_contiguous())
+        refuse(std::string(op) + ": the tensor is not contiguous (pass tensor.contiguous())");
+    if (!t.device().is_cpu() && !t.device().is_cuda())
+        refuse(std::string(op) + ": tensors on " + t.device().str() +
+               " are not supported (cpu, cuda)");
+    (void)datatype_of(t);
+}
+
+const at::Tensor &single(const std::vector<at::Tensor> &tensors, const char *op) {
+    if (tensors.size() != 1)
+        refuse(std::string(op) + " takes one tensor per process, got " +
+               std::to_string(tensors.size()));
+    check_tensor(tensors[0], op);
+    return tensors[0];
+}
+
+void check_same_kind(const at::Tensor &a, const at::Tensor &b, const char *op) {
+    check_tensor(b, op);
+    if (a.scalar_type() != b.scalar_type())
+        refuse(std::string(op) + ": dtype mismatch, " + c10::toString(a.scalar_type()) +
+               " and " + c10::toString(b.scalar_type()));
+    if (a.device() != b.device())
+        refuse(std::string(op) + ": device mismatch, " + a.device().str() + " and " +
+               b.device().str());
+}
+
+// CUDA work queued on the tensor's current stream must land before ibex reads it.
+void wait_for_producers(const at::Tensor &t) {
+    if (!t.device().is_cuda())
+        return;
+    c10::impl::VirtualGuardImpl guard(t.device().type());
+    guard.getStream(t.device()).synchronize();
+}
+
+} // namespace
+
+// One collective in flight. `after` runs on the completion thread once ibex is done
+// (copy-outs for the list forms); the future's value is `outputs`, as DDP expects.
+class IbexWork : public c10d::Work {
+public:
+    IbexWork(int rank, c10d::OpType type, const char *name, std::vector<at::Tensor> outputs)
+        : c10d::Work(rank, type), name_(name), outputs_(std::move(outputs)),
+          future_(c10::make_intrusive<c10::ivalue::Future>(
+              c10::ListType::create(c10::TensorType::get()), devices_of(outputs_))) {}
+
+    c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+    std::vector<at::Tensor> result() override { return outputs_; }
+
+    const char *name() const { return name_; }
+    ibex_request_t *request = nullptr;
+    std::function<void()> after;
+    std::vector<at::Tensor> keep_alive; // inputs and staging buffers ibex still reads
+
+    void complete(std::exception_ptr error) {
+        if (!error && after) {
+            try {
+                after();
+            } catch (...) {
+                error = std::current_exception();
+            }
+        }
+        keep_alive.clear();
+        if (error)
+            future_->setError(error);
+        else
+            future_->markCompleted(c10::IValue(outputs_));
+        finish(error);
+    }
+
+private:
+    static std::vector<c10::Device> devices_of(const std::vector<at::Tensor> &tensors) {
+        std::vector<c10::Device> devices;
+        for (const at::Tensor &t : tensors)
+            if (t.device().is_cuda() &&
+                std::find(devices.begin(), devices.end(), t.device()) == devices.end())
+                devices.push_back(t.device());
+        return devices;
+    }
+
+    const char *name_;
+    std::vector<at::Tensor> outputs_;
+    c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+class ProcessGroupIbex : public BackendBase {
+public:
+    ProcessGroupIbex(ibex_comm_t *comm, int rank, int size)
+        : BackendBase(rank, size), comm_(comm), completer_([this] { complete_in_order(); }) {}
+
+    ~ProcessGroupIbex() override {
+        // Python drops the group with the GIL held, and the completer may be freeing a
+        // tensor that has a Python object (which takes the GIL): let go of it to join.
+        std::optional<pybind11::gil_scoped_release> unlocked;
+        if (Py_IsInitialized() != 0 && PyGILState_Check() != 0)
+            unlocked.emplace();
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            stopping_ = true;
+        }
+        cv_.notify_all();
+        completer_.join();
+        ibex_status_t error = IBEX_OK;
+        (void)ibex_comm_get_async_error(comm_, &error);
+        // A failed communicator has nobody to say goodbye to: abort frees it at once.
+        if (error != IBEX_OK)
+            (void)ibex_comm_abort(comm_);
+        else
+            (void)ibex_comm_destroy(comm_);
+    }
+
+    const std::string getBackendName() const override { return "ibex"; }
+
+    void setSequenceNumberForGroup() override {}
+    uint64_t getSequenceNumberForGroup() override { return issued_; }
+
+    c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor> &tensors,
+                                             const c10d::AllreduceOptions &opts) override {
+        const at::Tensor &t = single(tensors, "allreduce");
+        const ibex_redop_t op = redop_of(opts.reduceOp);
+        return issue(c10d::OpType::ALLREDUCE, "allreduce", {t}, {t}, [&](ibex_request_t **req) {
+            return ibex_allreduce(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
+                                  datatype_of(t), op, comm_, req);
+        });
+    }
+
+    c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor> &tensors,
+                                             const c10d::BroadcastOptions &opts) override {
+        const at::Tensor &t = single(tensors, "broadcast");
+        check_root(opts.rootRank, opts.rootTensor, "broadcast");
+        return issue(c10d::OpType::BROADCAST, "broadcast", {t}, {t}, [&](ibex_request_t **req) {
+            return ibex_broadcast(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
+                                  datatype_of(t), static_cast<int>(opts.rootRank), comm_, req);
+        });
+    }
+
+    c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor> &tensors,
+                                          const c10d::ReduceOptions &opts) override {
+        const at::Tensor &t = single(tensors, "reduce");
+        check_root(opts.rootRank, opts.rootTensor, "reduce");
+        const ibex_redop_t op = redop_of(opts.reduceOp);
+        const int root = static_cast<int>(opts.rootRank);
+        void *recv = root == getRank() ? t.data_ptr() : nullptr;
+        return issue(c10d::OpType::REDUCE, "reduce", {t}, {t}, [&](ibex_request_t **req) {
+            return ibex_reduce(t.data_ptr(), recv, static_cast<size_t>(t.numel()),
+                               datatype_of(t), op, root, comm_, req);
+        });
+    }
+
+    c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>> &outputs,
+                                             std::vector<at::Tensor> &inputs,
+                                             const c10d::AllgatherOptions & /*opts*/) override {
+        const at::Tensor &in = single(inputs, "allgather");
+        if (outputs.size() != 1)
+            refuse("allgather takes one output list per process, got " +
+                   std::to_string(outputs.size()));
+        std::vector<at::Tensor> &list = outputs[0];
+        check_list(list, in, "allgather");
+        at::Tensor flat = at::empty({getSize() * in.numel()}, in.options());
+        auto work = issue(c10d::OpType::ALLGATHER, "allgather", list, {in, flat},
+                          [&](ibex_request_t **req) {
+                              return ibex_allgather(in.data_ptr(), flat.data_ptr(),
+                                                    static_cast<size_t>(in.numel()),
+                                                    datatype_of(in), comm_, req);
+                          },
+                          [flat, list, n = in.numel()]() mutable {
+                              for (size_t i = 0; i < list.size(); ++i)
+                                  list[i].copy_(flat.narrow(0, static_cast<int64_t>(i) * n, n)
+                                                    .view(list[i].sizes()));
+                          });
+        return work;
+    }
+
+    c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor &output, at::Tensor &input,
+                                                   const c10d::AllgatherOptions & /*opts*/) override {
+        check_tensor(input, "_allgather_base");
+        check_same_kind(input, output, "_allgather_base");
+        if (output.numel() != input.numel() * getSize())
+            refuse("_allgather_base: the output holds " + std::to_string(output.numel()) +
+                   " elements, world size x input is " +
+                   std::to_string(input.numel() * getSize()));
+        return issue(c10d::OpType::_ALLGATHER_BASE, "_allgather_base", {output}, {input},
+                     [&](ibex_request_t **req) {
+                         return ibex_allgather(input.data_ptr(), output.data_ptr(),
+                                               static_cast<size_t>(input.numel()),
+                                               datatype_of(input), comm_, req);
+                     });
+    }
+
+    c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor> &outputs,
+                                                  std::vector<std::vector<at::Tensor>> &inputs,
+                                                  const c10d::ReduceScatterOptions &opts) override {
+        const at::Tensor &out = single(outputs, "reduce_scatter");
+        if (inputs.size() != 1)
+            refuse("reduce_scatter takes one input list per process, got " +
+                   std::to_string(inputs.size()));
+        check_list(inputs[0], out, "reduce_scatter");
+        const ibex_redop_t op = redop_of(opts.reduceOp);
+        std::vector<at::Tensor> flat_parts;
+        for (const at::Tensor &t : inputs[0])
+            flat_parts.push_back(t.reshape({-1}));
+        at::Tensor flat = at::cat(flat_parts);
+        return issue(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", {out}, {flat},
+                     [&](ibex_request_t **req) {
+                         return ibex_reduce_scatter(flat.data_ptr(), out.data_ptr(),
+                                                    static_cast<size_t>(out.numel()),
+                                                    datatype_of(out), op, comm_, req);
+                     });
+    }
+
+    c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor &output, at::Tensor &input,
+                                                        const c10d::ReduceScatterOptions &opts) override {
+        check_tensor(output, "_reduce_scatter_base");
+        check_same_kind(output, input, "_reduce_scatter_base");
+        if (input.numel() != output.numel() * getSize())
+            refuse("_reduce_scatter_base: the input holds " + std::to_string(input.numel()) +
+                   " elements, world size x output is " +
+                   std::to_string(output.numel() * getSize()));
+        const ibex_redop_t op = redop_of(opts.reduceOp);
+        return issue(c10d::OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base", {output},
+                     {input}, [&](ibex_request_t **req) {
+                         return ibex_reduce_scatter(input.data_ptr(), output.data_ptr(),
+                                                    static_cast<size_t>(output.numel()),
+                                                    datatype_of(output), op, comm_, req);
+                     });
+    }
+
+    c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions & /*opts*/) override {
+        return issue(c10d::OpType::BARRIER, "barrier", {}, {},
+                     [&](ibex_request_t **req) { return ibex_barrier(comm_, req); });
+    }
+
+    // What ibex has no collective for says so, rather than torch's generic message.
+    c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+        std::vector<at::Tensor> &, const c10d::AllreduceCoalescedOptions &) override {
+        unsupported("allreduce_coalesced");
+    }
+    c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>> &,
+                                                       std::vector<at::Tensor> &,
+                                                       const c10d::AllgatherOptions &) override {
+        unsupported("allgather_coalesced");
+    }
+    c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>> &,
+                                          std::vector<at::Tensor> &,
+                                          const c10d::GatherOptions &) override {
+        unsupported("gather");
+    }
+    c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor> &,
+                                           std::vector<std::vector<at::Tensor>> &,
+                                           const c10d::ScatterOptions &) override {
+        unsupported("scatter");
+    }
+    c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor &, at::Tensor &,
+                                                 std::vector<int64_t> &, std::vector<int64_t> &,
+                                                 const c10d::AllToAllOptions &) override {
+        unsupported("alltoall_base");
+    }
+    c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor> &, std::vector<at::Tensor> &,
+                                            const c10d::AllToAllOptions &) override {
+        unsupported("alltoall");
+    }
+    c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor> &, int, int) override {
+        unsupported("send");
+    }
+    c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor> &, int, int) override {
+        unsupported("recv");
+    }
+    c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor> &, int) override {
+        unsupported("recvAnysource");
+    }
+
+private:
+    [[noreturn]] static void unsupported(const char *op) {
+        refuse(std::string(op) + " is not supported by ibex");
+    }
+
+    void check_root(int64_t root, int64_t root_tensor, const char *op) const {
+        if (root < 0 || root >= getSize())
+            refuse(std::string(op) + ": root " + std::to_string(root) +
+                   " is outside the world of " + std::to_string(getSize()));
+        if (root_tensor != 0)
+            refuse(std::string(op) + ": one tensor per process, so rootTensor must be 0");
+    }
+
+    void check_list(const std::vector<at::Tensor> &list, const at::Tensor &like,
+                    const char *op) const {
+        if (static_cast<int>(list.size()) != getSize())
+            refuse(std::string(op) + ": the list holds " + std::to_string(list.size()) +
+                   " tensors, the world size is " + std::to_string(getSize()));
+        for (const at::Tensor &t : list) {
+            check_same_kind(like, t, op);
+            if (t.numel() != like.numel())
+                refuse(std::string(op) + ": list tensors of " + std::to_string(t.numel()) +
+                       " elements, expected " + std::to_string(like.numel()));
+        }
+    }
+
+    template <typename Start>
+    c10::intrusive_ptr<c10d::Work> issue(c10d::OpType type, const char *name,
+                                         std::vector<at::Tensor> outputs,
+                                         std::vector<at::Tensor> inputs, Start &&start,
+                                         std::function<void()> after = {}) {
+        for (const at::Tensor &t : inputs)
+            wait_for_producers(t);
+        auto work = c10::make_intrusive<IbexWork>(getRank(), type, name, std::move(outputs));
+        work->after = std::move(after);
+        work->keep_alive = std::move(inputs);
+        std::lock_guard<std::mutex> lock(mutex_); // one issue order for ibex and the queue
+        check(start(&work->request), name);
+        ++issued_;
+        pending_.push_back(work);
+        cv_.notify_one();
+        return work;
+    }
+
+    // Requests finish in issue order (one stream), so waiting on the oldest is enough.
+    void complete_in_order() {
+        for (;;) {
+            c10::intrusive_ptr<IbexWork> work;
+            {
+                std::unique_lock<std::mutex> lock(mutex_);
+                cv_.wait(lock, [this] { return stopping_ || !pending_.empty(); });
+                if (pending_.empty())
+                    return;
+                work = pending_.front();
+                pending_.pop_front();
+            }
+            const ibex_status_t status = ibex_wait(work->request);
+            std::exception_ptr error;
+            if (status != IBEX_OK)
+                error = std::make_exception_ptr(std::runtime_error(
+                    std::string("ibex: ") + work->name() + " failed on rank " +
+                    std::to_string(getRank()) + ": " + describe(status)));
+            work->complete(error);
+        }
+    }
+
+    ibex_comm_t *comm_;
+    std::mutex mutex_;
+    std::condition_variable cv_;
+    std::deque<c10::intrusive_ptr<IbexWork>> pending_;
+    bool stopping_ = false;
+    uint64_t issued_ = 0;
+    std::thread completer_;
+};
+
+namespace {
+
+std::string store_text(const std::vector<uint8_t> &bytes) {
+    return std::string(bytes.begin(), bytes.end());
+}
+
+std::string host_name() {
+    char name[256] = {};
+    (void)gethostname(name, sizeof(name) - 1);
+    return name;
+}
+
+void wait_for(c10d::Store &store, const std::vector<std::string> &keys,
+              std::chrono::milliseconds timeout, const std::string &what) {
+    try {
+        store.wait(keys, timeout);
+    } catch (const std::exception &e) {
+        refuse("waited " + std::to_string(timeout.count() / 1000) + " s for " + what + ": " +
+               e.what());
+    }
+}
+
+struct Rendezvous {
+    ibex_unique_id_t id{};
+    std::string device; // empty: each rank's own default (IBEX_DEVICE, else the first listed)
+};
+
+// Rendezvous through the store torch hands over. Every rank publishes its host name;
+// rank 0 opens ibex's listener, picks the device for everyone (its IBEX_DEVICE, else
+// `shm` when all ranks share its host, else each rank's default) and publishes that
+// with its id and world size; every rank checks what it was told against that. Keys
+// carry this rank's count of process groups made on this store, so a store reused for
+// a second group never hands out a stale id.
+Rendezvous exchange_unique_id(c10d::Store &store, int rank, int size,
+                              std::chrono::milliseconds timeout) {
+    const int64_t generation = store.add("ibex/created/" + std::to_string(rank), 1);
+    const std::string prefix = "ibex/" + std::to_string(generation) + "/";
+    const std::string me = host_name();
+    store.set(prefix + "host/" + std::to_string(rank), std::vector<uint8_t>(me.begin(), me.end()));
+    Rendezvous out;
+    if (rank == 0) {
+        std::vector<std::string> keys;
+        for (int r = 0; r < size; ++r)
+            keys.push_back(prefix + "host/" + std::to_string(r));
+        wait_for(store, keys, timeout, "every rank to join (are all " + std::to_string(size) +
+                                           " ranks running?)");
+        bool one_host = true;
+        for (const std::string &k : keys)
+            one_host = one_host && store_text(store.get(k)) == me;
+        const char *env = std::getenv("IBEX_DEVICE");
+        out.device = env != nullptr && *env != '\0' ? env : (one_host ? "shm" : "");
+        check(ibex_get_unique_id(&out.id), "ibex_get_unique_id");
+        const std::string value = std::to_string(size) + " " +
+                                  (out.device.empty() ? "-" : out.device) + " " + out.id.text;
+        store.set(prefix + "id", std::vector<uint8_t>(value.begin(), value.end()));
+        return out;
+    }
+    wait_for(store, {prefix + "id"}, timeout,
+             "rank 0's rendezvous id (is rank 0 running, or is rank " + std::to_string(rank) +
+                 " started twice?)");
+    const std::string value = store_text(store.get(prefix + "id"));
+    const size_t first = value.find(' ');
+    const size_t second = value.find(' ', first + 1);
+    if (first == std::string::npos || second == std::string::npos)
+        refuse("malformed rendezvous value in the store: " + value);
+    const int root_size = std::stoi(value.substr(0, first));
+    if (root_size != size)
+        refuse("this process was given world size " + std::to_string(size) +
+               " but rank 0 was given " + std::to_string(root_size) +
+               " (check WORLD_SIZE / world_size on every rank)");
+    out.device = value.substr(first + 1, second - first - 1);
+    if (out.device == "-")
+        out.device.clear();
+    const std::string text = value.substr(second + 1);
+    if (text.size() >= sizeof(out.id.text))
+        refuse("malformed rendezvous id in the store: " + text);
+    std::memcpy(out.id.text, text.data(), text.size());
+    return out;
+}
+
+c10::intrusive_ptr<BackendBase> create(const c10::intrusive_ptr<c10d::Store> &store, int rank,
+                                       int size, const std::chrono::duration<float> &timeout) {
+    if (size < 1)
+        refuse("world size must be at least 1, got " + std::to_string(size));
+    if (rank < 0 || rank >= size)
+        refuse("rank " + std::to_string(rank) + " is outside the world of size " +
+               std::to_string(size) + " (ranks are 0.." + std::to_string(size - 1) + ")");
+    const auto timeout_ms = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
+    const Rendezvous rv = exchange_unique_id(*store, rank, size, timeout_ms);
+    ibex_comm_config_t config = IBEX_COMM_CONFIG_INIT;
+    config.device = rv.device.empty() ? nullptr : rv.device.c_str();
+    config.timeout_ms = static_cast<int32_t>(std::min<int64_t>(
+        timeout_ms.count(), std::numeric_limits<int32_t>::max()));
+    ibex_comm_t *comm = nullptr;
+    ibex_status_t status;
+    {
+        pybind11::gil_scoped_release unlocked;
+        status = ibex_comm_init_rank(&comm, size, &rv.id, rank, &config);
+    }
+    check(status, "ibex_comm_init_rank");
+    return c10::make_intrusive<ProcessGroupIbex>(comm, rank, size);
+}
+
+} // namespace
+} // namespace ibex_torch
+
+PYBIND11_MODULE(_torch_backend, m) {
+    m.doc() = "The ibex backend of torch.distributed (import ibex.torch to register it)";
+    m.def("create_backend", &ibex_torch::create, pybind11::arg("store"), pybind11::arg("rank"),
+          pybind11::arg("world_size"), pybind11::arg("timeout"));
+    m.attr("TORCH_VERSION_BUILT") = TORCH_VERSION;
+#if TORCH_VERSION_MAJOR >= 2
+    m.attr("BASE_CLASS") = "c10d::Backend";
+#else
+    m.attr("BASE_CLASS") = "c10d::ProcessGroup";
+#endif
+}

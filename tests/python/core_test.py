@@ -1,0 +1,259 @@
+"""ibex._core from Python: collectives on NumPy arrays, bytearrays and torch tensors
+(zero copy: results land in the caller's memory), async requests, IbexError, argument
+refusals, and a two-QP script over udp:lo."""
+
+import multiprocessing as mp
+import time
+import unittest
+
+import numpy as np
+
+import ibex
+
+try:
+    import torch
+except ImportError:  # the core package does not need torch
+    torch = None
+
+DEVICE = "udp:lo"
+
+
+def run_ranks(n, body, timeout=60, destroy=True):
+    """Forks n ranks running body(comm) -> picklable result; returns the results by rank."""
+    uid = ibex.get_unique_id()  # the forked rank 0 inherits the listener
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+
+    def main(rank):
+        try:
+            comm = ibex.Comm(n, uid, rank, device=DEVICE, timeout_ms=20000)
+            out = body(comm)
+            if destroy:
+                comm.destroy()
+            q.put((rank, out))
+        except BaseException as e:  # reported to the test, not lost in the child
+            q.put((rank, f"EXCEPTION {type(e).__name__}: {e}"))
+
+    procs = [ctx.Process(target=main, args=(r,)) for r in range(n)]
+    for p in procs:
+        p.start()
+    results = {}
+    deadline = time.monotonic() + timeout
+    while len(results) < n and time.monotonic() < deadline:
+        try:
+            rank, out = q.get(timeout=1)
+            results[rank] = out
+        except Exception:
+            pass
+    for p in procs:
+        p.join(5)
+        if p.is_alive():
+            p.kill()
+    return results
+
+
+def numpy_collectives(comm):
+    r, n = comm.rank, comm.size
+    out = {}
+    a = np.full(1000, r + 1, dtype=np.float32)
+    comm.allreduce(a)  # in place: the array itself holds the sum
+    out["allreduce_inplace"] = a.tolist()[:2]
+    src = np.full(7, r + 1, dtype=np.int64)
+    dst = np.zeros(7, dtype=np.int64)
+    comm.allreduce(src, dst, op=ibex.MAX)
+    out["allreduce_max"] = dst.tolist()[:2]
+    h = np.full(33, r + 1, dtype=np.float16)
+    comm.allreduce(h, op=ibex.PROD)
+    out["prod_f16"] = float(h[0])
+    g = np.zeros(3 * n, dtype=np.int32)
+    comm.allgather(np.arange(3, dtype=np.int32) + 10 * r, g)
+    out["allgather"] = g.tolist()
+    rs = np.zeros(2, dtype=np.float64)
+    comm.reduce_scatter(np.arange(2.0 * n) + r, rs)
+    out["reduce_scatter"] = rs.tolist()
+    b = bytearray(b"root" if r == 0 else b"....")
+    comm.broadcast(b, root=0)
+    out["broadcast_bytearray"] = bytes(b).decode()
+    red = np.full(4, r + 1.0)
+    comm.reduce(red, root=n - 1)
+    out["reduce"] = red.tolist() if r == n - 1 else None
+    reqs = [comm.allreduce(np.full(16, float(i)), async_op=True) for i in range(8)]
+    arrays = []
+    for i in range(8):  # keep results: each request holds its buffer until done
+        arr = np.full(16, float(i))
+        arrays.append(arr)
+        reqs.append(comm.allreduce(arr, async_op=True))
+    for req in reversed(reqs):
+        req.wait()
+    out["async"] = [float(x[0]) for x in arrays]
+    comm.barrier()
+    sub = comm.split(color=r % 2, key=r)
+    out["split_size"] = sub.size
+    sub.destroy()
+    return out
+
+
+def torch_collectives(comm):
+    r = comm.rank
+    t = torch.full((513,), float(r + 1), dtype=torch.bfloat16)
+    ptr = t.data_ptr()
+    comm.allreduce(t)
+    out = {"bf16": float(t[0]), "same_storage": t.data_ptr() == ptr}
+    g = torch.zeros(2 * comm.size, dtype=torch.int64)
+    comm.allgather(torch.tensor([r, r]), g)
+    out["allgather"] = g.tolist()
+    return out
+
+
+def destroy_with_pending(comm):
+    """destroy() settles a request nobody waited for: a later wait() is fine and the
+    result landed; a request used after it was collected never touches freed memory."""
+    a = np.full(1 << 16, comm.rank + 1.0)
+    req = comm.allreduce(a, async_op=True)
+    comm.destroy()
+    req.wait()
+    out = {"value": float(a[0]), "test_after": req.test()}
+    try:
+        comm.allreduce(a)
+        out["after_destroy"] = "NO ERROR"
+    except ValueError as e:
+        out["after_destroy"] = str(e)
+    return out
+
+
+def refusals(comm):
+    e = {}
+
+    def err(fn):
+        try:
+            fn()
+        except Exception as x:
+            return f"{type(x).__name__}: {x}"
+        return "NO ERROR"
+
+    e["size"] = err(lambda: comm.allreduce(np.zeros(4, np.float32), np.zeros(5, np.float32)))
+    e["dtype"] = err(lambda: comm.allreduce(np.zeros(4, np.float32), np.zeros(4, np.float64)))
+    e["int8"] = err(lambda: comm.allreduce(np.zeros(4, np.int8)))
+    e["strided"] = err(lambda: comm.allreduce(np.zeros(8, np.float32)[::2]))
+    e["readonly"] = err(lambda: comm.allreduce(np.zeros(4, np.float32), bytes(16)))
+    e["not_a_buffer"] = err(lambda: comm.allreduce([1.0, 2.0]))
+    e["bad_root"] = err(lambda: comm.broadcast(np.zeros(4), root=comm.size + 3))
+    if torch is not None:
+        e["torch_strided"] = err(lambda: comm.allreduce(torch.ones(4, 4).t()))
+        e["torch_sparse"] = err(lambda: comm.allreduce(torch.ones(4).to_sparse()))
+    a = np.ones(3)
+    comm.allreduce(a)  # still usable after refusals
+    e["after"] = a.tolist()
+    return e
+
+
+class Collectives(unittest.TestCase):
+    def test_numpy_and_buffers_on_three_ranks(self):
+        n = 3
+        res = run_ranks(n, numpy_collectives)
+        self.assertEqual(len(res), n, res)
+        for r in range(n):
+            out = res[r]
+            self.assertIsInstance(out, dict, out)
+            self.assertEqual(out["allreduce_inplace"], [6.0, 6.0])
+            self.assertEqual(out["allreduce_max"], [3, 3])
+            self.assertEqual(out["prod_f16"], 6.0)
+            self.assertEqual(out["allgather"], [0, 1, 2, 10, 11, 12, 20, 21, 22])
+            self.assertEqual(out["reduce_scatter"], [6.0 * r + 3, 6.0 * r + 6])
+            self.assertEqual(out["broadcast_bytearray"], "root")
+            if r == n - 1:
+                self.assertEqual(out["reduce"], [6.0] * 4)
+            self.assertEqual(out["async"], [float(i * n) for i in range(8)])
+            self.assertEqual(out["split_size"], 2 if r % 2 == 0 else 1)
+
+    @unittest.skipIf(torch is None, "torch is not installed")
+    def test_torch_tensors_in_place(self):
+        res = run_ranks(2, torch_collectives)
+        for r in range(2):
+            self.assertIsInstance(res[r], dict, res[r])
+            self.assertEqual(res[r]["bf16"], 3.0)
+            self.assertTrue(res[r]["same_storage"])
+            self.assertEqual(res[r]["allgather"], [0, 0, 1, 1])
+
+    def test_destroy_settles_pending_requests(self):
+        res = run_ranks(2, destroy_with_pending, destroy=False)
+        for r in range(2):
+            self.assertIsInstance(res[r], dict, res[r])
+            self.assertEqual(res[r]["value"], 3.0)
+            self.assertTrue(res[r]["test_after"])
+            self.assertIn("destroyed", res[r]["after_destroy"])
+
+    def test_refusals(self):
+        res = run_ranks(2, refusals)
+        for r in range(2):
+            e = res[r]
+            self.assertIsInstance(e, dict, e)
+            self.assertIn("ValueError: ibex: recv holds 5 float elements, the collective needs 4",
+                          e["size"])
+            self.assertIn("send is float but recv is double", e["dtype"])
+            self.assertIn("has no ibex datatype", e["int8"])
+            self.assertIn("not C-contiguous", e["strided"])
+            self.assertIn("BufferError", e["readonly"])
+            self.assertIn("TypeError: ibex: expected a torch tensor", e["not_a_buffer"])
+            self.assertIn("IbexError: IBEX_ERR_INVALID_ARGUMENT", e["bad_root"])
+            if torch is not None:
+                self.assertIn("not contiguous", e["torch_strided"])
+                self.assertIn("sparse tensors are not supported", e["torch_sparse"])
+            self.assertEqual(e["after"], [2.0, 2.0, 2.0])
+
+
+class Errors(unittest.TestCase):
+    def test_ibex_error_carries_status_name_and_detail(self):
+        with self.assertRaises(ibex.IbexError) as cm:
+            ibex.Context("nosuch:dev0")
+        e = cm.exception
+        self.assertIsInstance(e, RuntimeError)
+        self.assertEqual(e.status, "IBEX_ERR_NO_DEVICE")
+        self.assertEqual(e.code, 3)
+        self.assertIn("nosuch:dev0", e.detail)
+        self.assertTrue(str(e).startswith("IBEX_ERR_NO_DEVICE: "))
+
+    def test_lists_devices(self):
+        names = [name for name, _ in ibex.devices()]
+        self.assertIn(DEVICE, names)
+
+
+class QueuePairs(unittest.TestCase):
+    def test_send_and_rdma_write_between_two_contexts(self):
+        a, b = ibex.Context(DEVICE), ibex.Context(DEVICE)
+        cqa, cqb = a.create_cq(64), b.create_cq(64)
+        qpa, qpb = a.create_qp(cqa), b.create_qp(cqb)
+        qpa.connect(qpb.local_addr())
+        qpb.connect(qpa.local_addr())
+        self.assertEqual(qpa.state, ibex.QPS_RTS)
+        src = np.arange(4096, dtype=np.uint8)
+        dst = np.zeros(4096, dtype=np.uint8)
+        window = np.zeros(1024, dtype=np.uint8)
+        mra, mrb, mrw = a.reg_mr(src), b.reg_mr(dst), b.reg_mr(window)
+        qpb.post_recv(mrb, wr_id=7)
+        qpa.post_send(mra, wr_id=1)
+        qpa.post_send(mra, offset=100, length=1024, opcode=ibex.WR_RDMA_WRITE,
+                      remote_addr=mrw.addr, rkey=mrw.rkey, wr_id=2)
+
+        def drain(cq, want):
+            got, deadline = [], time.monotonic() + 10
+            while len(got) < want and time.monotonic() < deadline:
+                if cq.wait(100):
+                    got += cq.poll()
+            return got
+
+        sent = drain(cqa, 2)
+        recv = drain(cqb, 1)
+        self.assertEqual(sorted(w["wr_id"] for w in sent), [1, 2])
+        self.assertTrue(all(w["status"] == "IBV_WC_SUCCESS" for w in sent + recv), sent + recv)
+        self.assertEqual(recv[0]["wr_id"], 7)
+        self.assertEqual(recv[0]["byte_len"], 4096)
+        self.assertTrue(np.array_equal(dst, src))
+        self.assertTrue(np.array_equal(window, src[100:1124]))
+        self.assertGreater(a.counters()["tx_packets"], 0)
+        with self.assertRaises(ValueError):
+            qpa.post_send(mra, offset=4000, length=200)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

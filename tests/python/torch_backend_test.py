@@ -1,0 +1,130 @@
+"""The ibex backend of torch.distributed: collectives against their definitions on 2 and
+3 ranks, refusals of bad input, rendezvous mismatches, and a killed peer."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKER = os.path.join(HERE, "torch_worker.py")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_ranks(scenario, world, timeout=120):
+    """Runs every rank as a process; returns ({rank: result or None}, {rank: returncode})."""
+    port = free_port()
+    procs = [subprocess.Popen([sys.executable, WORKER, scenario, str(r), str(world), str(port)],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for r in range(world)]
+    results, codes = {}, {}
+    deadline = time.monotonic() + timeout
+    for r, p in enumerate(procs):
+        try:
+            out, _ = p.communicate(timeout=max(1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            raise AssertionError(f"{scenario}: rank {r} did not finish in {timeout} s")
+        codes[r] = p.returncode
+        lines = [l for l in out.splitlines() if l.startswith("RESULT ")]
+        results[r] = json.loads(lines[-1][7:]) if lines else None
+        if results[r] is None and not (scenario == "killed_peer" and r == world - 1):
+            print(f"--- rank {r} output:\n{out}", file=sys.stderr)
+    return results, codes
+
+
+class Collectives(unittest.TestCase):
+    def check_world(self, world):
+        results, codes = run_ranks("collectives", world)
+        total = world * (world + 1) // 2
+        for r in range(world):
+            self.assertEqual(codes[r], 0, f"rank {r}")
+            res = results[r]
+            for key, value in res.items():
+                if key.startswith("allreduce_sum_"):
+                    expected = total % 256 if "uint8" in key else total
+                    self.assertEqual(value, [expected], key)
+            prod = 1.0
+            for i in range(world):
+                prod *= i + 2
+            self.assertEqual(res["allreduce_prod"], [prod])
+            self.assertEqual(res["allreduce_min"], [2.0])
+            self.assertEqual(res["allreduce_max"], [world + 1.0])
+            if "allreduce_avg" in res:
+                self.assertEqual(res["allreduce_avg"], [(world - 1) / 2])
+            self.assertTrue(res["allreduce_big_ok"])
+            self.assertEqual(res["broadcast"], [0.0, 1.0, 2.0, 3.0, 4.0])
+            if r == 0:
+                self.assertEqual(res["reduce_root"], [float(total)] * 4)
+            self.assertEqual(res["allgather"], [[10 * i, 10 * i + 1, 10 * i + 2]
+                                                for i in range(world)])
+            self.assertEqual(res["allgather_base"], [float(i) for i in range(world)
+                                                     for _ in range(2)])
+            base = sum(range(world))
+            self.assertEqual(res["reduce_scatter"], [float(r * 10 * world + base)] * 2)
+            self.assertEqual(res["reduce_scatter_base"],
+                             [float(world * (3 * r + j) + base) for j in range(3)])
+            self.assertEqual(res["async_values"], [float(i * world) for i in range(20)])
+
+    def test_two_ranks(self):
+        self.check_world(2)
+
+    def test_three_ranks(self):
+        self.check_world(3)
+
+
+class BadInput(unittest.TestCase):
+    def test_refusals_name_the_problem(self):
+        results, codes = run_ranks("bad_input", 2)
+        for r in range(2):
+            self.assertEqual(codes[r], 0)
+            e = results[r]
+            self.assertIn("not contiguous", e["non_contiguous"])
+            self.assertIn("sparse tensors are not supported", e["sparse"])
+            self.assertIn("dtype", e["dtype_int8"])
+            self.assertIn("dtype mismatch", e["dtype_mismatch"])
+            self.assertIn("world size x input", e["size_mismatch"])
+            self.assertIn("ReduceOp.BAND is not supported by ibex", e["op_band"])
+            self.assertIn("not supported by ibex", e["send"])
+            self.assertIn("not supported by ibex", e["gather"])
+            self.assertIn("not supported by ibex", e["alltoall"])
+            self.assertEqual(e["after"], [2.0, 2.0, 2.0])
+
+    def test_world_size_disagreeing_with_rank_0(self):
+        results, _ = run_ranks("world_mismatch", 2)
+        self.assertIn("given world size 3 but rank 0 was given 2", results[1]["error"])
+        # Rank 0 waits for a rank that never joins: it fails at its timeout, no hang.
+        self.assertNotEqual(results[0]["error"], "NO ERROR")
+        self.assertLess(results[0]["after_s"], 30)
+
+    def test_rank_outside_the_world(self):
+        results, _ = run_ranks("rank_outside", 2)
+        self.assertIn("rank", results[1]["error"])
+        self.assertNotEqual(results[1]["error"], "NO ERROR")
+
+
+class KilledPeer(unittest.TestCase):
+    def test_survivors_raise_within_the_timeout(self):
+        results, codes = run_ranks("killed_peer", 3)
+        self.assertEqual(codes[2], -9)
+        for r in (0, 1):
+            res = results[r]
+            self.assertIsNotNone(res, f"rank {r} printed no result")
+            self.assertIn("failed", res["error"])
+            self.assertIn("IBEX_ERR", res["error"])
+            self.assertLess(res["after_s"], 20.0)  # the group's timeout
+            print(f"rank {r}: {res['error']} after {res['after_s'] * 1e3:.0f} ms",
+                  file=sys.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

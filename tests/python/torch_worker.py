@@ -1,0 +1,144 @@
+"""One rank of a torch_backend_test scenario: python3 torch_worker.py SCENARIO RANK WORLD
+PORT. Prints "RESULT <json>" on success; a scenario that expects an error prints the error
+it got. The store is a TCPStore on PORT hosted by rank 0."""
+
+import datetime
+import json
+import os
+import signal
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+import ibex.torch  # noqa: F401  (registers the backend)
+
+
+def init(rank, world, port, timeout_s=20):
+    store = dist.TCPStore("127.0.0.1", port, is_master=(rank == 0),
+                          timeout=datetime.timedelta(seconds=timeout_s))
+    dist.init_process_group("ibex", store=store, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=timeout_s))
+
+
+def expect_error(fn):
+    try:
+        fn()
+    except Exception as e:  # torch raises RuntimeError (or ValueError) with our text
+        return str(e).splitlines()[0]
+    return "NO ERROR"
+
+
+def collectives(rank, world):
+    out = {}
+    for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32,
+                  torch.int64, torch.uint8):
+        t = torch.full((1001,), rank + 1, dtype=dtype)
+        dist.all_reduce(t)
+        out[f"allreduce_sum_{dtype}"] = t.double().unique().tolist()
+    for name, op in (("prod", dist.ReduceOp.PRODUCT), ("min", dist.ReduceOp.MIN),
+                     ("max", dist.ReduceOp.MAX)):
+        t = torch.full((17,), float(rank + 2))
+        dist.all_reduce(t, op=op)
+        out[f"allreduce_{name}"] = t.unique().tolist()
+    if hasattr(dist.ReduceOp, "AVG"):
+        t = torch.full((8,), float(rank), dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.AVG)
+        out["allreduce_avg"] = t.unique().tolist()
+    big = torch.arange(3 * 1024 * 1024, dtype=torch.float32) * (rank + 1)
+    dist.all_reduce(big)
+    out["allreduce_big_ok"] = bool(torch.equal(
+        big, torch.arange(3 * 1024 * 1024, dtype=torch.float32) * (world * (world + 1) // 2)))
+    b = torch.arange(5.0) if rank == world - 1 else torch.zeros(5)
+    dist.broadcast(b, src=world - 1)
+    out["broadcast"] = b.tolist()
+    r = torch.full((4,), float(rank + 1))
+    dist.reduce(r, dst=0)
+    out["reduce_root"] = r.tolist() if rank == 0 else None
+    gathered = [torch.zeros(3, dtype=torch.int64) for _ in range(world)]
+    dist.all_gather(gathered, torch.arange(3) + 10 * rank)
+    out["allgather"] = [g.tolist() for g in gathered]
+    flat = torch.zeros(world * 2)
+    dist._all_gather_base(flat, torch.full((2,), float(rank)))
+    out["allgather_base"] = flat.tolist()
+    rs = torch.zeros(2)
+    dist.reduce_scatter(rs, [torch.full((2,), float(i * 10 + rank)) for i in range(world)])
+    out["reduce_scatter"] = rs.tolist()
+    rsb = torch.zeros(3)
+    dist._reduce_scatter_base(rsb, torch.arange(3.0 * world) + rank)
+    out["reduce_scatter_base"] = rsb.tolist()
+    dist.barrier()
+    # Many async operations in flight, finished out of order by the caller.
+    works = [dist.all_reduce(torch.full((64,), float(i)), async_op=True) for i in range(20)]
+    futs = [w.get_future() for w in works]
+    for w in reversed(works):
+        w.wait()
+    out["async_values"] = [f.value()[0][0].item() for f in futs]
+    return out
+
+
+def bad_input(rank, world):
+    e = {}
+    e["non_contiguous"] = expect_error(lambda: dist.all_reduce(torch.ones(4, 4).t()))
+    e["sparse"] = expect_error(lambda: dist.all_reduce(torch.ones(3).to_sparse()))
+    e["dtype_int8"] = expect_error(lambda: dist.all_reduce(torch.ones(3, dtype=torch.int8)))
+    e["dtype_mismatch"] = expect_error(lambda: dist._all_gather_base(
+        torch.zeros(2 * world, dtype=torch.float64), torch.zeros(2)))
+
+    e["size_mismatch"] = expect_error(lambda: dist._all_gather_base(
+        torch.zeros(2 * world + 1), torch.zeros(2)))
+    e["op_band"] = expect_error(lambda: dist.all_reduce(torch.ones(2, dtype=torch.int32),
+                                                        op=dist.ReduceOp.BAND))
+    e["send"] = expect_error(lambda: dist.send(torch.ones(2), (rank + 1) % world))
+    e["gather"] = expect_error(lambda: dist.gather(torch.ones(2), [torch.ones(2)] * world
+                                                   if rank == 0 else None, dst=0))
+    e["alltoall"] = expect_error(lambda: dist.all_to_all_single(torch.ones(world),
+                                                                torch.ones(world)))
+    # The group still works after refusals.
+    t = torch.ones(3)
+    dist.all_reduce(t)
+    e["after"] = t.tolist()
+    return e
+
+
+def killed_peer(rank, world):
+    t = torch.ones(1 << 16)
+    last_ok = time.monotonic()
+    for step in range(100000):
+        if rank == world - 1 and step == 20:
+            os.kill(os.getpid(), signal.SIGKILL)
+        try:
+            dist.all_reduce(t)
+            t.fill_(1.0)
+            last_ok = time.monotonic()
+        except RuntimeError as err:
+            return {"error": str(err).splitlines()[0], "after_s": time.monotonic() - last_ok,
+                    "step": step}
+    return {"error": "NO ERROR"}
+
+
+def main():
+    scenario, rank, world, port = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    torch.set_num_threads(1)
+    if scenario == "world_mismatch":
+        # Rank 1 was told a different world size than everyone else.
+        told = world + 1 if rank == 1 else world
+        t0 = time.monotonic()
+        err = expect_error(lambda: init(rank, told, port, timeout_s=6))
+        print("RESULT " + json.dumps({"error": err, "after_s": time.monotonic() - t0}), flush=True)
+        return
+    if scenario == "rank_outside":
+        err = expect_error(lambda: init(rank if rank == 0 else world, world, port, timeout_s=6))
+        print("RESULT " + json.dumps({"error": err}), flush=True)
+        return
+    init(rank, world, port)
+    result = {"collectives": collectives, "bad_input": bad_input,
+              "killed_peer": killed_peer}[scenario](rank, world)
+    print("RESULT " + json.dumps(result), flush=True)
+    if scenario != "killed_peer":
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
