@@ -309,12 +309,15 @@ void execute(SoftContext &ctx, SoftQp &qp, const PacketView &pv) {
 
 // Names the hole that starts at the expected PSN in a selective NAK: once when the hole
 // opens or changes, and again every ooo.slots() / 4 packets held while it stays open
-// (the requester's resend was lost; IRN recovers that by timeout alone).
-void selective_nak(SoftContext &ctx, SoftQp &qp) {
+// (the requester's resend was lost; IRN recovers that by timeout alone), or whenever the
+// packet asks for an acknowledgement (`asked`): the requester's tail probe is a copy of a
+// packet already held, which holds nothing new, and left unanswered it backed the tail
+// timer off until the transport timeout fired (tens per run at 3 % loss).
+void selective_nak(SoftContext &ctx, SoftQp &qp, bool asked = false) {
     uint32_t end;
     if (!qp.ooo.first_after(qp.epsn, end)) return;
     const bool same = qp.sack_named && qp.sack_epsn == qp.epsn && qp.sack_end == end;
-    if (same && qp.sack_since < qp.ooo.slots() / 4) return;
+    if (same && !asked && qp.sack_since < qp.ooo.slots() / 4) return;
     ResponseJob *j = queue_nak(ctx, qp, uint8_t(kAethNak) | uint8_t(kNakPsnSeqError), qp.epsn);
     if (!j) return; // the job ring is full: the next held packet tries again
     j->selective = true;
@@ -325,7 +328,7 @@ void selective_nak(SoftContext &ctx, SoftQp &qp) {
     qp.sack_since = 0;
 }
 
-void out_of_order(SoftContext &ctx, SoftQp &qp, const uint8_t *data, uint32_t len, int32_t d) {
+void out_of_order(SoftContext &ctx, SoftQp &qp, const uint8_t *data, uint32_t len, int32_t d, bool ack_req) {
     ++ctx.counters().out_of_sequence;
     // nak_sent: an RNR NAK (or a go-back-N NAK) for the expected PSN is outstanding and
     // the requester goes back to it anyway; later packets are still worth holding.
@@ -335,7 +338,7 @@ void out_of_order(SoftContext &ctx, SoftQp &qp, const uint8_t *data, uint32_t le
             ++qp.rtx.ooo_held;
             ++qp.sack_since;
         }
-        if (!qp.nak_sent) selective_nak(ctx, qp);
+        if (!qp.nak_sent) selective_nak(ctx, qp, ack_req);
         return;
     }
     // Go-back-N, or past the store: everything from the expected PSN is sent again.
@@ -372,7 +375,7 @@ void drain_held(SoftContext &ctx, SoftQp &qp) {
 void responder_receive(SoftContext &ctx, SoftQp &qp, const PacketView &pv, const uint8_t *data, uint32_t len) {
     if (qp.state != IBEX_QPS_RTR && qp.state != IBEX_QPS_RTS) return;
     const int32_t d = psn_diff(pv.bth.psn, qp.epsn);
-    if (d > 0) return out_of_order(ctx, qp, data, len, d);
+    if (d > 0) return out_of_order(ctx, qp, data, len, d, pv.bth.ack_req);
     if (d < 0) return on_duplicate(ctx, qp, pv);
     execute(ctx, qp, pv);
     if (!qp.ooo.empty()) drain_held(ctx, qp);
