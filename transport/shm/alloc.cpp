@@ -199,32 +199,53 @@ void withdraw_mr(ShmContext &ctx, const ibex_mr &mr) {
     p.seq.fetch_add(1, std::memory_order_release);
 }
 
+namespace {
+
+// [remote_addr, +len) under `rkey`, checked against the peer's published MR as the target
+// would check it (key, access, bounds; the peer QP in RTR or RTS with `need` allowed).
+// On success *alloc is the peer allocation holding it (0: none, CMA only) and *off the
+// offset of remote_addr in it.
+bool peer_allows(const ShmQp &qp, uint32_t rkey, uint64_t remote_addr, uint64_t len, unsigned need, uint64_t *alloc,
+                 uint64_t *off) {
+    const uint32_t state = qp.peer->state.load(std::memory_order_acquire);
+    if ((state != IBEX_QPS_RTR && state != IBEX_QPS_RTS) || !(qp.peer->access.load(std::memory_order_relaxed) & need))
+        return false;
+    const uint32_t index = rkey >> 8;
+    if (index >= kPublishedMrs) return false;
+    const PublishedMr &p = qp.peer_ctx->mrs[index];
+    const uint32_t seq = p.seq.load(std::memory_order_acquire);
+    if (seq & 1) return false;
+    const uint64_t addr = p.addr.load(std::memory_order_relaxed), mr_len = p.len.load(std::memory_order_relaxed);
+    *alloc = p.alloc.load(std::memory_order_relaxed);
+    *off = p.alloc_off.load(std::memory_order_relaxed) + (remote_addr - addr);
+    const bool ok = p.rkey.load(std::memory_order_relaxed) == rkey &&
+                    (p.access.load(std::memory_order_relaxed) & need) == need && remote_addr >= addr && len <= mr_len &&
+                    remote_addr - addr <= mr_len - len;
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return ok && p.seq.load(std::memory_order_relaxed) == seq;
+}
+
+void count_map(ShmQp &qp, uint64_t bytes) {
+    ++qp.ctx->copies.map_ops;
+    qp.ctx->copies.map_bytes += bytes;
+    note_copy_choice(Copy::kMap, "ibex_mem_alloc memory, mapped from the peer's memfd");
+}
+
+} // namespace
+
 bool direct_copy(ShmQp &qp, const SendWqe &w) {
     const bool write = w.opcode == IBEX_WR_RDMA_WRITE;
     if ((!write && w.opcode != IBEX_WR_RDMA_READ) || !w.local.total || qp.send_mode == Copy::kRing ||
         qp.forced == static_cast<uint32_t>(Copy::kRing))
         return false;
-    const unsigned need = write ? IBEX_ACCESS_REMOTE_WRITE : IBEX_ACCESS_REMOTE_READ;
-    const uint32_t state = qp.peer->state.load(std::memory_order_acquire);
-    if ((state != IBEX_QPS_RTR && state != IBEX_QPS_RTS) || !(qp.peer->access.load(std::memory_order_relaxed) & need))
+    uint64_t alloc = 0, off = 0;
+    if (!peer_allows(qp, w.rkey, w.remote_addr, w.local.total, write ? IBEX_ACCESS_REMOTE_WRITE : IBEX_ACCESS_REMOTE_READ,
+                     &alloc, &off))
         return false;
-    const uint32_t index = w.rkey >> 8;
-    if (index >= kPublishedMrs) return false;
-    const PublishedMr &p = qp.peer_ctx->mrs[index];
-    const uint32_t seq = p.seq.load(std::memory_order_acquire);
-    if (seq & 1) return false;
-    const uint64_t addr = p.addr.load(std::memory_order_relaxed), len = p.len.load(std::memory_order_relaxed);
-    const uint64_t alloc = p.alloc.load(std::memory_order_relaxed), off = p.alloc_off.load(std::memory_order_relaxed);
-    const bool ok = p.rkey.load(std::memory_order_relaxed) == w.rkey &&
-                    (p.access.load(std::memory_order_relaxed) & need) == need && w.remote_addr >= addr &&
-                    w.local.total <= len && w.remote_addr - addr <= len - w.local.total;
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (!ok || p.seq.load(std::memory_order_relaxed) != seq) return false;
     iovec iov[kMaxSge];
     const int n = w.local.gather(0, w.local.total, iov);
-    uint8_t *remote = alloc && qp.forced != static_cast<uint32_t>(Copy::kCma)
-                          ? peer_mapping(qp, alloc, off + (w.remote_addr - addr), w.local.total)
-                          : nullptr;
+    uint8_t *remote =
+        alloc && qp.forced != static_cast<uint32_t>(Copy::kCma) ? peer_mapping(qp, alloc, off, w.local.total) : nullptr;
     if (!remote) {
         // Other memory: one process_vm_* call of ours, when this process may reach the peer.
         if (qp.serve_mode != Copy::kCma) return false;
@@ -242,9 +263,30 @@ bool direct_copy(ShmQp &qp, const SendWqe &w) {
     } else {
         w.local.scatter(0, remote, w.local.total);
     }
-    ++qp.ctx->copies.map_ops;
-    qp.ctx->copies.map_bytes += w.local.total;
-    note_copy_choice(Copy::kMap, "ibex_mem_alloc memory, mapped from the peer's memfd");
+    count_map(qp, w.local.total);
+    return true;
+}
+
+bool write_in_place(ShmQp &qp, const ibex_send_wr_t &wr) {
+    if (wr.opcode != IBEX_WR_RDMA_WRITE || wr.num_sge != 1 || !wr.sg_list || (wr.send_flags & IBEX_SEND_INLINE) ||
+        qp.state != IBEX_QPS_RTS || !qp.sq.empty() || qp.rnr_until || !qp.peer ||
+        (qp.forced && qp.forced != static_cast<uint32_t>(Copy::kMap)))
+        return false;
+    if (!qp.peer->ready.load(std::memory_order_acquire) || qp.peer->closed.load(std::memory_order_relaxed) ||
+        qp.peer->mode.load(std::memory_order_relaxed) == static_cast<uint32_t>(Copy::kRing))
+        return false;
+    const ibex_sge_t &sge = wr.sg_list[0];
+    const uint8_t *src = sge.length ? qp.ctx->mrs.resolve(sge.lkey, sge.addr, sge.length, 0) : nullptr;
+    uint64_t alloc = 0, off = 0;
+    if (!src || !peer_allows(qp, wr.wr.rdma.rkey, wr.wr.rdma.remote_addr, sge.length, IBEX_ACCESS_REMOTE_WRITE, &alloc, &off) ||
+        !alloc)
+        return false;
+    uint8_t *dst = peer_mapping(qp, alloc, off, sge.length);
+    if (!dst) return false;
+    std::memcpy(dst, src, sge.length);
+    count_map(qp, sge.length);
+    if ((wr.send_flags & IBEX_SEND_SIGNALED) || qp.sig_all)
+        complete(qp, qp.scq, wr.wr_id, IBEX_WC_SUCCESS, IBEX_WC_RDMA_WRITE, sge.length);
     return true;
 }
 

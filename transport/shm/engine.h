@@ -52,6 +52,10 @@ void offer_allocs(ShmQp &qp);
 // published MR, QP state and access allow it (checked as the target would); false: the
 // request goes the usual way, and the target answers it, errors included.
 bool direct_copy(ShmQp &qp, const SendWqe &w);
+// The latency path: a lone WRITE from one SGE into the peer's mapped allocation, with
+// nothing queued before it, copied and completed in the post without a WQE. False, with
+// nothing done, for anything else: the general path then posts it (and reports errors).
+bool write_in_place(ShmQp &qp, const ibex_send_wr_t &wr);
 
 // Opens the context's fd-passing socket (failure only disables `map`).
 void open_fd_socket(ShmContext &ctx);

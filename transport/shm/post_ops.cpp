@@ -95,6 +95,11 @@ ibex_status_t post_send(ibex_qp *q, ibex_send_wr_t *wr, ibex_send_wr_t **bad) {
     ShmQp *qp = qp_of(q);
     ShmContext &ctx = *qp->ctx;
     Lock l(ctx.mu);
+    // Touches no ring of ours: a quiet context stays quiet (see below).
+    if (wr && !wr->next && write_in_place(*qp, *wr)) {
+        if (bad) *bad = nullptr;
+        return IBEX_OK;
+    }
     const uint64_t quiet_before = ctx.quiet_bell.load(std::memory_order_relaxed);
     ctx.unquiet();
     ibex_status_t st = IBEX_OK;
