@@ -6,14 +6,6 @@
 
 namespace ibex::shm {
 
-uint8_t *MrTable::resolve(uint32_t key, uint64_t addr, uint64_t len, unsigned access) const {
-    ibex_mr *mr = find(key);
-    if (!mr || (mr->access & access) != access) return nullptr;
-    const uint64_t base = reinterpret_cast<uintptr_t>(mr->addr);
-    if (addr < base || len > mr->length || addr - base > mr->length - len) return nullptr;
-    return reinterpret_cast<uint8_t *>(static_cast<uintptr_t>(addr));
-}
-
 ibex_status_t alloc_pd(ibex_context *c, ibex_pd **out) {
     auto *pd = new (std::nothrow) ShmPd{};
     if (!pd) return fail(IBEX_ERR_NO_MEMORY, "cannot allocate a protection domain");

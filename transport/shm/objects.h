@@ -15,6 +15,7 @@
 #include "transport/mr_keys.h"
 #include "transport/completion_ring.h"
 #include "transport/provider.h"
+#include "transport/qp_attrs.h"
 #include "transport/shm/layout.h"
 #include "transport/shm/segment.h"
 #include "transport/soft/engine/work_queue.h"
@@ -42,7 +43,14 @@ public:
     void remove(uint32_t key) { keys_.remove(key); }
     ibex_mr *find(uint32_t key) const { return keys_.find(key); }
     // [addr, addr + len) inside the region of `key` with all of `access`, else nullptr.
-    uint8_t *resolve(uint32_t key, uint64_t addr, uint64_t len, unsigned access) const;
+    // Inline: it is on every post's path.
+    uint8_t *resolve(uint32_t key, uint64_t addr, uint64_t len, unsigned access) const {
+        ibex_mr *mr = find(key);
+        if (!mr || (mr->access & access) != access) return nullptr;
+        const uint64_t base = reinterpret_cast<uintptr_t>(mr->addr);
+        if (addr < base || len > mr->length || addr - base > mr->length - len) return nullptr;
+        return reinterpret_cast<uint8_t *>(static_cast<uintptr_t>(addr));
+    }
 
 private:
     MrKeys keys_;
@@ -137,20 +145,11 @@ struct Fragment {
     bool last = false;
 };
 
-struct ShmQp : ibex_qp {
+struct ShmQp : ibex_qp, QpAttrs {
     ShmContext *ctx = nullptr;
     ShmCq *scq = nullptr;
     ShmCq *rcq = nullptr;
     bool sig_all = false;
-    ibex_qp_state_t state = IBEX_QPS_RESET;
-    unsigned access = 0;
-    uint8_t mtu_enum = IBEX_MTU_4096;
-    uint8_t timeout = 14;
-    uint8_t retry_cnt = 7;
-    uint8_t rnr_retry = 7;
-    uint8_t min_rnr_timer = 12;
-    uint8_t max_rd_atomic = 16;
-    uint8_t traffic_class = 0;
     uint32_t sq_psn = 0, rq_psn = 0; // reported by query_qp; shm needs no PSNs
 
     // ---- this incarnation's segment (a new one on every entry into RESET)

@@ -165,12 +165,10 @@ ibex_status_t modify_qp(ibex_qp *q, const ibex_qp_attr_t *a, unsigned mask) {
     if (mask & IBEX_QP_PATH_MTU) qp->mtu_enum = static_cast<uint8_t>(a->path_mtu);
     if (mask & IBEX_QP_RQ_PSN) qp->rq_psn = a->rq_psn;
     if (mask & IBEX_QP_SQ_PSN) qp->sq_psn = a->sq_psn;
-    if (mask & IBEX_QP_TIMEOUT) qp->timeout = a->timeout;
-    if (mask & IBEX_QP_RETRY_CNT) qp->retry_left = qp->retry_cnt = a->retry_cnt;
-    if (mask & IBEX_QP_RNR_RETRY) qp->rnr_left = qp->rnr_retry = a->rnr_retry;
-    if (mask & IBEX_QP_MIN_RNR_TIMER) qp->min_rnr_timer = a->min_rnr_timer;
-    if (mask & IBEX_QP_MAX_RD_ATOMIC) qp->max_rd_atomic = a->max_rd_atomic;
-    if (mask & IBEX_QP_TRAFFIC_CLASS) qp->traffic_class = a->traffic_class;
+    qp->apply_limits(*a, mask);
+    // The live budgets follow a new limit at once (an RTS -> RTS change included).
+    if (mask & IBEX_QP_RETRY_CNT) qp->retry_left = qp->retry_cnt;
+    if (mask & IBEX_QP_RNR_RETRY) qp->rnr_left = qp->rnr_retry;
     if (to == IBEX_QPS_ERR) {
         qp_to_error(*qp);
         return IBEX_OK;
@@ -183,18 +181,10 @@ ibex_status_t modify_qp(ibex_qp *q, const ibex_qp_attr_t *a, unsigned mask) {
 ibex_status_t query_qp(ibex_qp *q, ibex_qp_attr_t *a) {
     ShmQp *qp = qp_of(q);
     Lock l(qp->ctx->mu);
-    a->qp_state = qp->state;
-    a->qp_access_flags = qp->access;
-    a->path_mtu = static_cast<ibex_mtu_t>(qp->mtu_enum);
+    qp->report(a);
     a->dest = qp->dest;
     a->rq_psn = qp->rq_psn;
     a->sq_psn = qp->sq_psn;
-    a->timeout = qp->timeout;
-    a->retry_cnt = qp->retry_cnt;
-    a->rnr_retry = qp->rnr_retry;
-    a->min_rnr_timer = qp->min_rnr_timer;
-    a->max_rd_atomic = qp->max_rd_atomic;
-    a->traffic_class = qp->traffic_class;
     a->qp_num = qp->qp_num;
     return IBEX_OK;
 }

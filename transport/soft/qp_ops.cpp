@@ -83,9 +83,7 @@ ibex_status_t modify_qp(ibex_qp *q, const ibex_qp_attr_t *a, unsigned mask) {
 ibex_status_t query_qp(ibex_qp *q, ibex_qp_attr_t *a) {
     SoftQp *qp = qp_of(q);
     Lock l(qp->ctx->mutex());
-    a->qp_state = qp->state;
-    a->qp_access_flags = qp->access;
-    a->path_mtu = static_cast<ibex_mtu_t>(qp->mtu_enum);
+    qp->report(a);
     std::memset(&a->dest, 0, sizeof a->dest);
     a->dest.gid[10] = a->dest.gid[11] = 0xff;
     roce::put32(a->dest.gid + 12, qp->dest.ip);
@@ -94,12 +92,6 @@ ibex_status_t query_qp(ibex_qp *q, ibex_qp_attr_t *a) {
     a->dest.mtu = qp->mtu_enum;
     a->rq_psn = qp->epsn;
     a->sq_psn = qp->sq_psn;
-    a->timeout = qp->timeout;
-    a->retry_cnt = qp->retry_cnt;
-    a->rnr_retry = qp->rnr_retry;
-    a->min_rnr_timer = qp->min_rnr_timer;
-    a->max_rd_atomic = qp->max_rd_atomic;
-    a->traffic_class = qp->traffic_class;
     a->qp_num = qp->qp_num;
     return IBEX_OK;
 }

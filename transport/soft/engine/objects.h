@@ -9,6 +9,7 @@
 
 #include "transport/completion_ring.h"
 #include "transport/provider.h"
+#include "transport/qp_attrs.h"
 #include "transport/soft/engine/congestion_control.h"
 #include "transport/soft/engine/loss_recovery.h"
 #include "transport/soft/engine/work_queue.h"
@@ -68,23 +69,14 @@ struct AtomicReplay {
 inline constexpr int kResponseJobs = 32;
 inline constexpr int kAtomicReplays = 16;
 
-struct SoftQp : ibex_qp {
+struct SoftQp : ibex_qp, QpAttrs {
     SoftContext *ctx = nullptr;
     SoftCq *scq = nullptr;
     SoftCq *rcq = nullptr;
     bool sig_all = false;
-    ibex_qp_state_t state = IBEX_QPS_RESET;
-    unsigned access = 0;
-    uint8_t mtu_enum = IBEX_MTU_4096;
     uint32_t mtu = 4096;
     NetAddr dest;
     uint32_t dest_qpn = 0;
-    uint8_t timeout = 14;
-    uint8_t retry_cnt = 7;
-    uint8_t rnr_retry = 7;
-    uint8_t min_rnr_timer = 12;
-    uint8_t max_rd_atomic = 16;
-    uint8_t traffic_class = 0;
     bool active = false; // listed in the context's service list
 
     // ---- requester

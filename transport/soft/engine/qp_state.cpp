@@ -74,13 +74,10 @@ void SoftQp::apply(const ibex_qp_attr_t &a, unsigned mask, const NetAddr &peer) 
     }
     if (mask & IBEX_QP_RQ_PSN) epsn = a.rq_psn & roce::kPsnMask;
     if (mask & IBEX_QP_SQ_PSN) sq_psn = a.sq_psn & roce::kPsnMask;
-    if (mask & IBEX_QP_TIMEOUT) timeout = a.timeout;
+    apply_limits(a, mask);
     // The live budgets follow a new limit at once (an RTS -> RTS change included).
-    if (mask & IBEX_QP_RETRY_CNT) retry_cnt = retry_left = a.retry_cnt;
-    if (mask & IBEX_QP_RNR_RETRY) rnr_retry = rnr_left = a.rnr_retry;
-    if (mask & IBEX_QP_MIN_RNR_TIMER) min_rnr_timer = a.min_rnr_timer;
-    if (mask & IBEX_QP_MAX_RD_ATOMIC) max_rd_atomic = a.max_rd_atomic;
-    if (mask & IBEX_QP_TRAFFIC_CLASS) traffic_class = a.traffic_class;
+    if (mask & IBEX_QP_RETRY_CNT) retry_left = retry_cnt;
+    if (mask & IBEX_QP_RNR_RETRY) rnr_left = rnr_retry;
 
     if (to == IBEX_QPS_ERR) {
         qp_to_error(*this);

@@ -1,0 +1,47 @@
+// The verbs attributes a software QP (soft, shm) holds as ibex_modify_qp sets them and
+// ibex_query_qp reports them. The path, the PSNs and the live retry budgets are each
+// provider's own.
+#pragma once
+
+#include <cstdint>
+
+#include <ibex/ibex.h>
+
+namespace ibex {
+
+struct QpAttrs {
+    ibex_qp_state_t state = IBEX_QPS_RESET;
+    unsigned access = 0;
+    uint8_t mtu_enum = IBEX_MTU_4096;
+    uint8_t timeout = 14;
+    uint8_t retry_cnt = 7;
+    uint8_t rnr_retry = 7;
+    uint8_t min_rnr_timer = 12;
+    uint8_t max_rd_atomic = 16;
+    uint8_t traffic_class = 0;
+
+    // The timer and retry limits named in `mask`.
+    void apply_limits(const ibex_qp_attr_t &a, unsigned mask) {
+        if (mask & IBEX_QP_TIMEOUT) timeout = a.timeout;
+        if (mask & IBEX_QP_RETRY_CNT) retry_cnt = a.retry_cnt;
+        if (mask & IBEX_QP_RNR_RETRY) rnr_retry = a.rnr_retry;
+        if (mask & IBEX_QP_MIN_RNR_TIMER) min_rnr_timer = a.min_rnr_timer;
+        if (mask & IBEX_QP_MAX_RD_ATOMIC) max_rd_atomic = a.max_rd_atomic;
+        if (mask & IBEX_QP_TRAFFIC_CLASS) traffic_class = a.traffic_class;
+    }
+
+    // Everything but dest, rq_psn, sq_psn and qp_num.
+    void report(ibex_qp_attr_t *a) const {
+        a->qp_state = state;
+        a->qp_access_flags = access;
+        a->path_mtu = static_cast<ibex_mtu_t>(mtu_enum);
+        a->timeout = timeout;
+        a->retry_cnt = retry_cnt;
+        a->rnr_retry = rnr_retry;
+        a->min_rnr_timer = min_rnr_timer;
+        a->max_rd_atomic = max_rd_atomic;
+        a->traffic_class = traffic_class;
+    }
+};
+
+} // namespace ibex
