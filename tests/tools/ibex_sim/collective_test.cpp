@@ -108,35 +108,83 @@ TEST(SimCollective, RabenseifnerMatchesAlphaBeta) {
     }
 }
 
-TEST(SimCollective, TreeMatchesAlphaBetaWhereLatencyRules) {
-    // A message of one packet per half: the double tree's time is 2 x depth hops up and
-    // down, each alpha + s beta, plus 2 m beta (REFERENCE.md's tree cost, as
-    // allreduce/selector computes it). Long links (20 us) make the hop latency the bulk;
-    // the packet times two children contend for at a parent are the rest (< 1%).
-    const SimConfig cfg;
-    const uint32_t n = 16;
-    CollectiveSpec spec;
-    spec.algo = "tree";
-    spec.bytes = 2 * cfg.mtu;
-    const Outcome r = run_collective(star(n, 20000), spec);
-    const double d = coll::tree_depth(int(n)), s = cfg.mtu;
-    const double expect = 2 * d * (alpha(cfg, 2, 20000) + s * beta(cfg)) + 2 * double(spec.bytes) * beta(cfg);
-    EXPECT_NEAR(r.seconds, expect, 0.02 * expect);
+// The double binary tree as allreduce/algorithms builds it (tree.cpp): the message is cut
+// in two halves, one per tree, each half in k = S / 2s slices of s bytes (the runtime's
+// slicing); a leaf sends all its slices at once, an inner node sends slice j up when both
+// children's slice j have landed and down to its children when its parent's has, and every
+// rank is a leaf in one tree and an inner node in the other. On a star, with d the depth:
+// - One slice (k = 1). At t = 0 every rank sends its leaf slice. A non-root parent has two
+//   children, whose slices share its one link: each level up costs alpha + 2 s beta. The
+//   root has one child: alpha + s beta. Down again, the root sends to its one child (alpha
+//   + s beta) and every inner node to its two children over its one link (alpha +
+//   2 s beta to the second). So T1 = 2 d alpha + (4d - 2) s beta.
+// - k slices: behind the first slice the pipeline is paced by its busiest links. A rank that
+//   is inner in one tree and a leaf in the other sends 4 half-tree slices per slice index
+//   (up to its parent, down to two children, its leaf slice up the other tree) and receives
+//   4, so each further slice adds 4 s beta: T = T1 + 4 (k - 1) s beta,
+//   = 2 S beta + 2 d alpha + (4d - 6) s beta.
+// The earlier formula, 2 d (alpha + s beta) + 2 S beta (the selector's), treats each hop as
+// one slice on a link of its own; it is 4-10% high at 1 MiB and low for one big slice.
+// Between the regimes (k = 4 to 32) the greedy schedule beats T: until the down traffic
+// reaches a rank, its links carry only the up phase, 2 slices per index, so the up phase
+// runs ahead at 2 s beta per slice where T charges 4. There T is an upper bound and 2 S beta
+// (4k slices through the busiest link) a lower one.
+namespace {
+
+double tree_one_slice(const SimConfig &cfg, uint32_t n, double slice, double delay_ns) {
+    const double d = coll::tree_depth(int(n));
+    return 2 * d * alpha(cfg, 2, delay_ns) + (4 * d - 2) * slice * beta(cfg);
 }
 
-TEST(SimCollective, TreeBandwidthTermIsALowerBound) {
-    // For large messages the formula's 2 m beta assumes every node's NIC busy both ways
-    // all the time; the simulated double tree gets within 30% of that and never beats it
-    // (measured 1.21-1.23x for 8-32 ranks: children of one parent contend for its link).
+double tree_pipelined(const SimConfig &cfg, uint32_t n, double bytes, double slice) {
+    const double k = std::ceil(bytes / 2 / slice);
+    return tree_one_slice(cfg, n, slice, 1000) + 4 * (k - 1) * slice * beta(cfg);
+}
+
+} // namespace
+
+TEST(SimCollective, TreeWithOneSliceMatchesItsCriticalPath) {
+    // Where latency rules (a packet per half over 20 us links: alpha is 99% of each hop)
+    // and where the shared links do (128 KiB per half over 1 us links: 2 s beta is 90%).
     const SimConfig cfg;
-    CollectiveSpec spec;
-    spec.algo = "tree";
-    spec.bytes = 32u << 20;
-    const Outcome r = run_collective(star(8), spec);
-    const double d = coll::tree_depth(8), s = double(spec.slice_bytes);
-    const double model = 2 * d * (alpha(cfg, 2, 1000) + s * beta(cfg)) + 2 * double(spec.bytes) * beta(cfg);
-    EXPECT_GT(r.seconds, model * 0.99);
-    EXPECT_LT(r.seconds, model * 1.3);
+    for (uint32_t n : {4u, 8u, 16u, 32u}) {
+        for (const auto &[half, delay_ns] : {std::pair<uint64_t, double>{cfg.mtu, 20000}, {128u << 10, 1000}}) {
+            CollectiveSpec spec;
+            spec.algo = "tree";
+            spec.bytes = 2 * half;
+            const Outcome r = run_collective(star(n, uint64_t(delay_ns)), spec);
+            const double expect = tree_one_slice(cfg, n, double(half), delay_ns);
+            EXPECT_NEAR(r.seconds, expect, 0.02 * expect) << n << " ranks, " << half << " bytes per half";
+        }
+    }
+}
+
+TEST(SimCollective, TreePipelineMatchesItsFormulaWhereBandwidthRules) {
+    // 32 MiB in 128 KiB slices: k = 128, the pipeline's fill is 2-4% of the time.
+    const SimConfig cfg;
+    for (uint32_t n : {4u, 8u, 16u, 32u}) {
+        CollectiveSpec spec;
+        spec.algo = "tree";
+        spec.bytes = 32u << 20;
+        const Outcome r = run_collective(star(n), spec);
+        const double expect = tree_pipelined(cfg, n, double(spec.bytes), double(spec.slice_bytes));
+        EXPECT_NEAR(r.seconds, expect, 0.02 * expect) << n;
+    }
+}
+
+TEST(SimCollective, TreeBetweenTheRegimesLiesBetweenItsBounds) {
+    const SimConfig cfg;
+    for (uint32_t n : {4u, 8u, 16u, 32u}) {
+        for (uint64_t bytes : {1u << 20, 8u << 20}) {
+            CollectiveSpec spec;
+            spec.algo = "tree";
+            spec.bytes = bytes;
+            const Outcome r = run_collective(star(n), spec);
+            EXPECT_GT(r.seconds, 2 * double(bytes) * beta(cfg)) << n << " ranks, " << bytes;
+            EXPECT_LT(r.seconds, 1.02 * tree_pipelined(cfg, n, double(bytes), double(spec.slice_bytes)))
+                << n << " ranks, " << bytes;
+        }
+    }
 }
 
 TEST(SimCollective, RanksOfOneHostShareItsNic) {
