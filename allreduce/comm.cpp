@@ -126,6 +126,11 @@ ibex_status_t comm_create(int nranks, const char *id_text, int rank, const CommO
     }
     if (ibex_status_t st = learn_topology(c, &c->topo); st != IBEX_OK) return bail(st);
     c->peers = needed_peers(rank, nranks, c->topo.layout);
+    if (Fastbox::wanted(c)) { // the fast boxes talk to every rank
+        c->peers.clear();
+        for (int p = 0; p < nranks; ++p)
+            if (p != rank) c->peers.push_back(p);
+    }
     if (ibex_status_t st = c->exec.open(opt.device.c_str(), c->topo.shm ? "shm" : nullptr, rank, nranks, c->peers,
                                         c->topo.local, opt.exec);
         st != IBEX_OK) {
@@ -157,6 +162,7 @@ ibex_status_t comm_create(int nranks, const char *id_text, int rank, const CommO
             return bail(st);
     }
     if (ibex_status_t st = c->exec.connect(remote); st != IBEX_OK) return bail(st);
+    if (ibex_status_t st = c->fast.open(c); st != IBEX_OK) return bail(st);
     // Nobody sends before every rank has its receives posted.
     if (ibex_status_t st = c->boot->barrier(opt.timeout_ms); st != IBEX_OK) return bail(st);
     if (ibex_status_t st = c->exec.announce(); st != IBEX_OK) return bail(st);

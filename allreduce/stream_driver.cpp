@@ -69,6 +69,20 @@ void enter_error(ibex_comm *c, ibex_status_t st, const std::string &detail, bool
 
 enum class Pass { moved, idle, stop };
 
+// The running op has finished: its request completes and the stream may take the next.
+void finish_running(ibex_comm *c) {
+    DriveState &d = c->drive;
+    complete(d.op.req, IBEX_OK, "");
+    d.op.req = nullptr;
+    d.have = false;
+    // A caller issuing one collective after another submits the next within
+    // microseconds: keep polling for it rather than sleep and be woken.
+    d.last_move = Clock::now();
+    std::lock_guard l(c->mu);
+    c->running_op = false;
+    c->idle_cv.notify_all();
+}
+
 // One step of the stream: takes the next op, starts it, polls the executor, finishes or
 // fails it. Caller holds drive_mu. stop: aborting, or stopping with nothing left to run.
 Pass drive_pass(ibex_comm *c) {
@@ -80,11 +94,12 @@ Pass drive_pass(ibex_comm *c) {
             d.op = std::move(c->queue.front());
             c->queue.pop_front();
             d.have = true;
+            d.fast = false;
             c->running_op = true;
         }
         if (!d.have && c->stopping) return Pass::stop;
     }
-    if (d.have && !c->exec.active()) {
+    if (d.have && !d.fast && !c->exec.active()) {
         ibex_status_t err;
         std::string err_detail;
         {
@@ -94,7 +109,12 @@ Pass drive_pass(ibex_comm *c) {
         }
         bool empty = false;
         ibex_status_t st = err;
-        if (st == IBEX_OK) st = start_op(c, d.op, &empty);
+        if (st == IBEX_OK && c->fast.takes(c, d.op)) {
+            st = c->fast.start(c, d.op);
+            d.fast = st == IBEX_OK;
+        } else if (st == IBEX_OK) {
+            st = start_op(c, d.op, &empty);
+        }
         if (err != IBEX_OK) {
             enter_error(c, err, err_detail, false, &d.op);
             d.have = false;
@@ -115,6 +135,21 @@ Pass drive_pass(ibex_comm *c) {
         }
         d.last_activity = d.last_move = Clock::now(); // a new op: its first replies are a latency away
     }
+    if (d.have && d.fast) {
+        bool done = false, moved = false;
+        if (ibex_status_t st = c->fast.poll(d.op, &done, &moved); st != IBEX_OK) {
+            enter_error(c, st, std::string(op_kind_name(d.op.kind)) + ": " + ibex_last_error(), true, &d.op);
+            d.have = false;
+            return Pass::moved;
+        }
+        if (done) {
+            finish_running(c);
+            return Pass::moved;
+        }
+        if (moved) d.last_activity = d.last_move = Clock::now();
+    }
+    // Also while a fast-box op runs: stray completions are drained, and a WRITE that had to
+    // queue (not in place) is served.
     bool did = false;
     if (ibex_status_t st = c->exec.progress(&did); st != IBEX_OK) {
         enter_error(c, st, ibex_last_error(), true, d.have ? &d.op : nullptr);
@@ -124,15 +159,7 @@ Pass drive_pass(ibex_comm *c) {
     if (d.have && c->exec.finished()) {
         if (d.op.times) *d.op.times = c->exec.done_times();
         c->exec.finish();
-        complete(d.op.req, IBEX_OK, "");
-        d.op.req = nullptr;
-        d.have = false;
-        // A caller issuing one collective after another submits the next within
-        // microseconds: keep polling for it rather than sleep and be woken.
-        d.last_move = Clock::now();
-        std::lock_guard l(c->mu);
-        c->running_op = false;
-        c->idle_cv.notify_all();
+        finish_running(c);
         return Pass::moved;
     }
     const auto now = Clock::now();
@@ -142,11 +169,12 @@ Pass drive_pass(ibex_comm *c) {
         return Pass::moved;
     }
     if (d.have && ms_since(d.last_activity) > c->opt.timeout_ms) {
-        const int peer = c->exec.waiting_on();
+        const int peer = d.fast ? c->fast.waiting_on() : c->exec.waiting_on();
         char buf[192];
         std::snprintf(buf, sizeof buf, "%s made no progress for %d ms (waiting on rank %d)", op_kind_name(d.op.kind),
                       c->opt.timeout_ms, peer);
-        IBEX_LOG(info, "communicator rank %d: %s: %s", c->rank, buf, c->exec.stall_detail().c_str());
+        IBEX_LOG(info, "communicator rank %d: %s: %s", c->rank, buf,
+                 (d.fast ? c->fast.stall_detail() : c->exec.stall_detail()).c_str());
         enter_error(c, IBEX_ERR_TIMEOUT, buf, true, &d.op);
         d.have = false;
         return Pass::moved;
@@ -194,6 +222,8 @@ void drive_idle(ibex_comm *c, std::unique_lock<std::mutex> &dl, int spin_us, boo
     int wait_ms = 100;
     if (d.have)
         wait_ms = static_cast<int>(std::clamp<int64_t>(c->opt.timeout_ms - ms_since(d.last_activity) + 1, 1, 100));
+    // A peer's fast-box word raises no completion to wake this poll: nap briefly.
+    if (d.have && d.fast) wait_ms = 1;
     dl.unlock();
     const int r = ::poll(pfd, n, wait_ms);
     c->driver_asleep.store(false, std::memory_order_relaxed);
@@ -237,10 +267,14 @@ void progress_main(ibex_comm *c) {
         if (c->waiters.load(std::memory_order_acquire) > 0) {
             // A caller drives the stream: stay out of its way until it is done, and a little
             // longer, since a caller waiting on one request after another comes straight back.
+            // The drive lock is taken again only once no caller is left: blocking on it
+            // while a caller holds it would cost that caller a wake-up at every release.
             dl.unlock();
             {
                 std::unique_lock l(c->mu);
-                c->driver_cv.wait_for(l, std::chrono::milliseconds(1), [&] { return c->aborting || c->stopping; });
+                for (int naps = 0; naps < 1000000 && c->waiters.load(std::memory_order_acquire) > 0; ++naps)
+                    if (c->driver_cv.wait_for(l, std::chrono::milliseconds(1), [&] { return c->aborting || c->stopping; }))
+                        break;
             }
             dl.lock();
             if (!c->aborting) continue;
@@ -291,6 +325,81 @@ void stop_progress_thread(ibex_comm *c, bool abort) {
     // the thread's exit guaranteed; only then may the communicator go.
     for (int spins = 0; c->waiters.load(std::memory_order_acquire) > 0 && spins < 1000000; ++spins) sched_yield();
     std::lock_guard l(c->mu); // the last waiter lets go of mu after its decrement
+}
+
+bool run_inline(ibex_comm *c, Op &op, ibex_status_t *out) {
+    if (!c->fast.takes(c, op)) return false;
+    c->waiters.fetch_add(1, std::memory_order_acq_rel); // the progress thread hands the stream over
+    std::unique_lock dl(c->drive_mu);
+    DriveState &d = c->drive;
+    bool idle;
+    {
+        std::lock_guard l(c->mu);
+        idle = c->queue.empty() && !c->running_op && !d.have && c->error == IBEX_OK && !c->stopping;
+        if (idle) c->running_op = true;
+    }
+    bool ran_out = false; // finished by the first tight polls, outside drive_pass
+    bool stopped = false;
+    if (idle) {
+        d.op = std::move(op);
+        d.op.req = nullptr;
+        d.have = true;
+        d.fast = true;
+        ibex_status_t st = c->fast.start(c, d.op);
+        bool done = false, moved = false;
+        // The peers' words are usually a cache-line transfer away: poll tightly first. A
+        // peer that is not there yet may be waiting for this core (other work shares the
+        // host's cores, not only ranks), so later looks give the core away in between, as
+        // an MPI that may be oversubscribed does.
+        const int spins = c->opt.own_core ? 256 : 16;
+        for (int i = 0; st == IBEX_OK && !done && i < 4096; ++i) {
+            st = c->fast.poll(d.op, &done, &moved);
+            if (done || st != IBEX_OK) break;
+            if (i < spins)
+                __builtin_ia32_pause();
+            else
+                sched_yield();
+        }
+        if (st != IBEX_OK) {
+            enter_error(c, st, std::string(op_kind_name(d.op.kind)) + ": " + ibex_last_error(), true, &d.op);
+            d.have = false;
+        } else if (done) {
+            d.have = false;
+            ran_out = true;
+        } else {
+            d.last_activity = d.last_move = Clock::now();
+            while (d.have) {
+                const Pass p = drive_pass(c);
+                if (p == Pass::stop) {
+                    stopped = true; // aborted under us: the progress thread cleans up
+                    break;
+                }
+                if (p == Pass::idle) drive_idle(c, dl, c->opt.wait_spin_us, c->opt.own_core);
+            }
+        }
+    }
+    dl.unlock();
+    ibex_status_t st = IBEX_OK;
+    std::string detail;
+    {
+        std::lock_guard l(c->mu);
+        if (ran_out) {
+            c->running_op = false;
+            c->idle_cv.notify_all();
+        }
+        if (idle && c->error != IBEX_OK) {
+            st = c->error;
+            detail = c->error_detail;
+        } else if (stopped) {
+            st = IBEX_ERR_INVALID_STATE;
+            detail = "communicator aborted";
+        }
+        c->last_waiter_ns.store(Clock::now().time_since_epoch().count(), std::memory_order_release);
+        c->waiters.fetch_sub(1, std::memory_order_acq_rel);
+    }
+    if (!idle) return false;
+    *out = st == IBEX_OK ? IBEX_OK : fail(st, "%s", detail.c_str());
+    return true;
 }
 
 ibex_status_t comm_submit(ibex_comm *c, Op &&op, ibex_request **req) {
