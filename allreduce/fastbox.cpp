@@ -26,6 +26,22 @@ size_t slot_payload(const Op &op) {
 
 } // namespace
 
+std::string Fastbox::said(const Meta &m) {
+    const auto kind = static_cast<OpKind>(m.call & 0xff);
+    const auto type = static_cast<int>((m.call >> 8) & 0xff);
+    const auto op = static_cast<int>(m.call >> 16);
+    std::string out = op_kind_name(kind);
+    if (kind == OpKind::barrier) return out;
+    char buf[160];
+    std::snprintf(buf, sizeof buf, " of %llu %s", static_cast<unsigned long long>(m.count),
+                  type < IBEX_DATATYPE_COUNT ? ibex_datatype_name(static_cast<ibex_datatype_t>(type)) : "?");
+    out += buf;
+    if (kind == OpKind::allreduce || kind == OpKind::reduce || kind == OpKind::reduce_scatter)
+        out += std::string(" (") + (op < IBEX_REDOP_COUNT ? ibex_redop_name(static_cast<ibex_redop_t>(op)) : "?") + ")";
+    if (m.root >= 0) out += " from root " + std::to_string(m.root);
+    return out;
+}
+
 Fastbox::~Fastbox() { close(); }
 
 void Fastbox::close() {
@@ -220,11 +236,9 @@ ibex_status_t Fastbox::poll(const Op &op, bool *done, bool *moved) {
         const Meta mine = describe(op);
         if (std::memcmp(&theirs, &mine, sizeof mine) != 0)
             return fail(IBEX_ERR_INVALID_ARGUMENT,
-                        "rank %d called %s (count %llu, call 0x%x, root %d) where this rank called %s (count %llu, "
-                        "call 0x%x, root %d): the ranks called different collectives, counts or types",
-                        q, op_kind_name(static_cast<OpKind>(theirs.call & 0xff)),
-                        static_cast<unsigned long long>(theirs.count), theirs.call, theirs.root, op_kind_name(op.kind),
-                        static_cast<unsigned long long>(mine.count), mine.call, mine.root);
+                        "rank %d called %s where this rank called %s: the ranks called different collectives, counts "
+                        "or types",
+                        q, said(theirs).c_str(), said(mine).c_str());
         arrived_[static_cast<size_t>(q)] = 1;
         --missing_;
         *moved = true;

@@ -81,6 +81,7 @@ private:
     ibex_status_t write(int peer, const uint8_t *src, size_t bytes, uint64_t remote);
     ibex_status_t finish(const Op &op, const uint8_t *own);
     static Meta describe(const Op &op);
+    static std::string said(const Meta &m); // "allreduce of 8 f32 (sum)"
 
     Executor *exec_ = nullptr;
     ibex_pd_t *pd_ = nullptr;

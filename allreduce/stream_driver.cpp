@@ -137,7 +137,13 @@ Pass drive_pass(ibex_comm *c) {
     }
     if (d.have && d.fast) {
         bool done = false, moved = false;
-        if (ibex_status_t st = c->fast.poll(d.op, &done, &moved); st != IBEX_OK) {
+        ibex_status_t st = IBEX_OK;
+        // The peers' words are usually a cache-line transfer away.
+        for (int i = 0; i < 128 && st == IBEX_OK && !done; ++i) {
+            st = c->fast.poll(d.op, &done, &moved);
+            if (!done) __builtin_ia32_pause();
+        }
+        if (st != IBEX_OK) {
             enter_error(c, st, std::string(op_kind_name(d.op.kind)) + ": " + ibex_last_error(), true, &d.op);
             d.have = false;
             return Pass::moved;
@@ -192,7 +198,8 @@ Pass drive_pass(ibex_comm *c) {
 void drive_idle(ibex_comm *c, std::unique_lock<std::mutex> &dl, int spin_us, bool own_core) {
     DriveState &d = c->drive;
     if (Clock::now() < d.last_move + std::chrono::microseconds(spin_us)) {
-        if (own_core && (++d.idle_passes & 63) != 0) {
+        // A fast-box op is polled, not woken: yielding gains it nothing.
+        if (own_core && ((++d.idle_passes & 63) != 0 || (d.have && d.fast))) {
             for (int i = 0; i < 16; ++i) __builtin_ia32_pause();
             return;
         }
@@ -347,18 +354,20 @@ bool run_inline(ibex_comm *c, Op &op, ibex_status_t *out) {
         d.fast = true;
         ibex_status_t st = c->fast.start(c, d.op);
         bool done = false, moved = false;
-        // The peers' words are usually a cache-line transfer away: poll tightly first. A
-        // peer that is not there yet may be waiting for this core (other work shares the
-        // host's cores, not only ranks), so later looks give the core away in between, as
-        // an MPI that may be oversubscribed does.
-        const int spins = c->opt.own_core ? 256 : 16;
-        for (int i = 0; st == IBEX_OK && !done && i < 4096; ++i) {
+        // The peers' words are usually a cache-line transfer away: poll tightly, for as
+        // long as a waiting caller spins (then the stream's loop naps). With a core of its
+        // own this thread never yields: a yield hands the core to whatever else runs on
+        // the host for a whole time slice. Sharing cores with other ranks, it gives the
+        // core away between looks, as an oversubscribed MPI does.
+        const auto spin_until = Clock::now() + std::chrono::microseconds(c->opt.wait_spin_us);
+        for (unsigned i = 0; st == IBEX_OK && !done; ++i) {
             st = c->fast.poll(d.op, &done, &moved);
             if (done || st != IBEX_OK) break;
-            if (i < spins)
+            if (c->opt.own_core || i < 16)
                 __builtin_ia32_pause();
             else
                 sched_yield();
+            if ((i & 255) == 255 && Clock::now() > spin_until) break;
         }
         if (st != IBEX_OK) {
             enter_error(c, st, std::string(op_kind_name(d.op.kind)) + ": " + ibex_last_error(), true, &d.op);
@@ -440,11 +449,18 @@ ibex_status_t request_wait(ibex_request *r) {
     }
     if (driving) {
         bool stopped = false;
+        int misses = 0;
         while (!stopped && !request_done(r)) {
             std::unique_lock dl(c->drive_mu, std::try_to_lock);
             if (!dl.owns_lock()) {
-                // Another caller drives (the thread hands over within one pass): wait on
-                // our own request a little, then try again.
+                // The progress thread hands over within one pass, and a small collective
+                // may finish under it meanwhile: look again soon before sleeping.
+                if (c->opt.own_core && ++misses < 64) {
+                    for (int i = 0; i < 32; ++i) __builtin_ia32_pause();
+                    continue;
+                }
+                misses = 0;
+                // Another caller drives: wait on our own request a little, then try again.
                 std::unique_lock l(r->mu);
                 r->cv.wait_for(l, std::chrono::microseconds(200), [&] { return r->done; });
                 continue;
