@@ -45,9 +45,11 @@ ibex_status_t run(ibex_comm *comm, Op &&op, ibex_request **req) {
     if (req) *req = nullptr;
     if (ibex_status_t st; !req && run_inline(comm, op, &st)) return st;
     ibex_request *r = nullptr;
+    const bool small = comm->fast.takes(comm, op);
     IBEX_TRY(comm_submit(comm, std::move(op), &r));
     if (req) {
         *req = r;
+        if (small) submit_poke(comm);
         return IBEX_OK;
     }
     return request_wait(r);

@@ -85,7 +85,9 @@ void finish_running(ibex_comm *c) {
 
 // One step of the stream: takes the next op, starts it, polls the executor, finishes or
 // fails it. Caller holds drive_mu. stop: aborting, or stopping with nothing left to run.
-Pass drive_pass(ibex_comm *c) {
+// fast_polls: how many times to look at the fast boxes before calling the pass idle (the
+// peers' words are usually a cache-line transfer away).
+Pass drive_pass(ibex_comm *c, int fast_polls = 128) {
     DriveState &d = c->drive;
     {
         std::lock_guard l(c->mu);
@@ -138,8 +140,7 @@ Pass drive_pass(ibex_comm *c) {
     if (d.have && d.fast) {
         bool done = false, moved = false;
         ibex_status_t st = IBEX_OK;
-        // The peers' words are usually a cache-line transfer away.
-        for (int i = 0; i < 128 && st == IBEX_OK && !done; ++i) {
+        for (int i = 0; i < fast_polls && st == IBEX_OK && !done; ++i) {
             st = c->fast.poll(d.op, &done, &moved);
             if (!done) __builtin_ia32_pause();
         }
@@ -492,6 +493,16 @@ ibex_status_t request_wait(ibex_request *r) {
     }
     r->release();
     return st == IBEX_OK ? IBEX_OK : fail(st, "%s", detail.c_str());
+}
+
+void submit_poke(ibex_comm *c) {
+    // Keeps the progress thread away while the caller issues one collective after another
+    // (see ibex_comm), so the caller's passes here find the drive lock free.
+    c->last_waiter_ns.store(Clock::now().time_since_epoch().count(), std::memory_order_release);
+    std::unique_lock dl(c->drive_mu, std::try_to_lock);
+    if (!dl.owns_lock()) return;
+    for (int i = 0; i < 4 && drive_pass(c, 1) == Pass::moved; ++i) {
+    }
 }
 
 void request_poke(ibex_request *r) {

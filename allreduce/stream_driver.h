@@ -38,6 +38,11 @@ bool run_inline(ibex_comm *c, Op &op, ibex_status_t *st);
 ibex_status_t comm_submit(ibex_comm *c, Op &&op, ibex_request **req);
 // Waits for r, driving the stream meanwhile; frees r and returns its status.
 ibex_status_t request_wait(ibex_request *r);
+// After queueing a small collective without waiting: a few non-blocking passes of the
+// stream when nobody else drives it, so a caller issuing many small collectives moves
+// them itself (finishing the running one, starting the next) instead of handing each to
+// the progress thread.
+void submit_poke(ibex_comm *c);
 // One non-blocking pass of the stream when nobody else drives it (ibex_test).
 void request_poke(ibex_request *r);
 // Blocks until every queued op has finished.

@@ -280,6 +280,12 @@ TEST(Fastbox, SilentRankTimesOutNamed) {
     EXPECT_TRUE(named) << "no rank named the silent one";
 }
 
+// Ranks whose calls differ are named from the description in each slot, on every rank.
+TEST(Fastbox, MismatchedCallsAreNamed) {
+    ibex::test::expect_mismatch_named(
+        ibex::test::run_ranks(3, [](RankCtx &ctx) { return ibex::test::mismatched_count_body(ctx, 8, 5); }, 60));
+}
+
 // IBEX_FASTBOX_MAX=0, and an algorithm forced by IBEX_ALGO, keep every collective on the
 // scheduled path.
 int off_body(RankCtx &ctx, const char *var, const char *value) {
