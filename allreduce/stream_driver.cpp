@@ -140,6 +140,8 @@ Pass drive_pass(ibex_comm *c, int fast_polls = 128) {
     if (d.have && d.fast) {
         bool done = false, moved = false;
         ibex_status_t st = IBEX_OK;
+        // Sharing cores, spinning here only delays the peer that has to write the word.
+        if (!c->opt.own_core) fast_polls = 1;
         for (int i = 0; i < fast_polls && st == IBEX_OK && !done; ++i) {
             st = c->fast.poll(d.op, &done, &moved);
             if (!done) __builtin_ia32_pause();
@@ -198,6 +200,9 @@ Pass drive_pass(ibex_comm *c, int fast_polls = 128) {
 // busy-polling does; otherwise every idle pass yields the core.
 void drive_idle(ibex_comm *c, std::unique_lock<std::mutex> &dl, int spin_us, bool own_core) {
     DriveState &d = c->drive;
+    // A fast-box op is not woken by a completion: sharing cores, keep yielding to the peer
+    // a while longer before napping (see run_inline).
+    if (d.have && d.fast && !own_core) spin_us = std::max(spin_us, 2000);
     if (Clock::now() < d.last_move + std::chrono::microseconds(spin_us)) {
         // A fast-box op is polled, not woken: yielding gains it nothing.
         if (own_core && ((++d.idle_passes & 63) != 0 || (d.have && d.fast))) {
@@ -360,7 +365,11 @@ bool run_inline(ibex_comm *c, Op &op, ibex_status_t *out) {
         // own this thread never yields: a yield hands the core to whatever else runs on
         // the host for a whole time slice. Sharing cores with other ranks, it gives the
         // core away between looks, as an oversubscribed MPI does.
-        const auto spin_until = Clock::now() + std::chrono::microseconds(c->opt.wait_spin_us);
+        // Oversubscribed, the peer this rank waits for is often just off the CPU for a few
+        // of its turns: yielding to it for up to 2 ms beats a nap, since no completion
+        // would wake this rank when the word lands.
+        const int spin_us = c->opt.own_core ? c->opt.wait_spin_us : std::max(c->opt.wait_spin_us, 2000);
+        const auto spin_until = Clock::now() + std::chrono::microseconds(spin_us);
         for (unsigned i = 0; st == IBEX_OK && !done; ++i) {
             st = c->fast.poll(d.op, &done, &moved);
             if (done || st != IBEX_OK) break;
