@@ -87,7 +87,7 @@ ibex_status_t Fastbox::open(ibex_comm *c) {
         if (!want) why = "not every peer has a QP on the shm link";
         if (want) {
             pd_ = c->exec.pd(link);
-            const size_t slot = kLine + round_line(want) + kLine;
+            const size_t slot = round_line(kData + want);
             box_bytes_ = 4 * n * slot; // in- and out-boxes, two parities, one slot per rank
             void *p = nullptr;
             if (ibex_mem_alloc(pd_, box_bytes_, &p) != IBEX_OK ||
@@ -122,8 +122,7 @@ ibex_status_t Fastbox::open(ibex_comm *c) {
         return IBEX_OK;
     }
     max_bytes_ = agreed;
-    data_bytes_ = round_line(agreed);
-    slot_bytes_ = kLine + data_bytes_ + kLine;
+    slot_bytes_ = round_line(kData + agreed);
     peer_addr_.resize(n);
     peer_rkey_.resize(n);
     for (size_t r = 0; r < n; ++r) {
@@ -179,23 +178,25 @@ ibex_status_t Fastbox::start(ibex_comm *c, const Op &op) {
     // This rank's own contribution is copied too: the result may overwrite the input (in
     // place), and the WRITEs need registered memory as their source.
     uint8_t *own = outbox(seq, rank_);
-    std::memcpy(own, &m, sizeof m);
+    std::memcpy(own + kMeta, &m, sizeof m);
     const bool sends_data =
         b && (op.kind != OpKind::broadcast || rank_ == a.root);
-    if (sends_data) std::memcpy(own + kLine, per_peer ? send + static_cast<size_t>(rank_) * b : send, b);
+    if (sends_data) std::memcpy(own + kData, per_peer ? send + static_cast<size_t>(rank_) * b : send, b);
     for (int p = 0; p < nranks_; ++p) {
         if (p == rank_) continue;
         const uint8_t *src = own;
         if (per_peer) {
             uint8_t *slot = outbox(seq, p);
-            std::memcpy(slot, &m, sizeof m);
-            std::memcpy(slot + kLine, send + static_cast<size_t>(p) * b, b);
+            std::memcpy(slot + kMeta, &m, sizeof m);
+            std::memcpy(slot + kData, send + static_cast<size_t>(p) * b, b);
             src = slot;
         }
         // A reduce's data matters to the root only; the others get the description alone.
         const size_t bytes = sends_data && (op.kind != OpKind::reduce || p == a.root) ? b : 0;
         const uint64_t remote = peer_addr_[static_cast<size_t>(p)] + static_cast<uint64_t>(inbox(seq, rank_) - box_);
-        IBEX_TRY(write(p, src, kLine + bytes, remote));
+        // From the slot's start: the sequence word it carries is this slot's previous one
+        // (s-2, or 0), which the peer's slot already holds, never s.
+        IBEX_TRY(write(p, src, kData + bytes, remote));
     }
     // The sequence words, after every peer's data: each follows its data on the same QP,
     // and shm performs one QP's WRITEs in order. Done in place (the usual case), both are
@@ -203,12 +204,12 @@ ibex_status_t Fastbox::start(ibex_comm *c, const Op &op) {
     // acquire between them, so a peer that reads the new word with acquire semantics sees
     // the data (x86 keeps stores in order anyway); queued, the provider copies them in
     // queue order. A WRITE is never reordered past a later one of the same QP.
-    uint8_t *word = own + kLine + data_bytes_;
+    uint8_t *word = own + kSeq;
     std::memcpy(word, &seq, sizeof seq);
     for (int p = 0; p < nranks_; ++p) {
         if (p == rank_) continue;
         const uint64_t remote =
-            peer_addr_[static_cast<size_t>(p)] + static_cast<uint64_t>(inbox(seq, rank_) + kLine + data_bytes_ - box_);
+            peer_addr_[static_cast<size_t>(p)] + static_cast<uint64_t>(inbox(seq, rank_) + kSeq - box_);
         IBEX_TRY(write(p, word, sizeof seq, remote));
     }
     std::fill(arrived_.begin(), arrived_.end(), 0);
@@ -229,10 +230,10 @@ ibex_status_t Fastbox::poll(const Op &op, bool *done, bool *moved) {
     for (int q = 0; q < nranks_ && missing_; ++q) {
         if (arrived_[static_cast<size_t>(q)]) continue;
         const uint8_t *slot = inbox(seq, q);
-        const auto *word = reinterpret_cast<const uint64_t *>(slot + kLine + data_bytes_);
+        const auto *word = reinterpret_cast<const uint64_t *>(slot + kSeq);
         if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != seq) continue;
         Meta theirs;
-        std::memcpy(&theirs, slot, sizeof theirs);
+        std::memcpy(&theirs, slot + kMeta, sizeof theirs);
         const Meta mine = describe(op);
         if (std::memcmp(&theirs, &mine, sizeof mine) != 0)
             return fail(IBEX_ERR_INVALID_ARGUMENT,
@@ -245,13 +246,13 @@ ibex_status_t Fastbox::poll(const Op &op, bool *done, bool *moved) {
     }
     if (missing_) return IBEX_OK;
     *done = true;
-    return finish(op, outbox(seq, rank_) + kLine);
+    return finish(op, outbox(seq, rank_) + kData);
 }
 
 ibex_status_t Fastbox::finish(const Op &op, const uint8_t *own) {
     const CollArgs &a = op.args;
     const size_t b = slot_payload(op);
-    auto data = [&](int q) -> const uint8_t * { return q == rank_ ? own : inbox(seq_, q) + kLine; };
+    auto data = [&](int q) -> const uint8_t * { return q == rank_ ? own : inbox(seq_, q) + kData; };
     auto *recv = static_cast<uint8_t *>(a.recvbuf);
     switch (op.kind) {
     case OpKind::reduce:

@@ -75,7 +75,9 @@ private:
         uint32_t call; // kind | type << 8 | op << 16
         int32_t root;
     };
-    static constexpr size_t kLine = 64;
+    // A slot: the sequence word, the description, the data. A collective of up to 40 bytes
+    // fits one cache line with its word, so a peer's poll and read cost one line transfer.
+    static constexpr size_t kSeq = 0, kMeta = 8, kData = 24;
     uint8_t *inbox(uint64_t seq, int from) const;
     uint8_t *outbox(uint64_t seq, int to) const;
     ibex_status_t write(int peer, const uint8_t *src, size_t bytes, uint64_t remote);
@@ -89,8 +91,7 @@ private:
     uint8_t *box_ = nullptr;
     size_t box_bytes_ = 0;
     size_t max_bytes_ = 0; // 0: off
-    size_t data_bytes_ = 0; // per slot, max_bytes_ rounded up to a cache line
-    size_t slot_bytes_ = 0; // meta line + data + sequence line
+    size_t slot_bytes_ = 0; // kData + max_bytes_, rounded up to a cache line
     int rank_ = 0, nranks_ = 1;
     std::vector<uint64_t> peer_addr_;
     std::vector<uint32_t> peer_rkey_;
