@@ -204,7 +204,9 @@ TEST(Fastbox, ThousandsBackToBackBlockingAndQueued) {
 
 // The victim dies while the others wait in a fast allreduce for its word: they fail well
 // within the timeout, and the communicator stays failed.
-int killed_body(RankCtx &ctx, std::atomic<int> *ready) {
+// queued: the others' last allreduce is a request they wait on (driven by the stream's
+// loop), else a blocking call (run by the caller).
+int killed_body(RankCtx &ctx, std::atomic<int> *ready, bool queued) {
     constexpr int kTimeoutMs = 20000, kVictim = 1;
     ibex_comm_t *comm = nullptr;
     RANK_CHECK_OK(ctx, init(ctx, &comm, kTimeoutMs));
@@ -219,7 +221,9 @@ int killed_body(RankCtx &ctx, std::atomic<int> *ready) {
         ::raise(SIGKILL);
     }
     const auto t0 = std::chrono::steady_clock::now();
-    const ibex_status_t st = ibex_allreduce(&x, &y, 1, IBEX_I64, IBEX_SUM, comm, nullptr);
+    ibex_request_t *req = nullptr;
+    ibex_status_t st = ibex_allreduce(&x, &y, 1, IBEX_I64, IBEX_SUM, comm, queued ? &req : nullptr);
+    if (st == IBEX_OK && req) st = ibex_wait(req);
     const long took = ms_since(t0);
     RANK_CHECK(ctx, st == IBEX_ERR_REMOTE || st == IBEX_ERR_TIMEOUT, "rank %d: allreduce returned %s (%s)", ctx.rank,
                ibex_strerror(st), ibex_last_error());
@@ -233,17 +237,19 @@ int killed_body(RankCtx &ctx, std::atomic<int> *ready) {
 }
 
 TEST(Fastbox, RankKilledWhileOthersWaitInAFastCollective) {
-    void *shared = ::mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    ASSERT_NE(shared, MAP_FAILED);
-    auto *ready = new (shared) std::atomic<int>(0);
-    const auto out = ibex::test::run_ranks(3, [&](RankCtx &ctx) { return killed_body(ctx, ready); }, 60);
-    ::munmap(shared, sizeof(std::atomic<int>));
-    for (size_t r = 0; r < out.size(); ++r) {
-        std::printf("%s", out[r].text.c_str());
-        if (r == 1)
-            EXPECT_EQ(out[r].code, 256 + SIGKILL) << out[r].text;
-        else
-            EXPECT_EQ(out[r].code, 0) << "rank " << r << ": " << out[r].text;
+    for (bool queued : {false, true}) {
+        void *shared = ::mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        ASSERT_NE(shared, MAP_FAILED);
+        auto *ready = new (shared) std::atomic<int>(0);
+        const auto out = ibex::test::run_ranks(3, [&](RankCtx &ctx) { return killed_body(ctx, ready, queued); }, 60);
+        ::munmap(shared, sizeof(std::atomic<int>));
+        for (size_t r = 0; r < out.size(); ++r) {
+            if (!out[r].text.empty()) std::printf("%s%s", queued ? "queued: " : "blocking: ", out[r].text.c_str());
+            if (r == 1)
+                EXPECT_EQ(out[r].code, 256 + SIGKILL) << out[r].text;
+            else
+                EXPECT_EQ(out[r].code, 0) << "rank " << r << (queued ? " (queued)" : " (blocking)") << ": " << out[r].text;
+        }
     }
 }
 
