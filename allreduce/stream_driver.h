@@ -20,6 +20,7 @@ struct DriveState {
     bool have = false; // op is the running one
     bool fast = false;  // ... and it runs over the fast boxes (allreduce/fastbox.h), not the executor
     unsigned idle_passes = 0;
+    unsigned quiet_passes = 0; // looks at the fast boxes that found nothing new
     std::chrono::steady_clock::time_point last_activity, last_move, last_boot_check;
 };
 
