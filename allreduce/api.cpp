@@ -43,10 +43,13 @@ Op make_op(OpKind kind, const void *sendbuf, void *recvbuf, size_t count, ibex_d
 // Queues the op; with req == NULL waits for it.
 ibex_status_t run(ibex_comm *comm, Op &&op, ibex_request **req) {
     if (req) *req = nullptr;
+    if (ibex_status_t st; !req && run_inline(comm, op, &st)) return st;
     ibex_request *r = nullptr;
+    const bool small = comm->fast.takes(comm, op);
     IBEX_TRY(comm_submit(comm, std::move(op), &r));
     if (req) {
         *req = r;
+        if (small) submit_poke(comm);
         return IBEX_OK;
     }
     return request_wait(r);
@@ -123,6 +126,7 @@ ibex_status_t ibex_comm_get_async_error(ibex_comm_t *comm, ibex_status_t *error)
 
 const char *ibex_comm_allreduce_algo(const ibex_comm_t *comm, size_t bytes) {
     if (!comm) return "";
+    if (bytes && bytes <= comm->fast.max_bytes()) return "fastbox";
     return algo_name(comm_algo(comm, bytes));
 }
 

@@ -31,16 +31,29 @@ std::vector<int> needed_peers(int rank, int n, const HostLayout &layout) {
     return {s.begin(), s.end()};
 }
 
-// How many ranks share this rank's host (by bootstrap address).
-ibex_status_t count_local_ranks(ibex_comm *c, int *out) {
-    char mine[64] = {};
+// Whether every rank of this host can have a core: the ranks sharing this rank's host (by
+// bootstrap address) against the CPUs their affinity masks cover together. Ranks pinned
+// one to a core each (as mpirun binds them) have a core each, though each mask holds one.
+ibex_status_t ranks_fit_cores(ibex_comm *c, bool *out) {
+    struct Announce {
+        char ip[64];
+        cpu_set_t cpus;
+    };
+    Announce mine{};
     const std::string ip = c->boot->local_ip();
-    std::snprintf(mine, sizeof mine, "%s", ip.c_str());
-    std::vector<char> all(sizeof mine * static_cast<size_t>(c->nranks));
-    IBEX_TRY(c->boot->allgather(mine, sizeof mine, all.data(), c->opt.timeout_ms));
-    *out = 0;
-    for (int r = 0; r < c->nranks; ++r)
-        if (std::strncmp(all.data() + sizeof mine * static_cast<size_t>(r), mine, sizeof mine) == 0) ++*out;
+    std::snprintf(mine.ip, sizeof mine.ip, "%s", ip.c_str());
+    if (sched_getaffinity(0, sizeof mine.cpus, &mine.cpus) != 0) CPU_SET(0, &mine.cpus);
+    std::vector<Announce> all(static_cast<size_t>(c->nranks));
+    IBEX_TRY(c->boot->allgather(&mine, sizeof mine, all.data(), c->opt.timeout_ms));
+    int local = 0;
+    cpu_set_t cover;
+    CPU_ZERO(&cover);
+    for (const Announce &a : all) {
+        if (std::strncmp(a.ip, mine.ip, sizeof mine.ip) != 0) continue;
+        ++local;
+        CPU_OR(&cover, &cover, &a.cpus);
+    }
+    *out = local <= CPU_COUNT(&cover);
     return IBEX_OK;
 }
 
@@ -117,15 +130,16 @@ ibex_status_t comm_create(int nranks, const char *id_text, int rank, const CommO
         // can have a core; oversubscribed, it yields the core soon. Long means beyond a
         // scheduler tick or two (4 ms at HZ 250): a peer preempted for a tick must not turn
         // the round into a sleep and a wake-up.
-        int local = 0;
-        if (ibex_status_t st = count_local_ranks(c, &local); st != IBEX_OK) return bail(st);
-        cpu_set_t cpus;
-        const int ncpu = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-        c->opt.own_core = local <= ncpu;
+        if (ibex_status_t st = ranks_fit_cores(c, &c->opt.own_core); st != IBEX_OK) return bail(st);
         c->opt.wait_spin_us = c->opt.own_core ? 10000 : c->opt.spin_us;
     }
     if (ibex_status_t st = learn_topology(c, &c->topo); st != IBEX_OK) return bail(st);
     c->peers = needed_peers(rank, nranks, c->topo.layout);
+    if (Fastbox::wanted(c)) { // the fast boxes talk to every rank
+        c->peers.clear();
+        for (int p = 0; p < nranks; ++p)
+            if (p != rank) c->peers.push_back(p);
+    }
     if (ibex_status_t st = c->exec.open(opt.device.c_str(), c->topo.shm ? "shm" : nullptr, rank, nranks, c->peers,
                                         c->topo.local, opt.exec);
         st != IBEX_OK) {
@@ -157,6 +171,7 @@ ibex_status_t comm_create(int nranks, const char *id_text, int rank, const CommO
             return bail(st);
     }
     if (ibex_status_t st = c->exec.connect(remote); st != IBEX_OK) return bail(st);
+    if (ibex_status_t st = c->fast.open(c); st != IBEX_OK) return bail(st);
     // Nobody sends before every rank has its receives posted.
     if (ibex_status_t st = c->boot->barrier(opt.timeout_ms); st != IBEX_OK) return bail(st);
     if (ibex_status_t st = c->exec.announce(); st != IBEX_OK) return bail(st);

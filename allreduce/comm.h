@@ -18,6 +18,7 @@
 #include "allreduce/comm_options.h"
 #include "allreduce/comm_topology.h"
 #include "allreduce/executor.h"
+#include "allreduce/fastbox.h"
 #include "allreduce/op.h"
 #include "allreduce/reg_cache.h"
 #include "allreduce/selector.h"
@@ -33,6 +34,7 @@ struct ibex_comm {
     ibex::coll::Executor exec;
     ibex::coll::RegCaches caches; // one per executor link
     ibex::coll::Selector selector;
+    ibex::coll::Fastbox fast; // after exec: its box goes before the executor's PD
     std::vector<int> peers;
 
     // Scratch for partial results (reduce-scatter, reduce) and the probe; grows on demand.

@@ -12,7 +12,7 @@
 namespace ibex::coll {
 namespace {
 
-enum WrKind : uint64_t { kData = 1, kCredit = 2, kRecv = 3, kEagerData = 4 };
+enum WrKind : uint64_t { kData = 1, kCredit = 2, kRecv = 3, kEagerData = 4, kFastbox = 5 };
 constexpr size_t kRxBytes = 32;
 
 uint64_t wr_id(WrKind k, size_t chan, uint32_t value) {
@@ -155,6 +155,30 @@ ibex_status_t Executor::send_control(Channel &c, size_t ci, const Credit &m) {
     wr.opcode = IBEX_WR_SEND;
     wr.send_flags = IBEX_SEND_SIGNALED | IBEX_SEND_INLINE;
     return ibex_post_send(c.qp, &wr, nullptr);
+}
+
+ibex_status_t Executor::write_to(int peer, const void *src, uint32_t lkey, size_t bytes, uint64_t remote,
+                                 uint32_t rkey) {
+    if (shut_) return fail(IBEX_ERR_INVALID_STATE, "the communicator's connections are shut down");
+    if (!connected_to(peer)) return fail(IBEX_ERR_INTERNAL, "no QP to rank %d", peer);
+    const size_t ci = static_cast<size_t>(chan_of_[static_cast<size_t>(peer)]);
+    ibex_sge_t sge{reinterpret_cast<uintptr_t>(src), static_cast<uint32_t>(bytes), lkey};
+    ibex_send_wr_t wr{};
+    wr.wr_id = wr_id(kFastbox, ci, 0);
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBEX_WR_RDMA_WRITE;
+    wr.wr.rdma.remote_addr = remote;
+    wr.wr.rdma.rkey = rkey;
+    // Full only when WRITEs queue up instead of completing in place: let completions drain.
+    for (int attempt = 0;; ++attempt) {
+        const ibex_status_t st = ibex_post_send(chans_[ci].qp, &wr, nullptr);
+        if (st == IBEX_OK) return IBEX_OK;
+        if (st != IBEX_ERR_QUEUE_FULL || attempt == 10000)
+            return fail(st, "writing to rank %d's fast box: %s", peer, ibex_last_error());
+        bool did = false;
+        IBEX_TRY(progress(&did));
+    }
 }
 
 std::vector<ibex_ep_addr_t> Executor::local_addrs() {
@@ -324,6 +348,7 @@ ibex_status_t Executor::handle(const ibex_wc_t &wc, bool *did) {
         ++c.eager_tx_done; // its send buffer may be reused
         return IBEX_OK;
     case kCredit:
+    case kFastbox:
         return IBEX_OK;
     case kRecv: {
         const uint32_t idx = wr_value(wc.wr_id);

@@ -66,6 +66,11 @@ public:
     const ExecutorParams &params() const { return params_; }
     bool connected_to(int peer) const { return peer >= 0 && peer < nranks_ && chan_of_[peer] >= 0; }
 
+    // An RDMA WRITE outside any schedule (the fast boxes, allreduce/fastbox.h), unsignalled:
+    // on shm a WRITE between mapped allocations completes inside the post. A failed one
+    // still completes, and fails the communicator like any other completion.
+    ibex_status_t write_to(int peer, const void *src, uint32_t lkey, size_t bytes, uint64_t remote, uint32_t rkey);
+
     // Takes over a schedule; keys come from the caches, one per link (the buffers must
     // already be in them).
     ibex_status_t start(Schedule &&s, ibex_datatype_t type, ibex_redop_t op, RegCaches &caches);

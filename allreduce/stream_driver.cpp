@@ -69,9 +69,25 @@ void enter_error(ibex_comm *c, ibex_status_t st, const std::string &detail, bool
 
 enum class Pass { moved, idle, stop };
 
+// The running op has finished: its request completes and the stream may take the next.
+void finish_running(ibex_comm *c) {
+    DriveState &d = c->drive;
+    complete(d.op.req, IBEX_OK, "");
+    d.op.req = nullptr;
+    d.have = false;
+    // A caller issuing one collective after another submits the next within
+    // microseconds: keep polling for it rather than sleep and be woken.
+    d.last_move = Clock::now();
+    std::lock_guard l(c->mu);
+    c->running_op = false;
+    c->idle_cv.notify_all();
+}
+
 // One step of the stream: takes the next op, starts it, polls the executor, finishes or
 // fails it. Caller holds drive_mu. stop: aborting, or stopping with nothing left to run.
-Pass drive_pass(ibex_comm *c) {
+// fast_polls: how many times to look at the fast boxes before calling the pass idle (the
+// peers' words are usually a cache-line transfer away).
+Pass drive_pass(ibex_comm *c, int fast_polls = 128) {
     DriveState &d = c->drive;
     {
         std::lock_guard l(c->mu);
@@ -80,11 +96,12 @@ Pass drive_pass(ibex_comm *c) {
             d.op = std::move(c->queue.front());
             c->queue.pop_front();
             d.have = true;
+            d.fast = false;
             c->running_op = true;
         }
         if (!d.have && c->stopping) return Pass::stop;
     }
-    if (d.have && !c->exec.active()) {
+    if (d.have && !d.fast && !c->exec.active()) {
         ibex_status_t err;
         std::string err_detail;
         {
@@ -94,7 +111,12 @@ Pass drive_pass(ibex_comm *c) {
         }
         bool empty = false;
         ibex_status_t st = err;
-        if (st == IBEX_OK) st = start_op(c, d.op, &empty);
+        if (st == IBEX_OK && c->fast.takes(c, d.op)) {
+            st = c->fast.start(c, d.op);
+            d.fast = st == IBEX_OK;
+        } else if (st == IBEX_OK) {
+            st = start_op(c, d.op, &empty);
+        }
         if (err != IBEX_OK) {
             enter_error(c, err, err_detail, false, &d.op);
             d.have = false;
@@ -115,6 +137,31 @@ Pass drive_pass(ibex_comm *c) {
         }
         d.last_activity = d.last_move = Clock::now(); // a new op: its first replies are a latency away
     }
+    if (d.have && d.fast) {
+        bool done = false, moved = false;
+        ibex_status_t st = IBEX_OK;
+        // Sharing cores, spinning here only delays the peer that has to write the word.
+        if (!c->opt.own_core) fast_polls = 1;
+        for (int i = 0; i < fast_polls && st == IBEX_OK && !done; ++i) {
+            st = c->fast.poll(d.op, &done, &moved);
+            if (!done) __builtin_ia32_pause();
+        }
+        if (st != IBEX_OK) {
+            enter_error(c, st, std::string(op_kind_name(d.op.kind)) + ": " + ibex_last_error(), true, &d.op);
+            d.have = false;
+            return Pass::moved;
+        }
+        if (done) {
+            finish_running(c);
+            return Pass::moved;
+        }
+        if (moved)
+            d.last_activity = d.last_move = Clock::now();
+        else if ((++d.quiet_passes & 15) != 0)
+            return Pass::idle; // the clock, the CQ and the timeout only every 16th quiet look
+    }
+    // Also while a fast-box op runs: stray completions are drained, and a WRITE that had to
+    // queue (not in place) is served.
     bool did = false;
     if (ibex_status_t st = c->exec.progress(&did); st != IBEX_OK) {
         enter_error(c, st, ibex_last_error(), true, d.have ? &d.op : nullptr);
@@ -124,15 +171,7 @@ Pass drive_pass(ibex_comm *c) {
     if (d.have && c->exec.finished()) {
         if (d.op.times) *d.op.times = c->exec.done_times();
         c->exec.finish();
-        complete(d.op.req, IBEX_OK, "");
-        d.op.req = nullptr;
-        d.have = false;
-        // A caller issuing one collective after another submits the next within
-        // microseconds: keep polling for it rather than sleep and be woken.
-        d.last_move = Clock::now();
-        std::lock_guard l(c->mu);
-        c->running_op = false;
-        c->idle_cv.notify_all();
+        finish_running(c);
         return Pass::moved;
     }
     const auto now = Clock::now();
@@ -142,11 +181,12 @@ Pass drive_pass(ibex_comm *c) {
         return Pass::moved;
     }
     if (d.have && ms_since(d.last_activity) > c->opt.timeout_ms) {
-        const int peer = c->exec.waiting_on();
+        const int peer = d.fast ? c->fast.waiting_on() : c->exec.waiting_on();
         char buf[192];
         std::snprintf(buf, sizeof buf, "%s made no progress for %d ms (waiting on rank %d)", op_kind_name(d.op.kind),
                       c->opt.timeout_ms, peer);
-        IBEX_LOG(info, "communicator rank %d: %s: %s", c->rank, buf, c->exec.stall_detail().c_str());
+        IBEX_LOG(info, "communicator rank %d: %s: %s", c->rank, buf,
+                 (d.fast ? c->fast.stall_detail() : c->exec.stall_detail()).c_str());
         enter_error(c, IBEX_ERR_TIMEOUT, buf, true, &d.op);
         d.have = false;
         return Pass::moved;
@@ -163,8 +203,16 @@ Pass drive_pass(ibex_comm *c) {
 // busy-polling does; otherwise every idle pass yields the core.
 void drive_idle(ibex_comm *c, std::unique_lock<std::mutex> &dl, int spin_us, bool own_core) {
     DriveState &d = c->drive;
+    // A fast-box op is not woken by a completion: sharing cores, keep yielding to the peer
+    // a while longer before napping (see run_inline).
+    if (d.have && d.fast && !own_core) spin_us = std::max(spin_us, 2000);
+    if (own_core && d.have && d.fast && (d.quiet_passes & 15) != 0) {
+        for (int i = 0; i < 16; ++i) __builtin_ia32_pause(); // the clock only every 16th pass
+        return;
+    }
     if (Clock::now() < d.last_move + std::chrono::microseconds(spin_us)) {
-        if (own_core && (++d.idle_passes & 63) != 0) {
+        // A fast-box op is polled, not woken: yielding gains it nothing.
+        if (own_core && ((++d.idle_passes & 63) != 0 || (d.have && d.fast))) {
             for (int i = 0; i < 16; ++i) __builtin_ia32_pause();
             return;
         }
@@ -194,6 +242,8 @@ void drive_idle(ibex_comm *c, std::unique_lock<std::mutex> &dl, int spin_us, boo
     int wait_ms = 100;
     if (d.have)
         wait_ms = static_cast<int>(std::clamp<int64_t>(c->opt.timeout_ms - ms_since(d.last_activity) + 1, 1, 100));
+    // A peer's fast-box word raises no completion to wake this poll: nap briefly.
+    if (d.have && d.fast) wait_ms = 1;
     dl.unlock();
     const int r = ::poll(pfd, n, wait_ms);
     c->driver_asleep.store(false, std::memory_order_relaxed);
@@ -237,10 +287,14 @@ void progress_main(ibex_comm *c) {
         if (c->waiters.load(std::memory_order_acquire) > 0) {
             // A caller drives the stream: stay out of its way until it is done, and a little
             // longer, since a caller waiting on one request after another comes straight back.
+            // The drive lock is taken again only once no caller is left: blocking on it
+            // while a caller holds it would cost that caller a wake-up at every release.
             dl.unlock();
             {
                 std::unique_lock l(c->mu);
-                c->driver_cv.wait_for(l, std::chrono::milliseconds(1), [&] { return c->aborting || c->stopping; });
+                for (int naps = 0; naps < 1000000 && c->waiters.load(std::memory_order_acquire) > 0; ++naps)
+                    if (c->driver_cv.wait_for(l, std::chrono::milliseconds(1), [&] { return c->aborting || c->stopping; }))
+                        break;
             }
             dl.lock();
             if (!c->aborting) continue;
@@ -293,6 +347,87 @@ void stop_progress_thread(ibex_comm *c, bool abort) {
     std::lock_guard l(c->mu); // the last waiter lets go of mu after its decrement
 }
 
+bool run_inline(ibex_comm *c, Op &op, ibex_status_t *out) {
+    if (!c->fast.takes(c, op)) return false;
+    c->waiters.fetch_add(1, std::memory_order_acq_rel); // the progress thread hands the stream over
+    std::unique_lock dl(c->drive_mu);
+    DriveState &d = c->drive;
+    bool idle;
+    {
+        std::lock_guard l(c->mu);
+        idle = c->queue.empty() && !c->running_op && !d.have && c->error == IBEX_OK && !c->stopping;
+        if (idle) c->running_op = true;
+    }
+    bool ran_out = false; // finished by the first tight polls, outside drive_pass
+    bool stopped = false;
+    if (idle) {
+        d.op = std::move(op);
+        d.op.req = nullptr;
+        d.have = true;
+        d.fast = true;
+        ibex_status_t st = c->fast.start(c, d.op);
+        bool done = false, moved = false;
+        // The peers' words are usually a cache-line transfer away: poll tightly, for as
+        // long as a waiting caller spins (then the stream's loop naps). With a core of its
+        // own this thread never yields: a yield hands the core to whatever else runs on
+        // the host for a whole time slice. Sharing cores with other ranks, it gives the
+        // core away between looks, as an oversubscribed MPI does.
+        // Oversubscribed, the peer this rank waits for is often just off the CPU for a few
+        // of its turns: yielding to it for up to 2 ms beats a nap, since no completion
+        // would wake this rank when the word lands.
+        const int spin_us = c->opt.own_core ? c->opt.wait_spin_us : std::max(c->opt.wait_spin_us, 2000);
+        const auto spin_until = Clock::now() + std::chrono::microseconds(spin_us);
+        for (unsigned i = 0; st == IBEX_OK && !done; ++i) {
+            st = c->fast.poll(d.op, &done, &moved);
+            if (done || st != IBEX_OK) break;
+            if (c->opt.own_core || i < 16)
+                __builtin_ia32_pause();
+            else
+                sched_yield();
+            if ((i & 255) == 255 && Clock::now() > spin_until) break;
+        }
+        if (st != IBEX_OK) {
+            enter_error(c, st, std::string(op_kind_name(d.op.kind)) + ": " + ibex_last_error(), true, &d.op);
+            d.have = false;
+        } else if (done) {
+            d.have = false;
+            ran_out = true;
+        } else {
+            d.last_activity = d.last_move = Clock::now();
+            while (d.have) {
+                const Pass p = drive_pass(c);
+                if (p == Pass::stop) {
+                    stopped = true; // aborted under us: the progress thread cleans up
+                    break;
+                }
+                if (p == Pass::idle) drive_idle(c, dl, c->opt.wait_spin_us, c->opt.own_core);
+            }
+        }
+    }
+    dl.unlock();
+    ibex_status_t st = IBEX_OK;
+    std::string detail;
+    {
+        std::lock_guard l(c->mu);
+        if (ran_out) {
+            c->running_op = false;
+            c->idle_cv.notify_all();
+        }
+        if (idle && c->error != IBEX_OK) {
+            st = c->error;
+            detail = c->error_detail;
+        } else if (stopped) {
+            st = IBEX_ERR_INVALID_STATE;
+            detail = "communicator aborted";
+        }
+        c->last_waiter_ns.store(Clock::now().time_since_epoch().count(), std::memory_order_release);
+        c->waiters.fetch_sub(1, std::memory_order_acq_rel);
+    }
+    if (!idle) return false;
+    *out = st == IBEX_OK ? IBEX_OK : fail(st, "%s", detail.c_str());
+    return true;
+}
+
 ibex_status_t comm_submit(ibex_comm *c, Op &&op, ibex_request **req) {
     auto *r = new (std::nothrow) ibex_request;
     if (!r) return fail(IBEX_ERR_NO_MEMORY, "request");
@@ -331,11 +466,18 @@ ibex_status_t request_wait(ibex_request *r) {
     }
     if (driving) {
         bool stopped = false;
+        int misses = 0;
         while (!stopped && !request_done(r)) {
             std::unique_lock dl(c->drive_mu, std::try_to_lock);
             if (!dl.owns_lock()) {
-                // Another caller drives (the thread hands over within one pass): wait on
-                // our own request a little, then try again.
+                // The progress thread hands over within one pass, and a small collective
+                // may finish under it meanwhile: look again soon before sleeping.
+                if (c->opt.own_core && ++misses < 64) {
+                    for (int i = 0; i < 32; ++i) __builtin_ia32_pause();
+                    continue;
+                }
+                misses = 0;
+                // Another caller drives: wait on our own request a little, then try again.
                 std::unique_lock l(r->mu);
                 r->cv.wait_for(l, std::chrono::microseconds(200), [&] { return r->done; });
                 continue;
@@ -367,6 +509,16 @@ ibex_status_t request_wait(ibex_request *r) {
     }
     r->release();
     return st == IBEX_OK ? IBEX_OK : fail(st, "%s", detail.c_str());
+}
+
+void submit_poke(ibex_comm *c) {
+    // Keeps the progress thread away while the caller issues one collective after another
+    // (see ibex_comm), so the caller's passes here find the drive lock free.
+    c->last_waiter_ns.store(Clock::now().time_since_epoch().count(), std::memory_order_release);
+    std::unique_lock dl(c->drive_mu, std::try_to_lock);
+    if (!dl.owns_lock()) return;
+    for (int i = 0; i < 4 && drive_pass(c, 1) == Pass::moved; ++i) {
+    }
 }
 
 void request_poke(ibex_request *r) {

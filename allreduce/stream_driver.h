@@ -18,7 +18,9 @@ namespace ibex::coll {
 struct DriveState {
     Op op;
     bool have = false; // op is the running one
+    bool fast = false;  // ... and it runs over the fast boxes (allreduce/fastbox.h), not the executor
     unsigned idle_passes = 0;
+    unsigned quiet_passes = 0; // looks at the fast boxes that found nothing new
     std::chrono::steady_clock::time_point last_activity, last_move, last_boot_check;
 };
 
@@ -28,10 +30,20 @@ void progress_main(ibex_comm *c);
 // still driving; afterwards the communicator may be freed.
 void stop_progress_thread(ibex_comm *c, bool abort);
 
+// A blocking collective the fast boxes take, run by the calling thread when nothing else
+// is queued or running on the stream: no request, no queue, no hand-off. false: not taken
+// (the stream is busy, or the boxes do not take it); queue it instead, where it still
+// runs over the boxes in its turn. Otherwise *st is its outcome.
+bool run_inline(ibex_comm *c, Op &op, ibex_status_t *st);
 // Queues an op; fails at once (without queueing) when the communicator is in error.
 ibex_status_t comm_submit(ibex_comm *c, Op &&op, ibex_request **req);
 // Waits for r, driving the stream meanwhile; frees r and returns its status.
 ibex_status_t request_wait(ibex_request *r);
+// After queueing a small collective without waiting: a few non-blocking passes of the
+// stream when nobody else drives it, so a caller issuing many small collectives moves
+// them itself (finishing the running one, starting the next) instead of handing each to
+// the progress thread.
+void submit_poke(ibex_comm *c);
 // One non-blocking pass of the stream when nobody else drives it (ibex_test).
 void request_poke(ibex_request *r);
 // Blocks until every queued op has finished.

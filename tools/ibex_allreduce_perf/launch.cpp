@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <sched.h>
 #include <string>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -86,6 +87,23 @@ int run_rank(ibex_comm_t *comm, const Options &o, const std::string &launcher) {
     return st == IBEX_OK ? rc : 2;
 }
 
+// The CPUs rank r is pinned to with --bind core: the r-th CPU this process may use, when
+// every rank gets one of its own (as mpirun binds ranks to cores); otherwise none, since
+// oversubscribed ranks must be free to go wherever a core is idle.
+bool core_of_rank(const Options &o, int r, cpu_set_t *out) {
+    cpu_set_t all;
+    if (!o.bind || sched_getaffinity(0, sizeof all, &all) != 0 || o.nprocs > CPU_COUNT(&all)) return false;
+    CPU_ZERO(out);
+    for (int cpu = 0, seen = 0; cpu < CPU_SETSIZE; ++cpu) {
+        if (!CPU_ISSET(cpu, &all)) continue;
+        if (seen++ == r) {
+            CPU_SET(cpu, out);
+            return true;
+        }
+    }
+    return false;
+}
+
 int run_forked(const Options &o) {
     const int n = o.nprocs;
     ibex_unique_id_t id{};
@@ -102,6 +120,7 @@ int run_forked(const Options &o) {
         }
         if (pid == 0) {
             prctl(PR_SET_PDEATHSIG, SIGKILL); // never outlive the tool
+            if (cpu_set_t core; core_of_rank(o, r, &core)) sched_setaffinity(0, sizeof core, &core);
             const std::string device = device_for_rank(o.device, r);
             const ibex_comm_config_t cfg = config_of(o, device);
             ibex_comm_t *comm = nullptr;

@@ -129,7 +129,7 @@ struct Flag {
 constexpr Flag kValueFlags[] = {
     {"b", "minbytes"}, {"e", "maxbytes"}, {"i", "stepbytes"}, {"f", "stepfactor"}, {"n", "iters"},
     {"w", "warmup_iters"}, {"c", "check"}, {"d", "datatype"}, {"o", "op"}, {"r", "root"},
-    {"z", "blocking"}, {"a", "average"}, {"T", "timeout"}, {"np", "nprocs"}, {nullptr, "coll"},
+    {"z", "blocking"}, {"a", "average"}, {"T", "timeout"}, {"np", "nprocs"}, {nullptr, "bind"}, {nullptr, "coll"},
     {nullptr, "device"}, {nullptr, "algo"}, {"G", "gpu"}, {nullptr, "mem"},
 };
 
@@ -227,6 +227,9 @@ std::string parse_options(int argc, char **argv, Coll default_coll, Options *o) 
             o->timeout_ms = s * 1000;
         } else if (f == "nprocs") {
             if (!parse_int(value, 1, 256, &o->nprocs)) return bad(name.c_str(), value, "expected 1 .. 256 ranks");
+        } else if (f == "bind") {
+            if (std::strcmp(value, "core") != 0 && std::strcmp(value, "none") != 0) return bad(name.c_str(), value, "expected core or none");
+            o->bind = std::strcmp(value, "core") == 0;
         } else if (f == "coll") {
             if (!parse_coll(value, &o->coll))
                 return bad(name.c_str(), value, "expected allreduce, reduce_scatter, allgather, broadcast or reduce");
@@ -280,6 +283,8 @@ void print_usage(const char *prog) {
         "                             (default from the program name: ibex_allreduce_perf, ...)\n"
         "  -np <n>                    fork n local ranks (one host); without it the ranks come from\n"
         "                             mpirun, srun, torchrun or IBEX_RANK/IBEX_NRANKS, else 1 rank\n"
+        "      --bind <core|none>     core: each -np rank on a core of its own when they fit, as\n"
+        "                             mpirun binds by default (default core)\n"
         "      --device <dev>         device every rank opens, e.g. udp:lo (default IBEX_DEVICE);\n"
         "                             {rank} in it becomes the rank's number\n"
         "      --algo <name>          force the allreduce algorithm: ring, rhd, tree, hierarchical\n"

@@ -1,8 +1,11 @@
 // The correctness matrix (tests/allreduce/matrix/matrix.h) on one communicator per rank
-// count (1, 2, 3, 4, 5, 8 forked ranks over udp:lo), then barriers.
+// count (1, 2, 3, 4, 5, 8 forked ranks over udp:lo), then barriers; once as configured by
+// default (small counts through the fast boxes), once with every call scheduled.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <tuple>
 #include <sys/mman.h>
 #include <vector>
 
@@ -12,7 +15,9 @@ namespace {
 
 using ibex::test::RankCtx;
 
-int rank_body(RankCtx &ctx, std::atomic<int> *barrier_counts, int barrier_rounds) {
+int rank_body(RankCtx &ctx, std::atomic<int> *barrier_counts, int barrier_rounds, bool fastbox) {
+    // Off, the small counts take the scheduled algorithms too.
+    if (!fastbox) ::setenv("IBEX_FASTBOX_MAX", "0", 1);
     ibex_comm_config_t cfg = IBEX_COMM_CONFIG_INIT;
     cfg.device = "udp:lo";
     ibex_comm_t *comm = nullptr;
@@ -36,24 +41,29 @@ int rank_body(RankCtx &ctx, std::atomic<int> *barrier_counts, int barrier_rounds
     return 0;
 }
 
-class CollectiveMatrix : public ::testing::TestWithParam<int> {};
+// (ranks, fast boxes on for the counts they take)
+class CollectiveMatrix : public ::testing::TestWithParam<std::tuple<int, bool>> {};
 
 TEST_P(CollectiveMatrix, EveryCollectiveTypeOpAndPlacement) {
-    const int n = GetParam();
+    const int n = std::get<0>(GetParam());
+    const bool fastbox = std::get<1>(GetParam());
     constexpr int kBarrierRounds = 4;
     // Shared with the forked ranks: one arrival counter per barrier round.
     void *mem = mmap(nullptr, sizeof(std::atomic<int>) * kBarrierRounds, PROT_READ | PROT_WRITE,
                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     ASSERT_NE(mem, MAP_FAILED);
     auto *counts = new (mem) std::atomic<int>[kBarrierRounds]();
-    const auto out = ibex::test::run_ranks(n, [&](RankCtx &ctx) { return rank_body(ctx, counts, kBarrierRounds); }, 100);
+    const auto out = ibex::test::run_ranks(n, [&](RankCtx &ctx) { return rank_body(ctx, counts, kBarrierRounds, fastbox); }, 100);
     munmap(mem, sizeof(std::atomic<int>) * kBarrierRounds);
     ibex::test::expect_all_passed(out);
 
     ibex::test::matrix::expect_same_bits(out, n);
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, CollectiveMatrix, ::testing::Values(1, 2, 3, 4, 5, 8),
-                         [](const auto &info) { return std::to_string(info.param) + "_ranks"; });
+INSTANTIATE_TEST_SUITE_P(Ranks, CollectiveMatrix, ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 8), ::testing::Bool()),
+                         [](const auto &info) {
+                             return std::to_string(std::get<0>(info.param)) + "_ranks" +
+                                    (std::get<1>(info.param) ? "" : "_scheduled_only");
+                         });
 
 } // namespace

@@ -1,0 +1,336 @@
+// The fast boxes (allreduce/fastbox.h) on forked ranks of one host: every collective x type
+// x op at sizes from one element to the limit, against the reference, with the same bits
+// on every rank; the boxes' counter shows each of those took the fast path and that one
+// element past the limit did not. Thousands of back-to-back collectives (the slots'
+// parity reused many times, blocking and queued, mixed with scheduled ones); a rank
+// killed while the others wait in a fast collective; the switches that turn them off.
+#include <gtest/gtest.h>
+
+#include <sys/mman.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "allreduce/comm.h"
+#include "tests/allreduce/matrix/matrix.h"
+
+namespace {
+
+using ibex::test::ms_since;
+using ibex::test::RankCtx;
+using namespace ibex::test::matrix;
+
+constexpr size_t kLimit = 4096; // IBEX_FASTBOX_MAX's default
+
+ibex_status_t init(RankCtx &ctx, ibex_comm_t **comm, int timeout_ms = 20000) {
+    ibex_comm_config_t cfg = IBEX_COMM_CONFIG_INIT;
+    cfg.device = "udp:lo"; // the ranks of this host reach each other over shm
+    cfg.timeout_ms = timeout_ms;
+    return ibex_comm_init_rank(comm, ctx.nranks, &ctx.id, ctx.rank, &cfg);
+}
+
+// Element counts from one to the limit (per rank's slot), and one past it.
+std::vector<size_t> counts_for(ibex_datatype_t t) {
+    const size_t most = kLimit / ibex_datatype_size(t);
+    return {1, 3, most / 2 + 1, most};
+}
+
+// Every combination at every size up to the limit, out of place and in place; then the
+// first size past the limit. Each rank reports "H <id> <hash>" for results all ranks hold.
+int matrix_body(RankCtx &ctx) {
+    ibex_comm_t *comm = nullptr;
+    RANK_CHECK_OK(ctx, init(ctx, &comm));
+    RANK_CHECK(ctx, comm->fast.max_bytes() == kLimit, "fast boxes limit %zu, expected %zu", comm->fast.max_bytes(),
+               kLimit);
+    RANK_CHECK(ctx, std::strcmp(ibex_comm_allreduce_algo(comm, kLimit), "fastbox") == 0 &&
+                        std::strcmp(ibex_comm_allreduce_algo(comm, kLimit + 1), "fastbox") != 0,
+               "algorithm names: %s at the limit, %s past it", ibex_comm_allreduce_algo(comm, kLimit),
+               ibex_comm_allreduce_algo(comm, kLimit + 1));
+    int id = 0, failures = 0;
+    uint64_t shared_hash = 0, shared = 0; // over the results every rank holds in full
+    uint64_t expect_taken = comm->fast.taken();
+    for (Coll coll : {Coll::allreduce, Coll::reduce_scatter, Coll::allgather, Coll::broadcast, Coll::reduce}) {
+        for (int t = 0; t < IBEX_DATATYPE_COUNT && failures == 0; ++t) {
+            const auto type = static_cast<ibex_datatype_t>(t);
+            for (int op = 0; op < (reduces(coll) ? IBEX_REDOP_COUNT : 1) && failures == 0; ++op) {
+                for (size_t count : counts_for(type)) {
+                    const Combo c{id, coll, type, static_cast<ibex_redop_t>(op), count, id % ctx.nranks};
+                    ++id;
+                    std::vector<uint8_t> oop, ip;
+                    if (!run_combo(ctx, comm, c, false, &oop) || !run_combo(ctx, comm, c, true, &ip)) {
+                        ++failures;
+                        break;
+                    }
+                    expect_taken += 2;
+                    if (comm->fast.taken() != expect_taken) {
+                        ctx.say("rank %d: %s %s count %zu did not take the fast boxes (%llu taken, expected %llu)",
+                                ctx.rank, name(coll), ibex_datatype_name(type), count,
+                                static_cast<unsigned long long>(comm->fast.taken()),
+                                static_cast<unsigned long long>(expect_taken));
+                        ++failures;
+                        break;
+                    }
+                    if (oop != ip) {
+                        ctx.say("rank %d: %s %s count %zu: in-place and out-of-place bits differ", ctx.rank, name(coll),
+                                ibex_datatype_name(type), count);
+                        ++failures;
+                    }
+                    if (coll == Coll::allreduce || coll == Coll::allgather || coll == Coll::broadcast) {
+                        const uint64_t h = fnv1a(oop.data(), oop.size());
+                        shared_hash = mix(shared_hash ^ h);
+                        ++shared;
+                    }
+                }
+            }
+        }
+    }
+    // One element past the limit goes the scheduled way, and is still right.
+    for (Coll coll : {Coll::allreduce, Coll::allgather}) {
+        const Combo c{id++, coll, IBEX_F32, IBEX_SUM, kLimit / 4 + 1, 0};
+        std::vector<uint8_t> oop;
+        if (failures == 0 && !run_combo(ctx, comm, c, false, &oop)) ++failures;
+        RANK_CHECK(ctx, comm->fast.taken() == expect_taken, "%s of %zu bytes took the fast boxes", name(coll),
+                   (kLimit / 4 + 1) * 4);
+    }
+    RANK_CHECK_OK(ctx, ibex_barrier(comm, nullptr));
+    RANK_CHECK(ctx, comm->fast.taken() == expect_taken + 1, "barrier did not take the fast boxes");
+    ctx.say("H %llu %016llx", static_cast<unsigned long long>(shared), static_cast<unsigned long long>(shared_hash));
+    if (failures) {
+        ibex_comm_abort(comm);
+        return 12;
+    }
+    RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
+    return 0;
+}
+
+// Every rank reported the same hash over the same number of shared results.
+void expect_same_hashes(const std::vector<ibex::test::RankOutcome> &out) {
+    std::vector<std::string> hashes(out.size());
+    std::vector<unsigned long long> counts(out.size(), 0);
+    for (size_t r = 0; r < out.size(); ++r) {
+        std::istringstream in(out[r].text);
+        std::string line;
+        while (std::getline(in, line)) {
+            std::istringstream ls(line);
+            std::string tag;
+            if (ls >> tag >> counts[r] >> hashes[r] && tag == "H") break;
+        }
+    }
+    EXPECT_GT(counts[0], 100u) << "rank 0 reported too few shared results";
+    for (size_t r = 1; r < out.size(); ++r) {
+        EXPECT_EQ(counts[r], counts[0]) << "rank " << r;
+        EXPECT_EQ(hashes[r], hashes[0]) << "rank " << r << " holds other bits";
+    }
+}
+
+class FastboxMatrix : public ::testing::TestWithParam<int> {};
+
+TEST_P(FastboxMatrix, EveryCollectiveTypeOpAndSizeUpToTheLimit) {
+    const auto out = ibex::test::run_ranks(GetParam(), matrix_body, 150);
+    ibex::test::expect_all_passed(out);
+    expect_same_hashes(out);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, FastboxMatrix, ::testing::Values(2, 3, 4),
+                         [](const auto &info) { return std::to_string(info.param) + "_ranks"; });
+
+// Thousands of collectives back to back: blocking ones (run by the caller) and bursts of
+// queued ones (run by whoever drives the stream), with a scheduled one now and then. Each
+// result is checked exactly (integer sums of values that differ per rank, op and element).
+int back_to_back_body(RankCtx &ctx) {
+    ibex_comm_t *comm = nullptr;
+    RANK_CHECK_OK(ctx, init(ctx, &comm));
+    const int n = ctx.nranks;
+    constexpr int kOps = 3000, kBurst = 7;
+    constexpr size_t kMost = kLimit / 8;
+    auto value = [](int r, int k, size_t i) { return static_cast<int64_t>((r + 1) * 1000003LL + k * 131LL + i); };
+    auto expected = [&](int k, size_t i) {
+        int64_t s = 0;
+        for (int r = 0; r < n; ++r) s += value(r, k, i);
+        return s;
+    };
+    std::vector<std::vector<int64_t>> in(kBurst), outb(kBurst);
+    std::vector<ibex_request_t *> reqs(kBurst, nullptr);
+    std::vector<int64_t> big(kMost + 1000), big_out(kMost + 1000);
+    uint64_t small = 0;
+    const uint64_t before = comm->fast.taken();
+    for (int k = 0; k < kOps;) {
+        // A burst of queued ones, then as many blocking ones.
+        const bool queued = (k / kBurst) % 2 == 0;
+        int burst = 0;
+        for (; burst < kBurst && k + burst < kOps; ++burst) {
+            const int op = k + burst;
+            const size_t count = 1 + static_cast<size_t>(op * 7) % kMost;
+            in[burst].resize(count);
+            outb[burst].assign(count, -1);
+            for (size_t i = 0; i < count; ++i) in[burst][i] = value(ctx.rank, op, i);
+            RANK_CHECK_OK(ctx, ibex_allreduce(in[burst].data(), outb[burst].data(), count, IBEX_I64, IBEX_SUM, comm,
+                                              queued ? &reqs[burst] : nullptr));
+            ++small;
+        }
+        for (int b = 0; b < burst; ++b) {
+            if (queued) RANK_CHECK_OK(ctx, ibex_wait(reqs[b]));
+            for (size_t i = 0; i < outb[b].size(); ++i)
+                RANK_CHECK(ctx, outb[b][i] == expected(k + b, i), "rank %d: op %d element %zu: %lld, expected %lld",
+                           ctx.rank, k + b, i, static_cast<long long>(outb[b][i]),
+                           static_cast<long long>(expected(k + b, i)));
+        }
+        k += burst;
+        if (k % 500 < kBurst) { // a scheduled one between fast ones
+            for (size_t i = 0; i < big.size(); ++i) big[i] = value(ctx.rank, -k, i);
+            RANK_CHECK_OK(ctx, ibex_allreduce(big.data(), big_out.data(), big.size(), IBEX_I64, IBEX_SUM, comm, nullptr));
+            for (size_t i = 0; i < big.size(); ++i)
+                RANK_CHECK(ctx, big_out[i] == expected(-k, i), "rank %d: scheduled allreduce after op %d wrong at %zu",
+                           ctx.rank, k, i);
+        }
+    }
+    RANK_CHECK(ctx, comm->fast.taken() - before == small, "rank %d: %llu fast collectives, expected %llu", ctx.rank,
+               static_cast<unsigned long long>(comm->fast.taken() - before), static_cast<unsigned long long>(small));
+    RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
+    return 0;
+}
+
+TEST(Fastbox, ThousandsBackToBackBlockingAndQueued) {
+    ibex::test::expect_all_passed(ibex::test::run_ranks(2, back_to_back_body, 120));
+    ibex::test::expect_all_passed(ibex::test::run_ranks(3, back_to_back_body, 120));
+}
+
+// The victim dies while the others wait in a fast allreduce for its word: they fail well
+// within the timeout, and the communicator stays failed.
+// queued: the others' last allreduce is a request they wait on (driven by the stream's
+// loop), else a blocking call (run by the caller).
+int killed_body(RankCtx &ctx, std::atomic<int> *ready, bool queued) {
+    constexpr int kTimeoutMs = 20000, kVictim = 1;
+    ibex_comm_t *comm = nullptr;
+    RANK_CHECK_OK(ctx, init(ctx, &comm, kTimeoutMs));
+    int64_t x = ctx.rank, y = 0;
+    for (int i = 0; i < 10; ++i) RANK_CHECK_OK(ctx, ibex_allreduce(&x, &y, 1, IBEX_I64, IBEX_SUM, comm, nullptr));
+    const uint64_t before = comm->fast.taken();
+    RANK_CHECK(ctx, before >= 10, "the warm-up did not take the fast boxes");
+    ready->fetch_add(1);
+    if (ctx.rank == kVictim) {
+        for (int i = 0; i < 10000 && ready->load() < ctx.nranks; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        std::this_thread::sleep_for(std::chrono::milliseconds(50)); // the others are waiting by now
+        ::raise(SIGKILL);
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    ibex_request_t *req = nullptr;
+    ibex_status_t st = ibex_allreduce(&x, &y, 1, IBEX_I64, IBEX_SUM, comm, queued ? &req : nullptr);
+    if (st == IBEX_OK && req) st = ibex_wait(req);
+    const long took = ms_since(t0);
+    RANK_CHECK(ctx, st == IBEX_ERR_REMOTE || st == IBEX_ERR_TIMEOUT, "rank %d: allreduce returned %s (%s)", ctx.rank,
+               ibex_strerror(st), ibex_last_error());
+    RANK_CHECK(ctx, comm->fast.taken() == before + 1, "the last allreduce did not take the fast boxes");
+    ctx.say("rank %d: error after %ld ms: %s", ctx.rank, took, ibex_last_error());
+    RANK_CHECK(ctx, took < kTimeoutMs / 2, "rank %d: error only after %ld ms", ctx.rank, took);
+    RANK_CHECK(ctx, ibex_allreduce(&x, &y, 1, IBEX_I64, IBEX_SUM, comm, nullptr) != IBEX_OK,
+               "an allreduce on the failed communicator succeeded");
+    RANK_CHECK_OK(ctx, ibex_comm_abort(comm));
+    return 0;
+}
+
+TEST(Fastbox, RankKilledWhileOthersWaitInAFastCollective) {
+    for (bool queued : {false, true}) {
+        void *shared = ::mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        ASSERT_NE(shared, MAP_FAILED);
+        auto *ready = new (shared) std::atomic<int>(0);
+        const auto out = ibex::test::run_ranks(3, [&](RankCtx &ctx) { return killed_body(ctx, ready, queued); }, 60);
+        ::munmap(shared, sizeof(std::atomic<int>));
+        for (size_t r = 0; r < out.size(); ++r) {
+            if (!out[r].text.empty()) std::printf("%s%s", queued ? "queued: " : "blocking: ", out[r].text.c_str());
+            if (r == 1)
+                EXPECT_EQ(out[r].code, 256 + SIGKILL) << out[r].text;
+            else
+                EXPECT_EQ(out[r].code, 0) << "rank " << r << (queued ? " (queued)" : " (blocking)") << ": " << out[r].text;
+        }
+    }
+}
+
+// A rank that never joins: the others time out, naming it.
+int silent_body(RankCtx &ctx) {
+    constexpr int kTimeoutMs = 800;
+    ibex_comm_t *comm = nullptr;
+    RANK_CHECK_OK(ctx, init(ctx, &comm, kTimeoutMs));
+    if (ctx.rank == 2) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(3 * kTimeoutMs));
+        ibex_comm_abort(comm);
+        return 0;
+    }
+    int32_t x = 1;
+    const auto t0 = std::chrono::steady_clock::now();
+    const ibex_status_t st = ibex_allreduce(&x, &x, 1, IBEX_I32, IBEX_SUM, comm, nullptr);
+    const long took = ms_since(t0);
+    const std::string why = ibex_last_error();
+    ctx.say("rank %d: %s after %ld ms: %s", ctx.rank, ibex_strerror(st), took, why.c_str());
+    // The first to time out names rank 2; the other may hear of that failure first.
+    RANK_CHECK(ctx, st == IBEX_ERR_TIMEOUT || st == IBEX_ERR_REMOTE, "rank %d: %s", ctx.rank, ibex_strerror(st));
+    RANK_CHECK(ctx, st != IBEX_ERR_TIMEOUT || why.find("waiting on rank 2") != std::string::npos,
+               "the timeout does not name rank 2: %s", why.c_str());
+    RANK_CHECK(ctx, took >= kTimeoutMs - 100 && took < 3 * kTimeoutMs, "took %ld ms", took);
+    ibex_comm_abort(comm);
+    return 0;
+}
+
+TEST(Fastbox, SilentRankTimesOutNamed) {
+    const auto out = ibex::test::run_ranks(3, silent_body, 60);
+    ibex::test::expect_all_passed(out, true);
+    bool named = false;
+    for (const auto &o : out) named = named || o.text.find("waiting on rank 2") != std::string::npos;
+    EXPECT_TRUE(named) << "no rank named the silent one";
+}
+
+// Ranks whose calls differ are named from the description in each slot, on every rank.
+TEST(Fastbox, MismatchedCallsAreNamed) {
+    ibex::test::expect_mismatch_named(
+        ibex::test::run_ranks(3, [](RankCtx &ctx) { return ibex::test::mismatched_count_body(ctx, 8, 5); }, 60));
+}
+
+// IBEX_FASTBOX_MAX=0, and an algorithm forced by IBEX_ALGO, keep every collective on the
+// scheduled path.
+int off_body(RankCtx &ctx, const char *var, const char *value) {
+    ::setenv(var, value, 1);
+    ibex_comm_t *comm = nullptr;
+    RANK_CHECK_OK(ctx, init(ctx, &comm));
+    RANK_CHECK(ctx, comm->fast.max_bytes() == 0, "%s=%s: fast boxes on", var, value);
+    int64_t x = ctx.rank + 1, y = 0;
+    for (int i = 0; i < 20; ++i) RANK_CHECK_OK(ctx, ibex_allreduce(&x, &y, 1, IBEX_I64, IBEX_SUM, comm, nullptr));
+    RANK_CHECK(ctx, y == ctx.nranks * (ctx.nranks + 1) / 2, "sum %lld", static_cast<long long>(y));
+    RANK_CHECK(ctx, comm->fast.taken() == 0, "%s=%s: a collective took the fast boxes", var, value);
+    RANK_CHECK(ctx, std::strcmp(ibex_comm_allreduce_algo(comm, 8), "fastbox") != 0, "8 bytes named fastbox");
+    RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
+    return 0;
+}
+
+TEST(Fastbox, OffWithZeroLimitOrAForcedAlgorithm) {
+    ibex::test::expect_all_passed(
+        ibex::test::run_ranks(2, [](RankCtx &ctx) { return off_body(ctx, "IBEX_FASTBOX_MAX", "0"); }, 60));
+    ibex::test::expect_all_passed(
+        ibex::test::run_ranks(2, [](RankCtx &ctx) { return off_body(ctx, "IBEX_ALGO", "ring"); }, 60));
+}
+
+// Ranks that ask for different limits use the smallest.
+TEST(Fastbox, RanksAgreeOnTheSmallestLimit) {
+    const auto out = ibex::test::run_ranks(2, [](RankCtx &ctx) {
+        ::setenv("IBEX_FASTBOX_MAX", ctx.rank == 0 ? "1024" : "2048", 1);
+        ibex_comm_t *comm = nullptr;
+        RANK_CHECK_OK(ctx, init(ctx, &comm));
+        RANK_CHECK(ctx, comm->fast.max_bytes() == 1024, "limit %zu", comm->fast.max_bytes());
+        std::vector<float> x(512, 1.0f), y(512, 0.0f);
+        RANK_CHECK_OK(ctx, ibex_allreduce(x.data(), y.data(), 256, IBEX_F32, IBEX_SUM, comm, nullptr));
+        RANK_CHECK_OK(ctx, ibex_allreduce(x.data(), y.data(), 512, IBEX_F32, IBEX_SUM, comm, nullptr));
+        RANK_CHECK(ctx, comm->fast.taken() == 1 && y[511] == 2.0f, "taken %llu, y %g",
+                   static_cast<unsigned long long>(comm->fast.taken()), static_cast<double>(y[511]));
+        RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
+        return 0;
+    }, 60);
+    ibex::test::expect_all_passed(out);
+}
+
+} // namespace
