@@ -103,12 +103,17 @@ double Selector::cost(Algo a, size_t bytes) const {
         return c;
     }
     case Algo::tree: {
-        // Each half goes up and down `depth` hops, pipelined in slices: the fill costs a
-        // slice per hop, then every inner node moves the whole message about twice.
+        // Each half goes up and down `depth` hops in slices of s bytes. One slice costs
+        // 2d hops of latency and (4d - 2) slices of bandwidth: a parent's one link carries
+        // both children's slices, up and down. Each further slice adds 4 slices on the
+        // busiest link (a rank inner in one tree and a leaf in the other moves four per
+        // slice index). ibex_sim's tree tests derive this for the schedule tree.cpp builds.
         const double d = tree_depth(n_);
         const double s = std::min(m / 2, static_cast<double>(slice_));
+        const double k = std::max(1.0, m / 2 / s);
+        const double wire = (4 * d - 2) * s + 4 * (k - 1) * s;
         const size_t crossing = hosts_ > 1 ? static_cast<size_t>(max_per_host_) : 0;
-        return 2 * d * step(crossing, s) + 2 * (step(crossing, m) - step(crossing, 0)) + m * ga;
+        return 2 * d * step(crossing, 0) + (step(crossing, wire) - step(crossing, 0)) + m * ga;
     }
     case Algo::hierarchical: {
         if (hosts_ <= 1 || per_host_ <= 0) return kNever;
