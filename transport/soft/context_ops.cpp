@@ -114,7 +114,7 @@ ibex_status_t set_faults(ibex_context *c, const ibex_fault_config_t *f) {
 ibex_status_t query_counters(ibex_context *c, ibex_counters_t *out) {
     SoftContext *ctx = to_soft(c);
     Lock l(ctx->mutex());
-    copy_counters(ctx->counters(), out);
+    copy_counters(ctx->snapshot(), out);
     return IBEX_OK;
 }
 

@@ -39,7 +39,15 @@ struct RxPacket {
     uint16_t ip_id = 0;
     uint16_t ip_frag = 0x4000;
     uint8_t tos = 0;
+    // The port could not see the IP header (a socket): ip_id is its place in the datagram
+    // it came in, the ID it had if it left in the same GSO train, and the ICRC check may
+    // accept any ID a train's segment can carry (kGsoIpIds).
+    bool ip_id_guessed = false;
 };
+
+// A UDP GSO train's segments carry IP IDs 0, 1, ... up to this (the kernel cuts at most
+// 128 segments from one datagram).
+inline constexpr unsigned kGsoIpIds = 128;
 
 // The ICRC of a received packet's first transport_len bytes (BTH .. pad), with the
 // IP/UDP fields it arrived with.
@@ -69,6 +77,9 @@ public:
     // A descriptor that becomes readable when packets arrive (-1 if the port has none).
     virtual int wait_fd() const = 0;
     virtual uint64_t tx_dropped() const { return 0; }
+    // Segmentation offload at work (ibex_counters_t::tx_gso_trains, rx_gro_trains).
+    virtual uint64_t tx_gso_trains() const { return 0; }
+    virtual uint64_t rx_gro_trains() const { return 0; }
     // Bytes the path can hold for this port before it drops (0: no known limit).
     virtual size_t rx_buffer_bytes() const { return 0; }
 

@@ -180,6 +180,13 @@ void SoftContext::send_cnp(const SoftQp &qp) {
     ++counters_.np_cnp_sent;
 }
 
+ibex_counters_t SoftContext::snapshot() const {
+    ibex_counters_t c = counters_;
+    c.tx_gso_trains = port_->tx_gso_trains();
+    c.rx_gro_trains = port_->rx_gro_trains();
+    return c;
+}
+
 void SoftContext::flush_tx() {
     if (!tx_count_) return;
     std::span<const TxPacket> batch(tx_pkts_.data(), tx_count_);
@@ -200,9 +207,14 @@ void SoftContext::receive(const RxPacket &pkt) {
         ++counters_.rx_dropped_malformed;
         return;
     }
-    if (rx_icrc(pkt, pv.transport_len) != pv.icrc) {
-        ++counters_.rx_icrc_errors;
-        return;
+    if (const uint32_t icrc = rx_icrc(pkt, pv.transport_len); icrc != pv.icrc) {
+        // A socket's packet may have left in another place of a GSO train than the one it
+        // arrived in (the train cut and merged again on the way): the ICRC holds for the
+        // ID it was sent with, one a train's segment can carry.
+        if (!pkt.ip_id_guessed || !icrc_ip_id_.find(icrc ^ pv.icrc, pv.transport_len, kGsoIpIds)) {
+            ++counters_.rx_icrc_errors;
+            return;
+        }
     }
     ++counters_.rx_packets;
     counters_.rx_bytes += pkt.len;

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "transport/soft/codec/icrc_ip_id.h"
 #include "transport/soft/codec/packet.h"
 #include "transport/soft/engine/fault_injector.h"
 #include "transport/soft/engine/mr_table.h"
@@ -63,6 +64,8 @@ public:
     const EngineConfig &config() const { return cfg_; }
     MrTable &mrs() { return mrs_; }
     ibex_counters_t &counters() { return counters_; }
+    // The counters with the port's own (lock held).
+    ibex_counters_t snapshot() const;
     FaultInjector &faults() { return faults_; }
     int &live_objects() { return live_objects_; } // PDs and CQs (lock held)
 
@@ -115,6 +118,7 @@ private:
     std::mutex mu_;
     MrTable mrs_;
     ibex_counters_t counters_{};
+    roce::IcrcIpIdShift icrc_ip_id_; // the receive path's: an ICRC for another IP ID
     FaultInjector faults_;
     int live_objects_ = 0;
 

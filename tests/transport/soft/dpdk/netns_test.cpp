@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "tests/support/endpoint.h"
+#include "tests/support/netns_capture.h"
 #include "tests/transport/soft/rc/peer.h"
 
 using namespace ibex::test;
@@ -34,13 +35,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 bool sh(const std::string &cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0; }
-
-std::string slurp(const std::string &path) {
-    std::ifstream f(path);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
 
 bool on_path(const char *prog) { return sh(std::string("command -v ") + prog); }
 
@@ -88,52 +82,6 @@ struct TwoHosts {
 };
 
 bool join_netns(const std::string &name) { return ibex::test::peer_detail::join_netns(name); }
-
-// tshark on one veth inside a namespace, in its own process group.
-class Capture {
-public:
-    ~Capture() { stop(); }
-    bool start(const std::string &ns, const std::string &ifname, const std::string &file, std::string *err) {
-        log_ = file + ".log";
-        pid_ = fork();
-        if (pid_ < 0) return false;
-        if (pid_ == 0) {
-            setpgid(0, 0);
-            if (FILE *l = std::freopen(log_.c_str(), "w", stderr)) dup2(fileno(l), 1);
-            execlp("ip", "ip", "netns", "exec", ns.c_str(), "tshark", "-i", ifname.c_str(), "-f", "udp port 4791", "-w",
-                   file.c_str(), "-F", "pcap", static_cast<char *>(nullptr));
-            _exit(127);
-        }
-        setpgid(pid_, pid_);
-        const auto end = Clock::now() + std::chrono::seconds(30);
-        while (slurp(log_).find("Capturing on") == std::string::npos) {
-            if (Clock::now() > end || waitpid(pid_, nullptr, WNOHANG) == pid_) {
-                *err = "tshark did not start: " + slurp(log_);
-                pid_ = -1;
-                return false;
-            }
-            std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(300));
-        return true;
-    }
-    void stop() {
-        if (pid_ <= 0) return;
-        std::this_thread::sleep_for(std::chrono::milliseconds(300)); // let dumpcap write out
-        kill(-pid_, SIGINT);
-        for (int i = 0; i < 100 && waitpid(pid_, nullptr, WNOHANG) != pid_; ++i)
-            std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        if (waitpid(pid_, nullptr, WNOHANG) != pid_) {
-            kill(-pid_, SIGKILL);
-            waitpid(pid_, nullptr, 0);
-        }
-        pid_ = -1;
-    }
-
-private:
-    pid_t pid_ = -1;
-    std::string log_;
-};
 
 constexpr size_t kBuf = 1 << 20;
 
@@ -255,7 +203,7 @@ protected:
         cfg.max_seconds = 90;
         RemotePeer peer;
         ASSERT_TRUE(peer.start(cfg)) << peer.error() << " (device " << dev_b << ")";
-        Capture cap;
+        NetnsCapture cap;
         const std::string pcap = "/tmp/ibex-netns-" + std::to_string(getpid()) + ".pcap";
         std::string err;
         const bool capturing = capture && on_path("tshark") && cap.start(hosts_.ns_b, hosts_.if_b, pcap, &err);
@@ -273,7 +221,10 @@ protected:
             EXPECT_EQ(ibex_mtu_to_bytes(attr.path_mtu), want_mtu) << "RoCE MTU at netdev MTU " << mtu();
         }
         exchange(ep, peer);
+        peer_counters_ = [&](ibex_counters_t &k) { return peer.counters(k); };
         if (while_open) while_open();
+        peer_counters_ = nullptr;
+        dpdk_side_ = ep.counters();
         EXPECT_EQ(peer.finish(), 0);
         if (!capturing) return;
         cap.stop();
@@ -302,6 +253,8 @@ protected:
     }
 
     TwoHosts hosts_;
+    std::function<bool(ibex_counters_t &)> peer_counters_; // the peer's counters, during while_open
+    ibex_counters_t dpdk_side_{};                          // this process's counters after the exchange
 };
 
 } // namespace
@@ -324,8 +277,16 @@ TEST_F(DpdkNetns, AfPacketBothEndsDecodesAsRoceV2) {
     run("dpdk:af_packet:" + hosts_.if_a, "dpdk:af_packet:" + hosts_.if_b, true, 2048); // MTU 3000
 }
 
+// The udp port answers the READ with UDP GSO trains; the af_xdp peer's XDP program takes
+// GSO off the udp side's veth, so the kernel cuts each train in software, segment k with
+// IP ID k, and the dpdk port checks every ICRC against the IP header it really got.
 TEST_F(DpdkNetns, DpdkTalksToTheUdpPort) {
-    run("dpdk:af_xdp:" + hosts_.if_a, "udp:" + hosts_.if_b, true);
+    ibex_counters_t udp_side{};
+    run("dpdk:af_xdp:" + hosts_.if_a, "udp:" + hosts_.if_b, true, 0, [&] { ASSERT_TRUE(peer_counters_(udp_side)); });
+    EXPECT_GT(udp_side.tx_gso_trains, 0u) << "the READ responses left as GSO trains";
+    EXPECT_EQ(udp_side.rx_icrc_errors, 0u);
+    EXPECT_EQ(dpdk_side_.rx_icrc_errors, 0u) << "segments whose ICRC was not made for their IP ID";
+    EXPECT_GT(dpdk_side_.rx_packets, 0u);
 }
 
 // af_packet at the netdev MTUs users have: 1500 (its ring's 2 KiB frames once made a block
