@@ -3,12 +3,12 @@
 #include <arpa/inet.h>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <vector>
@@ -36,10 +36,12 @@ constexpr size_t kDatagramLen = 9216; // without: one datagram, above any RoCE p
 constexpr size_t kMaxGsoBytes = 65000;
 constexpr int kMaxGsoSegments = 64;
 
-int netdev_mtu(const std::string &ifname) {
-    std::ifstream f("/sys/class/net/" + ifname + "/mtu");
-    int mtu = 0;
-    if (f >> mtu) return mtu;
+// The interface's MTU as the socket's network namespace sees it (/sys shows the namespace
+// that mounted it, which a thread that joined another one with setns() does not share).
+int netdev_mtu(int fd, const std::string &ifname) {
+    ifreq req{};
+    std::strncpy(req.ifr_name, ifname.c_str(), IFNAMSIZ - 1);
+    if (ioctl(fd, SIOCGIFMTU, &req) == 0 && req.ifr_mtu > 0) return req.ifr_mtu;
     return 1500;
 }
 
@@ -403,7 +405,7 @@ std::unique_ptr<Port> open_udp_port(const UdpPortOptions &opts, ibex_status_t *s
     socklen_t len = sizeof bound;
     getsockname(fd, reinterpret_cast<sockaddr *>(&bound), &len);
     NetAddr local{ntohl(bound.sin_addr.s_addr), ntohs(bound.sin_port)};
-    uint8_t mtu = roce::mtu_enum_for_netdev(loopback ? 65536 : netdev_mtu(ifname));
+    uint8_t mtu = roce::mtu_enum_for_netdev(loopback ? 65536 : netdev_mtu(fd, ifname));
     if (!mtu) mtu = IBEX_MTU_256;
     IBEX_LOG(info, "udp port on %s (%s) local %u.%u.%u.%u:%u mtu %d gso %d gro %d", opts.device.c_str(), ifname.c_str(),
              local.ip >> 24, (local.ip >> 16) & 255, (local.ip >> 8) & 255, local.ip & 255, local.port,
