@@ -39,7 +39,17 @@ EngineConfig EngineConfig::from_env() {
     // IBEX_RETRANSMIT is read by open_device, which can refuse a value it does not know.
     c.rto_low_us = static_cast<uint32_t>(config::get_int("IBEX_RTO_LOW_US", c.rto_low_us, 0, 1000000));
     c.bdp_bytes = static_cast<uint32_t>(config::get_int("IBEX_BDP_BYTES", c.bdp_bytes, 16 * 1024, 64 << 20));
+    c.max_inflight_from_env = *config::get_string("IBEX_MAX_INFLIGHT", "") != 0;
+    c.max_inflight_context_from_env = *config::get_string("IBEX_MAX_INFLIGHT_CONTEXT", "") != 0;
     return c;
+}
+
+void EngineConfig::fit_windows_to_mtu(uint32_t mtu_bytes) {
+    constexpr uint32_t kWindowPacketBytes = 4096;
+    if (!mtu_bytes || mtu_bytes >= kWindowPacketBytes) return;
+    const uint32_t scale = kWindowPacketBytes / mtu_bytes;
+    if (!max_inflight_from_env) max_inflight *= scale;
+    if (!max_inflight_context_from_env) max_inflight_context *= scale;
 }
 
 uint64_t SoftContext::now_ns() {
