@@ -22,6 +22,7 @@ struct NetAddr {
 };
 
 inline constexpr int kMaxTxPieces = 20; // header + up to 16 payload SGE pieces + trailer
+inline constexpr size_t kMaxTxBatch = 64; // packets the engine hands to send() at most
 
 struct TxPacket {
     NetAddr dst;
@@ -77,6 +78,9 @@ public:
     // A descriptor that becomes readable when packets arrive (-1 if the port has none).
     virtual int wait_fd() const = 0;
     virtual uint64_t tx_dropped() const { return 0; }
+    // Packets the engine gathers before it calls send(), at most kMaxTxBatch: a port that
+    // sends runs of them as one train wants long runs.
+    virtual size_t tx_batch() const { return 32; }
     // Segmentation offload at work (ibex_counters_t::tx_gso_trains, rx_gro_trains).
     virtual uint64_t tx_gso_trains() const { return 0; }
     virtual uint64_t rx_gro_trains() const { return 0; }

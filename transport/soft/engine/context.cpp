@@ -1,5 +1,6 @@
 #include "transport/soft/engine/context.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -71,6 +72,7 @@ SoftContext::SoftContext(std::unique_ptr<Port> port, const EngineConfig &cfg) : 
     f.seed = static_cast<uint64_t>(config::get_int("IBEX_FAULT_SEED", 0, 0, INT64_MAX));
     faults_.configure(f);
     tx_faulted_.reserve(4 * kTxBatch);
+    tx_batch_ = std::clamp<size_t>(port_->tx_batch(), 1, kTxBatch);
 }
 
 SoftContext::~SoftContext() { stop(); }
@@ -142,7 +144,7 @@ void SoftContext::activate(SoftQp *qp) {
 }
 
 SoftContext::TxSlot &SoftContext::begin_tx() {
-    if (tx_count_ == kTxBatch) flush_tx();
+    if (tx_count_ == tx_batch_) flush_tx();
     TxSlot &s = tx_slots_[tx_count_];
     return s;
 }

@@ -135,10 +135,11 @@ private:
 
     static constexpr uint32_t kPassBudget = 256; // packets sent per progress pass, all QPs
     static constexpr uint64_t kStagingPollNs = 20000; // a WR waiting for its GPU staging copy
-    static constexpr size_t kTxBatch = 32;
+    static constexpr size_t kTxBatch = kMaxTxBatch; // slots; the port says how many make a flush
     std::array<TxSlot, kTxBatch> tx_slots_;
     std::array<TxPacket, kTxBatch> tx_pkts_;
     size_t tx_count_ = 0;
+    size_t tx_batch_ = 32; // the port's tx_batch()
     std::vector<TxPacket> tx_faulted_;
 
     static constexpr size_t kRxBatch = 32;
