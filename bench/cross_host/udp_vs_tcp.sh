@@ -120,6 +120,57 @@ for mtu in $mtus; do
     printf '%-6s %-22s %-22s %-22s %s, %s (%s; %s)\n' "$mtu" "$tm ($ts)" "$im ($is)" "$em ($es)" \
         "$(ratio "$im" "$tm")" "$(ratio "$em" "$tm")" "${r1[*]}" "${r2[*]}"
 done
-echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "last ibex client counters:"
 sed -n '/counters/,$p' "$tmp/client.out" | head -40
+
+# ---- allreduce, 2 hosts x 1 rank
+perf=$build/tools/ibex_allreduce_perf/ibex_allreduce_perf
+py=
+for c in "${PYTHON:-python3}" /usr/bin/python3; do
+    if "$c" -c 'import torch.distributed' 2>/dev/null; then py=$c; break; fi
+done
+if [[ ${ALLREDUCE:-1} == 1 && -x $perf && -n $py ]]; then
+    # ibex_ar FILE: rank 0's table (size, out-of-place busbw) into FILE.
+    ibex_ar() {
+        local p=$((port++)) pids=() r ns dev
+        for r in 0 1; do
+            ns=$ns_a dev=$va
+            [[ $r == 1 ]] && ns=$ns_b dev=$vb
+            ip netns exec "$ns" env ${IBEX_ENV:-} IBEX_RANK=$r IBEX_NRANKS=2 IBEX_ROOT_ADDR="$ip_a:$p" timeout 300 "$perf" \
+                -b 1M -e 16M -f 2 -n 5 -w 1 -d float -o sum --device "udp:$dev" >"$tmp/ar$r.out" 2>&1 &
+            pids+=($!)
+        done
+        for r in "${pids[@]}"; do wait "$r" || true; done
+        awk '$1 ~ /^[0-9]+$/ && NF >= 8 { print $1, $8 }' "$tmp/ar0.out" >"$1"
+    }
+    gloo_ar() {
+        local p=$((port++)) pids=() r ns dev
+        for r in 0 1; do
+            ns=$ns_a dev=$va
+            [[ $r == 1 ]] && ns=$ns_b dev=$vb
+            ip netns exec "$ns" env GLOO_SOCKET_IFNAME="$dev" timeout 300 "$py" "$here/gloo_allreduce.py" $r 2 "$ip_a" "$p" \
+                >"$tmp/g$r.out" 2>&1 &
+            pids+=($!)
+        done
+        for r in "${pids[@]}"; do wait "$r" || true; done
+        awk '{ print $1, $3 }' "$tmp/g0.out" >"$1"
+    }
+    echo
+    echo "allreduce f32 sum, 2 hosts x 1 rank, busbw GB/s: median (spread) of $reps alternated runs"
+    printf '%-6s %-10s %-20s %-20s %s\n' MTU bytes "ibex udp" "gloo" "ibex/gloo"
+    for mtu in $mtus; do
+        set_mtu "$mtu"
+        for k in $(seq "$reps"); do
+            ibex_ar "$tmp/ibex_ar.$k"
+            gloo_ar "$tmp/gloo_ar.$k"
+        done
+        for bytes in $(awk '{ print $1 }' "$tmp/ibex_ar.1"); do
+            iv=$(cat "$tmp"/ibex_ar.* | awk -v b="$bytes" '$1 == b { print $2 }')
+            gv=$(cat "$tmp"/gloo_ar.* | awk -v b="$bytes" '$1 == b { print $2 }')
+            im=$(median <<<"$iv") is=$(spread <<<"$iv") gm=$(median <<<"$gv") gs=$(spread <<<"$gv")
+            printf '%-6s %-10s %-20s %-20s %s\n' "$mtu" "$bytes" "$im ($is)" "$gm ($gs)" "$(ratio "$im" "$gm")"
+        done
+        rm -f "$tmp"/ibex_ar.* "$tmp"/gloo_ar.*
+    done
+fi
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
