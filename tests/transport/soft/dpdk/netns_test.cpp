@@ -26,6 +26,7 @@
 
 #include "tests/support/endpoint.h"
 #include "tests/support/netns_capture.h"
+#include "tests/transport/soft/rc/checked_exchange.h"
 #include "tests/transport/soft/rc/peer.h"
 
 using namespace ibex::test;
@@ -84,44 +85,6 @@ struct TwoHosts {
 bool join_netns(const std::string &name) { return ibex::test::peer_detail::join_netns(name); }
 
 constexpr size_t kBuf = 1 << 20;
-
-// WRITE, READ and SEND between the local endpoint and the peer; every byte checked.
-void exchange(Endpoint &ep, RemotePeer &peer) {
-    // WRITE 64 KiB + 5 (many MTU-sized packets and a short last one).
-    const uint32_t wlen = 65536 + 5;
-    fill_pattern(ep.buf.data(), wlen, 11);
-    ASSERT_EQ(peer.fill_const(0, wlen, 0), 0);
-    IBEX_ASSERT_OK(ep.post_rdma(IBEX_WR_RDMA_WRITE, 1, 0, wlen, peer.va(0), peer.rkey()));
-    auto wc = ep.wait(1, 20000);
-    ASSERT_EQ(wc.size(), 1u) << "no completion for the WRITE";
-    ASSERT_EQ(wc[0].status, IBEX_WC_SUCCESS) << ibex_wc_status_str(wc[0].status);
-    uint64_t first = 0;
-    EXPECT_EQ(peer.verify_pattern(0, wlen, 11, 0, &first), 0) << "first bad byte at " << first;
-
-    // READ 40000 bytes from the peer.
-    const uint32_t rlen = 40000;
-    ASSERT_EQ(peer.fill_pattern(256 << 10, rlen, 12), 0);
-    std::memset(ep.buf.data() + (512 << 10), 0, rlen);
-    IBEX_ASSERT_OK(ep.post_rdma(IBEX_WR_RDMA_READ, 2, 512 << 10, rlen, peer.va(256 << 10), peer.rkey()));
-    wc = ep.wait(1, 20000);
-    ASSERT_EQ(wc.size(), 1u) << "no completion for the READ";
-    ASSERT_EQ(wc[0].status, IBEX_WC_SUCCESS) << ibex_wc_status_str(wc[0].status);
-    EXPECT_EQ(check_pattern(ep.buf.data() + (512 << 10), rlen, 12), 0u);
-
-    // SEND 10000 bytes into a posted receive.
-    const uint32_t slen = 10000;
-    ASSERT_EQ(peer.post_recv(7, {{768 << 10, 16384}}), 0);
-    fill_pattern(ep.buf.data() + (128 << 10), slen, 13);
-    IBEX_ASSERT_OK(ep.post_rdma(IBEX_WR_SEND, 3, 128 << 10, slen, 0, 0)); // a SEND names no remote address
-    wc = ep.wait(1, 20000);
-    ASSERT_EQ(wc.size(), 1u) << "no completion for the SEND";
-    ASSERT_EQ(wc[0].status, IBEX_WC_SUCCESS) << ibex_wc_status_str(wc[0].status);
-    auto rwc = peer.wait_recv(1, 20000);
-    ASSERT_EQ(rwc.size(), 1u);
-    EXPECT_EQ(rwc[0].status, IBEX_WC_SUCCESS);
-    EXPECT_EQ(rwc[0].byte_len, slen);
-    EXPECT_EQ(peer.verify_pattern(768 << 10, slen, 13), 0);
-}
 
 // One TCP round trip from this process (in host A) to a listener that a child runs in
 // host B; empty on success, else what failed. Bounded: the child gives up after 5 s.
@@ -220,7 +183,7 @@ protected:
             IBEX_ASSERT_OK(ibex_query_qp(ep.qp, &attr));
             EXPECT_EQ(ibex_mtu_to_bytes(attr.path_mtu), want_mtu) << "RoCE MTU at netdev MTU " << mtu();
         }
-        exchange(ep, peer);
+        checked_exchange(ep, peer, kBuf);
         peer_counters_ = [&](ibex_counters_t &k) { return peer.counters(k); };
         if (while_open) while_open();
         peer_counters_ = nullptr;
