@@ -1,5 +1,6 @@
 // Test helper: tshark capturing RoCEv2 (UDP 4791) on one interface inside a network
 // namespace, into a classic pcap file; in its own process group, stopped with a bounded wait.
+// And what tshark decodes in such a file.
 #pragma once
 
 #include <chrono>
@@ -7,7 +8,9 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <cstdlib>
 #include <string>
+#include <vector>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -65,5 +68,18 @@ private:
         return ss.str();
     }
 };
+
+// The BTH opcodes tshark decodes in a capture file, one per InfiniBand frame; false if
+// tshark could not read it.
+inline bool tshark_opcodes(const std::string &pcap, std::vector<unsigned> *opcodes) {
+    FILE *p = popen(("tshark -r '" + pcap +
+                     "' --disable-protocol rpcordma -Y infiniband -T fields -e infiniband.bth.opcode 2>/dev/null")
+                        .c_str(),
+                    "r");
+    if (!p) return false;
+    char line[64];
+    while (fgets(line, sizeof line, p)) opcodes->push_back(unsigned(std::strtoul(line, nullptr, 0)));
+    return pclose(p) == 0;
+}
 
 } // namespace ibex::test

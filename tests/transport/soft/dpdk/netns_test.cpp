@@ -191,22 +191,11 @@ protected:
         EXPECT_EQ(peer.finish(), 0);
         if (!capturing) return;
         cap.stop();
-        int st = 0;
-        FILE *p = popen(("tshark -r '" + pcap +
-                         "' --disable-protocol rpcordma -Y infiniband -T fields -e infiniband.bth.opcode 2>/dev/null")
-                            .c_str(),
-                        "r");
-        ASSERT_NE(p, nullptr);
-        std::set<unsigned> ops;
-        unsigned frames = 0;
-        char line[64];
-        while (fgets(line, sizeof line, p)) {
-            ++frames;
-            ops.insert(unsigned(std::strtoul(line, nullptr, 0)));
-        }
-        st = pclose(p);
+        std::vector<unsigned> decoded;
+        EXPECT_TRUE(tshark_opcodes(pcap, &decoded));
         unlink(pcap.c_str());
-        EXPECT_EQ(st, 0);
+        const std::set<unsigned> ops(decoded.begin(), decoded.end());
+        const size_t frames = decoded.size();
         // The requester's frames as host B received them: WRITE FIRST/MIDDLE/LAST (6-8),
         // READ request (12), SEND FIRST/LAST or ONLY (0-4).
         EXPECT_GE(frames, 30u) << "RoCEv2 frames tshark decoded on " << hosts_.if_b;
