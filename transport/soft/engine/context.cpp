@@ -42,15 +42,17 @@ EngineConfig EngineConfig::from_env() {
     c.bdp_bytes = static_cast<uint32_t>(config::get_int("IBEX_BDP_BYTES", c.bdp_bytes, 16 * 1024, 64 << 20));
     c.max_inflight_from_env = *config::get_string("IBEX_MAX_INFLIGHT", "") != 0;
     c.max_inflight_context_from_env = *config::get_string("IBEX_MAX_INFLIGHT_CONTEXT", "") != 0;
+    c.ack_req_every_from_env = *config::get_string("IBEX_ACK_REQ_EVERY", "") != 0;
     return c;
 }
 
-void EngineConfig::fit_windows_to_mtu(uint32_t mtu_bytes) {
+void EngineConfig::fit_to_mtu(uint32_t mtu_bytes) {
     constexpr uint32_t kWindowPacketBytes = 4096;
     if (!mtu_bytes || mtu_bytes >= kWindowPacketBytes) return;
     const uint32_t scale = kWindowPacketBytes / mtu_bytes;
     if (!max_inflight_from_env) max_inflight *= scale;
     if (!max_inflight_context_from_env) max_inflight_context *= scale;
+    if (!ack_req_every_from_env) ack_req_every *= scale;
 }
 
 uint64_t SoftContext::now_ns() {

@@ -46,12 +46,13 @@ struct EngineConfig {
     uint32_t rto_low_us = 1000;
     uint32_t bdp_bytes = 512 * 1024;
 
-    // The two windows above are byte budgets written as packets of 4 KiB: at a smaller path
-    // MTU (1 KiB on a 1500-byte netdev) the same bytes stay in flight, four times the packets,
-    // or the sender stalls whenever a receiver is off the CPU for a fraction of a millisecond.
-    // A window set from the environment stays as set.
-    void fit_windows_to_mtu(uint32_t mtu_bytes);
-    bool max_inflight_from_env = false, max_inflight_context_from_env = false;
+    // The two windows and ack_req_every above are byte counts written as packets of 4 KiB:
+    // at a smaller path MTU (1 KiB on a 1500-byte netdev) the same bytes stay in flight, four
+    // times the packets, or the sender stalls whenever a receiver is off the CPU for a
+    // fraction of a millisecond; and an ACK is asked for every 64 KiB, not four times as
+    // often. A count set from the environment stays as set.
+    void fit_to_mtu(uint32_t mtu_bytes);
+    bool max_inflight_from_env = false, max_inflight_context_from_env = false, ack_req_every_from_env = false;
 
     static EngineConfig from_env();
 };

@@ -70,6 +70,7 @@ protected:
         ep.open(kBuf, ("udp:" + hosts_.ifname(0)).c_str());
         if (HasFatalFailure()) return;
         window_ = static_cast<ibex::soft::SoftQp *>(ep.qp)->ctx->config().max_inflight;
+        ack_req_every_ = static_cast<ibex::soft::SoftQp *>(ep.qp)->ctx->config().ack_req_every;
         ASSERT_TRUE(peer.connect(ep.addr())) << peer.error();
         const ibex_ep_addr_t remote = peer.addr();
         IBEX_ASSERT_OK(ibex_qp_connect(ep.qp, &remote));
@@ -91,7 +92,8 @@ protected:
 
     BridgedHosts hosts_;
     int home_ns_ = -1;
-    uint32_t window_ = 0; // host A's packets in flight per QP
+    uint32_t window_ = 0;        // host A's packets in flight per QP
+    uint32_t ack_req_every_ = 0; // and how often it asks for an ACK
 };
 
 TEST_P(UdpNetns, GsoTrainsCrossWholeAndIntact) {
@@ -105,9 +107,13 @@ TEST_P(UdpNetns, GsoTrainsCrossWholeAndIntact) {
     EXPECT_EQ(a.rx_icrc_errors, 0u);
     EXPECT_EQ(b.rx_icrc_errors, 0u);
     EXPECT_EQ(a.retransmitted_packets + b.retransmitted_packets, 0u) << "nothing was lost on a quiet veth";
-    // The window holds 2 MiB at either MTU: 512 packets of 4 KiB, 2048 of 1 KiB.
+    // The window holds 2 MiB at either MTU: 512 packets of 4 KiB, 2048 of 1 KiB; an ACK is
+    // asked for every 64 KiB.
     if (!std::getenv("IBEX_MAX_INFLIGHT")) {
         EXPECT_EQ(window_, GetParam() >= 4200 ? 512u : 2048u);
+    }
+    if (!std::getenv("IBEX_ACK_REQ_EVERY")) {
+        EXPECT_EQ(ack_req_every_, GetParam() >= 4200 ? 16u : 64u);
     }
 }
 
