@@ -11,6 +11,7 @@
 #include <sys/uio.h>
 
 #include "transport/soft/codec/icrc.h"
+#include "transport/soft/codec/icrc_ip_id.h"
 
 namespace ibex::soft {
 
@@ -62,6 +63,14 @@ inline uint32_t rx_icrc(const RxPacket &pkt, size_t transport_len) {
     f.frag = pkt.ip_frag;
     const iovec whole{const_cast<uint8_t *>(pkt.data), transport_len};
     return roce::icrc_ipv4(f, std::span<const iovec>(&whole, 1), transport_len);
+}
+
+// True if `icrc`, the one a received packet carries, is `computed` (its ICRC for the IP ID
+// it arrived with), or, where the port only guessed that ID, its ICRC for another ID a GSO
+// train's segment can carry: a train cut and merged again on the way.
+inline bool icrc_matches(const RxPacket &pkt, uint32_t computed, uint32_t icrc, size_t transport_len,
+                         roce::IcrcIpIdShift &shift) {
+    return computed == icrc || (pkt.ip_id_guessed && shift.find(computed ^ icrc, transport_len, kGsoIpIds) != 0);
 }
 
 class Port {

@@ -221,14 +221,9 @@ void SoftContext::receive(const RxPacket &pkt) {
         ++counters_.rx_dropped_malformed;
         return;
     }
-    if (const uint32_t icrc = rx_icrc(pkt, pv.transport_len); icrc != pv.icrc) {
-        // A socket's packet may have left in another place of a GSO train than the one it
-        // arrived in (the train cut and merged again on the way): the ICRC holds for the
-        // ID it was sent with, one a train's segment can carry.
-        if (!pkt.ip_id_guessed || !icrc_ip_id_.find(icrc ^ pv.icrc, pv.transport_len, kGsoIpIds)) {
-            ++counters_.rx_icrc_errors;
-            return;
-        }
+    if (!icrc_matches(pkt, rx_icrc(pkt, pv.transport_len), pv.icrc, pv.transport_len, icrc_ip_id_)) {
+        ++counters_.rx_icrc_errors;
+        return;
     }
     ++counters_.rx_packets;
     counters_.rx_bytes += pkt.len;
