@@ -11,7 +11,7 @@ PACKAGES=(
     libibverbs-dev librdmacm-dev libdpdk-dev libnuma-dev libhwloc-dev hwloc
     clang-14 libclang-rt-14-dev          # libFuzzer runtime (only recommended by clang-14)
     tshark iperf3 ucx-utils openmpi-bin libopenmpi-dev
-    iproute2 procps
+    iproute2 procps ethtool              # ethtool: tests/transport/soft/udp/netns_test (UDP segmentation off on a veth)
     gnuplot-nox                          # bench/incast, bench/loss and ibex_sim plots
     libbpf-dev                           # bench/loss: tc BPF random drop where netem is missing
     perftest                             # stock ib_*_bw/lat: flag spellings the ibex_* tools follow

@@ -38,7 +38,8 @@ public:
         if (!bridge_.empty()) sh("ip link del " + bridge_);
     }
 
-    bool create(int hosts, std::string *why) {
+    // mtu: the netdev MTU of the bridge and every veth (0: the kernel's default, 1500).
+    bool create(int hosts, std::string *why, int mtu = 0) {
         if (geteuid() != 0) return no(why, "needs root: creates network namespaces, veth pairs and a bridge");
         if (!sh("command -v ip")) return no(why, "needs iproute2 (ip)");
         static int instances = 0; // names unique per instance too, not only per process
@@ -61,6 +62,17 @@ public:
                   "ip link set " + inner + " netns " + ns, "ip link set " + outer + " master " + bridge_,
                   "ip link set " + outer + " up", "ip -n " + ns + " addr add " + ip + "/24 dev " + inner,
                   "ip -n " + ns + " link set " + inner + " up", "ip -n " + ns + " link set lo up"})
+                if (!sh(c)) return no(why, "failed: " + c);
+        }
+        if (mtu) {
+            const std::string m = " mtu " + std::to_string(mtu);
+            std::vector<std::string> cmds;
+            for (int h = 0; h < hosts; ++h) {
+                cmds.push_back("ip link set " + outer_[size_t(h)] + m);
+                cmds.push_back("ip -n " + ns_[size_t(h)] + " link set " + if_[size_t(h)] + m);
+            }
+            cmds.push_back("ip link set " + bridge_ + m); // after its ports: a bridge takes its ports' least MTU
+            for (const std::string &c : cmds)
                 if (!sh(c)) return no(why, "failed: " + c);
         }
         return true;

@@ -106,7 +106,7 @@ public:
                         return false;
                 }
             }
-            if (!poll()) return false;
+            if (!poll(stop || !can_post(per_qp))) return false;
             const uint64_t t = now_ns();
             if (o_.run_infinitely && sends && !stop && t - interval_start >= uint64_t(o_.duration) * 1000000000ull) {
                 const uint64_t done = completed_total();
@@ -190,13 +190,30 @@ private:
                              &err);
     }
 
-    bool poll() {
+    bool can_post(uint64_t per_qp) const {
+        for (size_t q = 0; q < posted_.size(); ++q)
+            if (posted_[q] < per_qp && posted_[q] - completed_[q] < depth_) return true;
+        return false;
+    }
+
+    // blocked: nothing more can be posted until something completes.
+    bool poll(bool blocked) {
         // The runner spins anyway: drive the engine from here too rather than wait for the
-        // progress thread to be scheduled (on a busy host it may not be for a while).
-        ibex_progress(s_.res.ctx);
+        // progress thread to be scheduled (on a busy host it may not be for a while). With
+        // -e it sleeps instead while blocked, leaving the CPU to the progress thread and
+        // to whatever else runs there (the peer, on a small host).
+        if (!o_.events) ibex_progress(s_.res.ctx);
         ibex_wc_t wc[kPollBatch];
         int n = 0;
         if (!poll_completions(s_.res.cq, kPollBatch, wc, &n, &err)) return false;
+        if (!n && o_.events && blocked) {
+            const ibex_status_t st = ibex_cq_wait(s_.res.cq, 100);
+            if (st != IBEX_OK && st != IBEX_ERR_TIMEOUT) {
+                err = std::string("waiting for a completion: ") + ibex_last_error();
+                return false;
+            }
+            if (!poll_completions(s_.res.cq, kPollBatch, wc, &n, &err)) return false;
+        }
         if (!n) return true;
         const uint64_t t = now_ns();
         last_progress_ = t;

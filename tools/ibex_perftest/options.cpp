@@ -32,6 +32,7 @@ constexpr Flag kFlags[] = {
     {'n', "iters", true, kAll},          {'t', "tx-depth", true, kBw},
     {'r', "rx-depth", true, kSend},      {'q', "qp", true, kBw},
     {'b', "bidirectional", false, kBw},  {'o', "outs", true, kRdAtom},
+    {'e', "events", false, kBw},
     {'A', "atomic_type", true, kAtomic}, {'m', "mtu", true, kAll},
     {'D', "duration", true, kAll},       {'F', "CPU-freq", false, kAll},
     {'c', "connection", true, kAll},     {'i', "ib-port", true, kAll},
@@ -148,6 +149,7 @@ public:
             o_->num_qps = static_cast<uint32_t>(x);
             return true;
         case 'b': o_->bidirectional = true; return true;
+        case 'e': o_->events = true; return true;
         case 'o':
             if (!number(f, v, 1, 16, &x)) return false;
             o_->out_reads = static_cast<uint32_t>(x);
@@ -322,6 +324,8 @@ void print_usage(Test t, FILE *out) {
                           "  -q, --qp=<n>            number of QPs (default 1)\n"
                           "  -b, --bidirectional     both sides send; the reported figure is the sum\n"
                           "      --report-both       with -b, also print each direction on its own\n"
+                          "  -e, --events            sleep on completion events while no more can be posted,\n"
+                          "                          instead of polling (the progress thread moves the packets)\n"
                           "      --run_infinitely    print a line every -D seconds (default 5) until Ctrl-C\n"
                           "      --report_gbits      bandwidth in Gb/sec (10^9 bits) instead of MiB/sec (2^20 bytes)\n");
     }

@@ -44,6 +44,7 @@ struct Options {
     AtomicType atomic_type = AtomicType::fetch_and_add; // -A
     bool bidirectional = false; // -b
     bool report_both = false;   // --report-both (with -b: local and remote separately)
+    bool events = false;        // -e: sleep on CQ events while nothing can be posted
     bool run_infinitely = false; // --run_infinitely: a line every -D seconds until SIGINT
     int mtu = 0;               // -m, bytes; 0: the device's
     int duration = 0;          // -D seconds; 0: iteration mode

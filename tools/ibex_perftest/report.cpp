@@ -370,9 +370,10 @@ void print_cc(FILE *out, const CcReport &cc) {
         std::fprintf(out,
                      " counters: tx_packets %" PRIu64 " rx_packets %" PRIu64 " retransmitted %" PRIu64
                      " ack_timeouts %" PRIu64 " seq_naks %" PRIu64 " out_of_sequence %" PRIu64 " duplicates %" PRIu64
-                     " icrc_errors %" PRIu64 " rnr_naks_received %" PRIu64 "\n",
+                     " icrc_errors %" PRIu64 " rnr_naks_received %" PRIu64 " gso_trains %" PRIu64 " gro_trains %" PRIu64 "\n",
                      c.tx_packets, c.rx_packets, c.retransmitted_packets, c.local_ack_timeout_err, c.packet_seq_err,
-                     c.out_of_sequence, c.duplicate_request, c.rx_icrc_errors, c.rnr_nak_received);
+                     c.out_of_sequence, c.duplicate_request, c.rx_icrc_errors, c.rnr_nak_received, c.tx_gso_trains,
+                     c.rx_gro_trains);
 }
 
 std::string bw_json(const Options &o, const HeaderInfo &h, const std::vector<BwResult> &rows,

@@ -20,8 +20,10 @@ constexpr int kRxBatch = 32;
 constexpr uint8_t kEcnMask = 0x3;
 constexpr uint8_t kEcnCe = 0x3;
 
-uint32_t icrc_for(const uint8_t *data, uint32_t transport_len, const soft::NetAddr &src, const soft::NetAddr &dst) {
+uint32_t icrc_for(const uint8_t *data, uint32_t transport_len, const soft::NetAddr &src, const soft::NetAddr &dst,
+                  uint16_t ip_id = 0) {
     roce::IcrcIpv4Fields f;
+    f.ip_id = ip_id;
     f.src_ip = src.ip;
     f.src_port = src.port;
     f.dst_ip = dst.ip;
@@ -78,13 +80,15 @@ void Switch::enqueue(uint64_t now, size_t egress, size_t ingress, const soft::Rx
         cp_.count_drop(egress);
         return;
     }
-    // The ICRC the sender computed covers its own and the switch port's address; a
-    // packet that fails it is dropped here, as the receiver would, before the switch
+    // The ICRC the sender computed covers its own and the switch port's address (and the IP
+    // ID of its segment of a GSO train, which the kernel cut); a packet that fails it is
+    // dropped here, as the receiver would, before the switch
     // writes a fresh ICRC for the addresses it sends with. Whole frames (memif) keep their
     // addresses, so their ICRC stays valid and is left to the receiver.
     const uint32_t tlen = f.len - 4;
     const bool rewrite = !out.io->whole_frames();
-    if (rewrite && icrc_for(f.data, tlen, ports_[ingress].endpoint, out.io->local()) != roce::load_icrc(f.data + tlen)) {
+    if (rewrite && !soft::icrc_matches(f, icrc_for(f.data, tlen, ports_[ingress].endpoint, out.io->local(), f.ip_id),
+                                       roce::load_icrc(f.data + tlen), tlen, icrc_ip_id_)) {
         ++out.icrc_errors;
         return;
     }

@@ -99,6 +99,7 @@ private:
     cc::CongestionPoint cp_;
     cc::QueueSeries series_;
     std::vector<Port> ports_;
+    roce::IcrcIpIdShift icrc_ip_id_; // ingress ICRCs made for a GSO segment's IP ID
     // Packet buffers, allocated as the queues first need them (up to max_slots_) and
     // reused after: the memory follows the deepest queue seen, not the configured buffer.
     std::vector<Slot> slots_;

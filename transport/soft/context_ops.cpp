@@ -65,6 +65,7 @@ ibex_status_t open_device(const char *device, const ibex_context_attr_t *attr, i
                         err.empty() ? "empty list" : err.c_str());
         cfg.progress_cpus = cpus.cpus();
     }
+    cfg.fit_to_mtu(roce::mtu_bytes(port->max_mtu()));
     // What is in flight must fit the socket buffer that receives it: ibex sizes the peer's
     // like its own, so its own is the estimate. Without root (SO_RCVBUFFORCE) the buffer
     // is capped by net.core.rmem_max, often 208 KiB.
@@ -114,7 +115,7 @@ ibex_status_t set_faults(ibex_context *c, const ibex_fault_config_t *f) {
 ibex_status_t query_counters(ibex_context *c, ibex_counters_t *out) {
     SoftContext *ctx = to_soft(c);
     Lock l(ctx->mutex());
-    copy_counters(ctx->counters(), out);
+    copy_counters(ctx->snapshot(), out);
     return IBEX_OK;
 }
 

@@ -11,6 +11,7 @@
 #include <sys/uio.h>
 
 #include "transport/soft/codec/icrc.h"
+#include "transport/soft/codec/icrc_ip_id.h"
 
 namespace ibex::soft {
 
@@ -22,6 +23,7 @@ struct NetAddr {
 };
 
 inline constexpr int kMaxTxPieces = 20; // header + up to 16 payload SGE pieces + trailer
+inline constexpr size_t kMaxTxBatch = 64; // packets the engine hands to send() at most
 
 struct TxPacket {
     NetAddr dst;
@@ -39,7 +41,15 @@ struct RxPacket {
     uint16_t ip_id = 0;
     uint16_t ip_frag = 0x4000;
     uint8_t tos = 0;
+    // The port could not see the IP header (a socket): ip_id is its place in the datagram
+    // it came in, the ID it had if it left in the same GSO train, and the ICRC check may
+    // accept any ID a train's segment can carry (kGsoIpIds).
+    bool ip_id_guessed = false;
 };
+
+// A UDP GSO train's segments carry IP IDs 0, 1, ... up to this (the kernel cuts at most
+// 128 segments from one datagram).
+inline constexpr unsigned kGsoIpIds = 128;
 
 // The ICRC of a received packet's first transport_len bytes (BTH .. pad), with the
 // IP/UDP fields it arrived with.
@@ -53,6 +63,14 @@ inline uint32_t rx_icrc(const RxPacket &pkt, size_t transport_len) {
     f.frag = pkt.ip_frag;
     const iovec whole{const_cast<uint8_t *>(pkt.data), transport_len};
     return roce::icrc_ipv4(f, std::span<const iovec>(&whole, 1), transport_len);
+}
+
+// True if `icrc`, the one a received packet carries, is `computed` (its ICRC for the IP ID
+// it arrived with), or, where the port only guessed that ID, its ICRC for another ID a GSO
+// train's segment can carry: a train cut and merged again on the way.
+inline bool icrc_matches(const RxPacket &pkt, uint32_t computed, uint32_t icrc, size_t transport_len,
+                         roce::IcrcIpIdShift &shift) {
+    return computed == icrc || (pkt.ip_id_guessed && shift.find(computed ^ icrc, transport_len, kGsoIpIds) != 0);
 }
 
 class Port {
@@ -69,6 +87,12 @@ public:
     // A descriptor that becomes readable when packets arrive (-1 if the port has none).
     virtual int wait_fd() const = 0;
     virtual uint64_t tx_dropped() const { return 0; }
+    // Packets the engine gathers before it calls send(), at most kMaxTxBatch: a port that
+    // sends runs of them as one train wants long runs.
+    virtual size_t tx_batch() const { return 32; }
+    // Segmentation offload at work (ibex_counters_t::tx_gso_trains, rx_gro_trains).
+    virtual uint64_t tx_gso_trains() const { return 0; }
+    virtual uint64_t rx_gro_trains() const { return 0; }
     // Bytes the path can hold for this port before it drops (0: no known limit).
     virtual size_t rx_buffer_bytes() const { return 0; }
 

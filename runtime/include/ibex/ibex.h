@@ -161,6 +161,9 @@ typedef struct ibex_counters {
     uint64_t seq_naks_sent;    /* PSN-sequence NAKs sent by this responder (selective ones too) */
     uint64_t tail_timeouts;    /* RTO_low firings (selective mode) */
     uint64_t ooo_packets_held; /* requests held past a hole (selective mode) */
+    /* Since 0.4 (udp port segmentation offload): */
+    uint64_t tx_gso_trains; /* sends of two or more packets as one UDP GSO datagram */
+    uint64_t rx_gro_trains; /* received datagrams that held two or more packets (UDP GRO) */
 } ibex_counters_t;
 
 IBEX_API ibex_status_t ibex_query_counters(ibex_context_t *context, ibex_counters_t *counters);

@@ -62,6 +62,12 @@ TEST(PerftestOptions, GetoptSpellings) {
     EXPECT_EQ(o.out_reads, 4u);
     ASSERT_EQ(parse({Verb::write, Kind::bw}, {"--run_infinitely"}, &o), ParseResult::ok);
     EXPECT_EQ(o.duration, 5); // perftest reports every -D seconds, 5 by default
+    EXPECT_FALSE(o.events);
+    Options e;
+    ASSERT_EQ(parse({Verb::send, Kind::bw}, {"-e"}, &e), ParseResult::ok);
+    EXPECT_TRUE(e.events);
+    Options l;
+    EXPECT_NE(parse({Verb::write, Kind::lat}, {"--events"}, &l), ParseResult::ok) << "the latency tools spin";
 }
 
 TEST(PerftestOptions, RefusesWhatPerftestRefuses) {

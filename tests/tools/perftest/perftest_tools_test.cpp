@@ -204,6 +204,21 @@ TEST(PerftestTools, MultipleQps) {
     EXPECT_GT(rows[0][3], 0);
 }
 
+// -e: the runner sleeps on completion events while every QP is at its depth (300 messages
+// against a depth of 128), and every iteration still completes.
+TEST(PerftestTools, EventsModeCompletesEveryIteration) {
+    for (const char *name : {"ibex_write_bw", "ibex_send_bw"}) {
+        SCOPED_TRACE(name);
+        auto [server, client] = run_pair(name, {"-e", "-n", "300", "-s", "65536"}, 60);
+        ASSERT_EQ(client.status, 0) << client.err;
+        ASSERT_EQ(server.status, 0) << server.err;
+        const auto rows = table(client.out, kBwHeaderMiB, 5);
+        ASSERT_EQ(rows.size(), 1u) << client.out;
+        EXPECT_EQ(rows[0][1], 300);
+        EXPECT_GT(rows[0][3], 0);
+    }
+}
+
 TEST(PerftestTools, BidirectionalSumsBothDirections) {
     for (const char *name : {"ibex_write_bw", "ibex_send_bw"}) {
         SCOPED_TRACE(name);

@@ -1,5 +1,6 @@
 #include "transport/soft/engine/context.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -39,7 +40,19 @@ EngineConfig EngineConfig::from_env() {
     // IBEX_RETRANSMIT is read by open_device, which can refuse a value it does not know.
     c.rto_low_us = static_cast<uint32_t>(config::get_int("IBEX_RTO_LOW_US", c.rto_low_us, 0, 1000000));
     c.bdp_bytes = static_cast<uint32_t>(config::get_int("IBEX_BDP_BYTES", c.bdp_bytes, 16 * 1024, 64 << 20));
+    c.max_inflight_from_env = *config::get_string("IBEX_MAX_INFLIGHT", "") != 0;
+    c.max_inflight_context_from_env = *config::get_string("IBEX_MAX_INFLIGHT_CONTEXT", "") != 0;
+    c.ack_req_every_from_env = *config::get_string("IBEX_ACK_REQ_EVERY", "") != 0;
     return c;
+}
+
+void EngineConfig::fit_to_mtu(uint32_t mtu_bytes) {
+    constexpr uint32_t kWindowPacketBytes = 4096;
+    if (!mtu_bytes || mtu_bytes >= kWindowPacketBytes) return;
+    const uint32_t scale = kWindowPacketBytes / mtu_bytes;
+    if (!max_inflight_from_env) max_inflight *= scale;
+    if (!max_inflight_context_from_env) max_inflight_context *= scale;
+    if (!ack_req_every_from_env) ack_req_every *= scale;
 }
 
 uint64_t SoftContext::now_ns() {
@@ -61,6 +74,7 @@ SoftContext::SoftContext(std::unique_ptr<Port> port, const EngineConfig &cfg) : 
     f.seed = static_cast<uint64_t>(config::get_int("IBEX_FAULT_SEED", 0, 0, INT64_MAX));
     faults_.configure(f);
     tx_faulted_.reserve(4 * kTxBatch);
+    tx_batch_ = std::clamp<size_t>(port_->tx_batch(), 1, kTxBatch);
 }
 
 SoftContext::~SoftContext() { stop(); }
@@ -132,7 +146,7 @@ void SoftContext::activate(SoftQp *qp) {
 }
 
 SoftContext::TxSlot &SoftContext::begin_tx() {
-    if (tx_count_ == kTxBatch) flush_tx();
+    if (tx_count_ == tx_batch_) flush_tx();
     TxSlot &s = tx_slots_[tx_count_];
     return s;
 }
@@ -180,6 +194,13 @@ void SoftContext::send_cnp(const SoftQp &qp) {
     ++counters_.np_cnp_sent;
 }
 
+ibex_counters_t SoftContext::snapshot() const {
+    ibex_counters_t c = counters_;
+    c.tx_gso_trains = port_->tx_gso_trains();
+    c.rx_gro_trains = port_->rx_gro_trains();
+    return c;
+}
+
 void SoftContext::flush_tx() {
     if (!tx_count_) return;
     std::span<const TxPacket> batch(tx_pkts_.data(), tx_count_);
@@ -200,7 +221,7 @@ void SoftContext::receive(const RxPacket &pkt) {
         ++counters_.rx_dropped_malformed;
         return;
     }
-    if (rx_icrc(pkt, pv.transport_len) != pv.icrc) {
+    if (!icrc_matches(pkt, rx_icrc(pkt, pv.transport_len), pv.icrc, pv.transport_len, icrc_ip_id_)) {
         ++counters_.rx_icrc_errors;
         return;
     }

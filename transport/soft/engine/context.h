@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "transport/soft/codec/icrc_ip_id.h"
 #include "transport/soft/codec/packet.h"
 #include "transport/soft/engine/fault_injector.h"
 #include "transport/soft/engine/mr_table.h"
@@ -45,6 +46,14 @@ struct EngineConfig {
     uint32_t rto_low_us = 1000;
     uint32_t bdp_bytes = 512 * 1024;
 
+    // The two windows and ack_req_every above are byte counts written as packets of 4 KiB:
+    // at a smaller path MTU (1 KiB on a 1500-byte netdev) the same bytes stay in flight, four
+    // times the packets, or the sender stalls whenever a receiver is off the CPU for a
+    // fraction of a millisecond; and an ACK is asked for every 64 KiB, not four times as
+    // often. A count set from the environment stays as set.
+    void fit_to_mtu(uint32_t mtu_bytes);
+    bool max_inflight_from_env = false, max_inflight_context_from_env = false, ack_req_every_from_env = false;
+
     static EngineConfig from_env();
 };
 
@@ -63,6 +72,8 @@ public:
     const EngineConfig &config() const { return cfg_; }
     MrTable &mrs() { return mrs_; }
     ibex_counters_t &counters() { return counters_; }
+    // The counters with the port's own (lock held).
+    ibex_counters_t snapshot() const;
     FaultInjector &faults() { return faults_; }
     int &live_objects() { return live_objects_; } // PDs and CQs (lock held)
 
@@ -115,6 +126,7 @@ private:
     std::mutex mu_;
     MrTable mrs_;
     ibex_counters_t counters_{};
+    roce::IcrcIpIdShift icrc_ip_id_; // the receive path's: an ICRC for another IP ID
     FaultInjector faults_;
     int live_objects_ = 0;
 
@@ -124,10 +136,11 @@ private:
 
     static constexpr uint32_t kPassBudget = 256; // packets sent per progress pass, all QPs
     static constexpr uint64_t kStagingPollNs = 20000; // a WR waiting for its GPU staging copy
-    static constexpr size_t kTxBatch = 32;
+    static constexpr size_t kTxBatch = kMaxTxBatch; // slots; the port says how many make a flush
     std::array<TxSlot, kTxBatch> tx_slots_;
     std::array<TxPacket, kTxBatch> tx_pkts_;
     size_t tx_count_ = 0;
+    size_t tx_batch_ = 32; // the port's tx_batch()
     std::vector<TxPacket> tx_faulted_;
 
     static constexpr size_t kRxBatch = 32;

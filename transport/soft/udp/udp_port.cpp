@@ -3,12 +3,12 @@
 #include <arpa/inet.h>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <vector>
@@ -16,6 +16,8 @@
 #include "runtime/base/config.h"
 #include "runtime/base/log.h"
 #include "runtime/base/status.h"
+#include "transport/soft/codec/icrc.h"
+#include "transport/soft/codec/icrc_ip_id.h"
 #include "transport/soft/codec/roce.h"
 
 #ifndef UDP_SEGMENT
@@ -34,10 +36,12 @@ constexpr size_t kDatagramLen = 9216; // without: one datagram, above any RoCE p
 constexpr size_t kMaxGsoBytes = 65000;
 constexpr int kMaxGsoSegments = 64;
 
-int netdev_mtu(const std::string &ifname) {
-    std::ifstream f("/sys/class/net/" + ifname + "/mtu");
-    int mtu = 0;
-    if (f >> mtu) return mtu;
+// The interface's MTU as the socket's network namespace sees it (/sys shows the namespace
+// that mounted it, which a thread that joined another one with setns() does not share).
+int netdev_mtu(int fd, const std::string &ifname) {
+    ifreq req{};
+    std::strncpy(req.ifr_name, ifname.c_str(), IFNAMSIZ - 1);
+    if (ioctl(fd, SIOCGIFMTU, &req) == 0 && req.ifr_mtu > 0) return req.ifr_mtu;
     return 1500;
 }
 
@@ -93,40 +97,26 @@ public:
         return getsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &v, &len) == 0 && v > 0 ? size_t(v) / 2 : 0;
     }
 
+    // Long enough for a 64 KB train of 1 KiB packets: one trip through the stack each.
+    size_t tx_batch() const override { return gso_ ? kMaxTxBatch : 32; }
+    uint64_t tx_gso_trains() const override { return tx_trains_; }
+    uint64_t rx_gro_trains() const override { return rx_trains_; }
+
     void send(std::span<const TxPacket> pkts) override {
         size_t i = 0;
         while (i < pkts.size()) {
             size_t nmsg = 0;
             size_t niov = 0;
+            size_t nicrc = 0;
             const uint8_t batch_tos = pkts[i].tos;
             while (i < pkts.size() && nmsg < kBatch) {
                 const TxPacket &p = pkts[i];
-                if (niov + p.npieces > tx_iov_.size()) break;
+                // One more piece than it has for a packet whose ICRC is rewritten.
+                if (niov + p.npieces + 1u > tx_iov_.size()) break;
                 // The TOS is the socket's (set_tos), so one sendmmsg carries one TOS: a CNP
                 // among ECN-capable data would otherwise take their TOS, or they its.
                 if (p.tos != batch_tos) break;
-                // A run of equal-size packets to one peer leaves as one GSO send.
-                size_t run = 1;
-                if (gso_) {
-                    size_t bytes = p.len;
-                    while (i + run < pkts.size() && run < kMaxGsoSegments) {
-                        const TxPacket &q = pkts[i + run];
-                        if (!(q.dst == p.dst) || q.tos != p.tos || q.len > p.len || bytes + q.len > kMaxGsoBytes ||
-                            niov + p.npieces + q.npieces > tx_iov_.size())
-                            break;
-                        if (q.len < p.len) {
-                            // A shorter packet may end a train, but never make one with
-                            // just the packet before it (a FIRST with its longer header).
-                            if (run > 1) ++run;
-                            break;
-                        }
-                        bytes += q.len;
-                        ++run;
-                    }
-                    size_t pieces = 0;
-                    for (size_t k = 0; k < run; ++k) pieces += pkts[i + k].npieces;
-                    if (niov + pieces > tx_iov_.size()) run = 1;
-                }
+                const size_t run = gso_ ? train_length(pkts.subspan(i), tx_iov_.size() - niov) : 1;
                 mmsghdr &m = tx_msgs_[nmsg];
                 std::memset(&m, 0, sizeof m);
                 sockaddr_in &sa = tx_names_[nmsg];
@@ -136,11 +126,11 @@ public:
                 m.msg_hdr.msg_name = &sa;
                 m.msg_hdr.msg_namelen = sizeof sa;
                 m.msg_hdr.msg_iov = &tx_iov_[niov];
-                for (size_t k = 0; k < run; ++k) {
-                    const TxPacket &q = pkts[i + k];
-                    for (int j = 0; j < q.npieces; ++j) tx_iov_[niov++] = q.pieces[j];
-                }
-                m.msg_hdr.msg_iovlen = niov - (m.msg_hdr.msg_iov - tx_iov_.data());
+                for (int j = 0; j < p.npieces; ++j) tx_iov_[niov++] = p.pieces[j];
+                // The kernel gives the train's segment k IP ID k (the datagram leaves with
+                // ID 0, DF set, from an unconnected socket), and the ICRC covers the ID.
+                for (size_t k = 1; k < run; ++k) add_with_icrc_for_id(pkts[i + k], static_cast<uint16_t>(k), niov, nicrc++);
+                m.msg_hdr.msg_iovlen = niov - static_cast<size_t>(m.msg_hdr.msg_iov - tx_iov_.data());
                 if (run > 1) {
                     cmsghdr *c = reinterpret_cast<cmsghdr *>(tx_cmsg_[nmsg]);
                     c->cmsg_level = SOL_UDP;
@@ -150,6 +140,7 @@ public:
                     std::memcpy(CMSG_DATA(c), &seg, sizeof seg);
                     m.msg_hdr.msg_control = c;
                     m.msg_hdr.msg_controllen = CMSG_SPACE(sizeof(uint16_t));
+                    ++tx_trains_;
                 }
                 i += run;
                 ++nmsg;
@@ -179,6 +170,48 @@ public:
     }
 
 private:
+    // How many packets from the front of `pkts` leave as one GSO train: equal-size packets
+    // to one peer with one TOS, optionally ended by one shorter packet; iov_room bounds
+    // their pieces (one more each for the rewritten ICRC).
+    size_t train_length(std::span<const TxPacket> pkts, size_t iov_room) const {
+        const TxPacket &p = pkts[0];
+        size_t run = 1, bytes = p.len, pieces = p.npieces;
+        while (run < pkts.size() && run < kMaxGsoSegments) {
+            const TxPacket &q = pkts[run];
+            if (!(q.dst == p.dst) || q.tos != p.tos || q.len > p.len || bytes + q.len > kMaxGsoBytes ||
+                pieces + q.npieces + 1u > iov_room)
+                break;
+            if (q.len < p.len) {
+                // A shorter packet may end a train, but never make one with just the
+                // packet before it (a FIRST with its longer header).
+                if (run > 1) ++run;
+                break;
+            }
+            bytes += q.len;
+            pieces += q.npieces + 1u;
+            ++run;
+        }
+        return run;
+    }
+
+    // Appends the pieces of `q` with its last 4 bytes, the ICRC made for IP ID 0, replaced
+    // by the ICRC for IP ID `id`, kept in tx_icrc_[slot].
+    void add_with_icrc_for_id(const TxPacket &q, uint16_t id, size_t &niov, size_t slot) {
+        size_t keep = q.len - roce::kIcrcLen; // bytes before the ICRC
+        uint8_t *icrc = tx_icrc_[slot];
+        size_t have = 0;
+        for (int j = 0; j < q.npieces; ++j) {
+            const auto *base = static_cast<uint8_t *>(q.pieces[j].iov_base);
+            const size_t len = q.pieces[j].iov_len;
+            const size_t head = std::min(len, keep);
+            if (head) tx_iov_[niov++] = {const_cast<uint8_t *>(base), head};
+            keep -= head;
+            for (size_t b = head; b < len && have < roce::kIcrcLen; ++b) icrc[have++] = base[b];
+        }
+        roce::store_icrc(icrc, roce::load_icrc(icrc) ^ tx_icrc_shift_.delta(id, q.len - roce::kIcrcLen));
+        tx_iov_[niov++] = {icrc, roce::kIcrcLen};
+    }
+
     void set_tos(uint8_t tos) {
         if (tos == tos_) return;
         int v = tos;
@@ -200,7 +233,15 @@ private:
             }
             // The packet cannot leave (EMSGSIZE, unreachable, ...): the wire drops it
             // and the reliability layer decides what happens next.
-            if (tx_errors_++ == 0) IBEX_LOG(warn, "udp port: sendmmsg failed: %s (errno %d)", strerror(errno), errno);
+            const bool train = tx_msgs_[done].msg_hdr.msg_controllen != 0;
+            if (train && (errno == EIO || errno == EINVAL) && gso_) {
+                // The route's device cannot take a GSO datagram (no checksum offload, a
+                // transform): this train is lost and the rest leave one packet at a time.
+                IBEX_LOG(warn, "udp port: the kernel refuses UDP GSO here (%s); sending without it", strerror(errno));
+                gso_ = false;
+            } else if (tx_errors_++ == 0) {
+                IBEX_LOG(warn, "udp port: sendmmsg failed: %s (errno %d)", strerror(errno), errno);
+            }
             ++done;
             ++tx_dropped_;
         }
@@ -222,6 +263,7 @@ private:
         }
         const auto *sa = &rx_names_[pending_msg_];
         const uint8_t *base = static_cast<const uint8_t *>(m.msg_hdr.msg_iov->iov_base);
+        if (pending_off_ == 0 && seg < m.msg_len) ++rx_trains_;
         size_t n = 0;
         while (n < out.size() && pending_off_ < m.msg_len) {
             RxPacket &p = out[n++];
@@ -229,7 +271,10 @@ private:
             p.len = static_cast<uint32_t>(std::min(seg, m.msg_len - pending_off_));
             p.src = {ntohl(sa->sin_addr.s_addr), ntohs(sa->sin_port)};
             p.dst = local_;
-            p.ip_id = 0;
+            // The IP header is not ours to see: a GRO train is most likely the sender's GSO
+            // train whole, whose segment k had ID k.
+            p.ip_id = static_cast<uint16_t>(pending_off_ / seg);
+            p.ip_id_guessed = true;
             p.ip_frag = 0x4000;
             p.tos = tos;
             pending_off_ += p.len;
@@ -254,6 +299,10 @@ private:
     sockaddr_in tx_names_[kBatch];
     alignas(cmsghdr) uint8_t tx_cmsg_[kBatch][CMSG_SPACE(sizeof(uint16_t))];
     std::array<iovec, kBatch * 24> tx_iov_;
+    uint8_t tx_icrc_[kBatch * 24][roce::kIcrcLen];
+    roce::IcrcIpIdShift tx_icrc_shift_;
+    uint64_t tx_trains_ = 0;
+    uint64_t rx_trains_ = 0;
 
     std::vector<uint8_t> rx_bufs_;
     mmsghdr rx_msgs_[kBatch];
@@ -349,15 +398,16 @@ std::unique_ptr<Port> open_udp_port(const UdpPortOptions &opts, ibex_status_t *s
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
     bool gro = opts.gro && config::get_bool("IBEX_UDP_GRO", true);
     if (gro && setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof one) != 0) gro = false;
-    // GSO trains are split by the kernel with per-segment IP IDs on a real device, which
-    // would break the ICRC; on loopback the peer receives the train whole (GRO).
-    const bool gso = opts.gso && loopback && gro && config::get_bool("IBEX_UDP_GSO", true);
+    // GSO on every interface: where the train is cut (software GSO on a device without UDP
+    // segmentation, or a receiver without UDP_GRO), segment k gets IP ID k and was sent
+    // with its ICRC for that ID; a GRO receiver takes the train whole.
+    const bool gso = opts.gso && config::get_bool("IBEX_UDP_GSO", true);
 
     sockaddr_in bound{};
     socklen_t len = sizeof bound;
     getsockname(fd, reinterpret_cast<sockaddr *>(&bound), &len);
     NetAddr local{ntohl(bound.sin_addr.s_addr), ntohs(bound.sin_port)};
-    uint8_t mtu = roce::mtu_enum_for_netdev(loopback ? 65536 : netdev_mtu(ifname));
+    uint8_t mtu = roce::mtu_enum_for_netdev(loopback ? 65536 : netdev_mtu(fd, ifname));
     if (!mtu) mtu = IBEX_MTU_256;
     IBEX_LOG(info, "udp port on %s (%s) local %u.%u.%u.%u:%u mtu %d gso %d gro %d", opts.device.c_str(), ifname.c_str(),
              local.ip >> 24, (local.ip >> 16) & 255, (local.ip >> 8) & 255, local.ip & 255, local.port,

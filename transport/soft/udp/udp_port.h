@@ -1,6 +1,7 @@
 // The udp port of the soft provider: RoCEv2 over a kernel UDP socket on port 4791.
 // The kernel writes the IP and UDP headers; ibex makes the fields the ICRC covers
-// predictable by sending with DF set from an unconnected socket (IP ID 0).
+// predictable by sending with DF set from an unconnected socket: IP ID 0, and for the
+// segments of a UDP GSO train IDs 0, 1, 2, ... (each segment's ICRC is made for its ID).
 #pragma once
 
 #include <memory>
@@ -16,7 +17,7 @@ struct UdpPortOptions {
     std::string device;      // "udp:lo", "udp:eth0", "udp:10.0.0.1" (optionally ":port")
     std::string local_addr;  // overrides the address from the device name
     uint16_t port = 0;       // 0: 4791 (or the port in the device name)
-    bool gso = true;         // UDP GSO for runs of equal-size packets (loopback only)
+    bool gso = true;         // UDP GSO for runs of equal-size packets
     bool gro = true;         // UDP GRO on receive
     int socket_buffer = 8 << 20;
 };

@@ -25,6 +25,8 @@
 #include <unistd.h>
 
 #include "tests/support/endpoint.h"
+#include "tests/support/netns_capture.h"
+#include "tests/transport/soft/rc/checked_exchange.h"
 #include "tests/transport/soft/rc/peer.h"
 
 using namespace ibex::test;
@@ -34,13 +36,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 bool sh(const std::string &cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0; }
-
-std::string slurp(const std::string &path) {
-    std::ifstream f(path);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
 
 bool on_path(const char *prog) { return sh(std::string("command -v ") + prog); }
 
@@ -89,91 +84,7 @@ struct TwoHosts {
 
 bool join_netns(const std::string &name) { return ibex::test::peer_detail::join_netns(name); }
 
-// tshark on one veth inside a namespace, in its own process group.
-class Capture {
-public:
-    ~Capture() { stop(); }
-    bool start(const std::string &ns, const std::string &ifname, const std::string &file, std::string *err) {
-        log_ = file + ".log";
-        pid_ = fork();
-        if (pid_ < 0) return false;
-        if (pid_ == 0) {
-            setpgid(0, 0);
-            if (FILE *l = std::freopen(log_.c_str(), "w", stderr)) dup2(fileno(l), 1);
-            execlp("ip", "ip", "netns", "exec", ns.c_str(), "tshark", "-i", ifname.c_str(), "-f", "udp port 4791", "-w",
-                   file.c_str(), "-F", "pcap", static_cast<char *>(nullptr));
-            _exit(127);
-        }
-        setpgid(pid_, pid_);
-        const auto end = Clock::now() + std::chrono::seconds(30);
-        while (slurp(log_).find("Capturing on") == std::string::npos) {
-            if (Clock::now() > end || waitpid(pid_, nullptr, WNOHANG) == pid_) {
-                *err = "tshark did not start: " + slurp(log_);
-                pid_ = -1;
-                return false;
-            }
-            std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(300));
-        return true;
-    }
-    void stop() {
-        if (pid_ <= 0) return;
-        std::this_thread::sleep_for(std::chrono::milliseconds(300)); // let dumpcap write out
-        kill(-pid_, SIGINT);
-        for (int i = 0; i < 100 && waitpid(pid_, nullptr, WNOHANG) != pid_; ++i)
-            std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        if (waitpid(pid_, nullptr, WNOHANG) != pid_) {
-            kill(-pid_, SIGKILL);
-            waitpid(pid_, nullptr, 0);
-        }
-        pid_ = -1;
-    }
-
-private:
-    pid_t pid_ = -1;
-    std::string log_;
-};
-
 constexpr size_t kBuf = 1 << 20;
-
-// WRITE, READ and SEND between the local endpoint and the peer; every byte checked.
-void exchange(Endpoint &ep, RemotePeer &peer) {
-    // WRITE 64 KiB + 5 (many MTU-sized packets and a short last one).
-    const uint32_t wlen = 65536 + 5;
-    fill_pattern(ep.buf.data(), wlen, 11);
-    ASSERT_EQ(peer.fill_const(0, wlen, 0), 0);
-    IBEX_ASSERT_OK(ep.post_rdma(IBEX_WR_RDMA_WRITE, 1, 0, wlen, peer.va(0), peer.rkey()));
-    auto wc = ep.wait(1, 20000);
-    ASSERT_EQ(wc.size(), 1u) << "no completion for the WRITE";
-    ASSERT_EQ(wc[0].status, IBEX_WC_SUCCESS) << ibex_wc_status_str(wc[0].status);
-    uint64_t first = 0;
-    EXPECT_EQ(peer.verify_pattern(0, wlen, 11, 0, &first), 0) << "first bad byte at " << first;
-
-    // READ 40000 bytes from the peer.
-    const uint32_t rlen = 40000;
-    ASSERT_EQ(peer.fill_pattern(256 << 10, rlen, 12), 0);
-    std::memset(ep.buf.data() + (512 << 10), 0, rlen);
-    IBEX_ASSERT_OK(ep.post_rdma(IBEX_WR_RDMA_READ, 2, 512 << 10, rlen, peer.va(256 << 10), peer.rkey()));
-    wc = ep.wait(1, 20000);
-    ASSERT_EQ(wc.size(), 1u) << "no completion for the READ";
-    ASSERT_EQ(wc[0].status, IBEX_WC_SUCCESS) << ibex_wc_status_str(wc[0].status);
-    EXPECT_EQ(check_pattern(ep.buf.data() + (512 << 10), rlen, 12), 0u);
-
-    // SEND 10000 bytes into a posted receive.
-    const uint32_t slen = 10000;
-    ASSERT_EQ(peer.post_recv(7, {{768 << 10, 16384}}), 0);
-    fill_pattern(ep.buf.data() + (128 << 10), slen, 13);
-    IBEX_ASSERT_OK(ep.post_rdma(IBEX_WR_SEND, 3, 128 << 10, slen, 0, 0)); // a SEND names no remote address
-    wc = ep.wait(1, 20000);
-    ASSERT_EQ(wc.size(), 1u) << "no completion for the SEND";
-    ASSERT_EQ(wc[0].status, IBEX_WC_SUCCESS) << ibex_wc_status_str(wc[0].status);
-    auto rwc = peer.wait_recv(1, 20000);
-    ASSERT_EQ(rwc.size(), 1u);
-    EXPECT_EQ(rwc[0].status, IBEX_WC_SUCCESS);
-    EXPECT_EQ(rwc[0].byte_len, slen);
-    EXPECT_EQ(peer.verify_pattern(768 << 10, slen, 13), 0);
-}
 
 // One TCP round trip from this process (in host A) to a listener that a child runs in
 // host B; empty on success, else what failed. Bounded: the child gives up after 5 s.
@@ -255,7 +166,7 @@ protected:
         cfg.max_seconds = 90;
         RemotePeer peer;
         ASSERT_TRUE(peer.start(cfg)) << peer.error() << " (device " << dev_b << ")";
-        Capture cap;
+        NetnsCapture cap;
         const std::string pcap = "/tmp/ibex-netns-" + std::to_string(getpid()) + ".pcap";
         std::string err;
         const bool capturing = capture && on_path("tshark") && cap.start(hosts_.ns_b, hosts_.if_b, pcap, &err);
@@ -272,27 +183,19 @@ protected:
             IBEX_ASSERT_OK(ibex_query_qp(ep.qp, &attr));
             EXPECT_EQ(ibex_mtu_to_bytes(attr.path_mtu), want_mtu) << "RoCE MTU at netdev MTU " << mtu();
         }
-        exchange(ep, peer);
+        checked_exchange(ep, peer, kBuf);
+        peer_counters_ = [&](ibex_counters_t &k) { return peer.counters(k); };
         if (while_open) while_open();
+        peer_counters_ = nullptr;
+        dpdk_side_ = ep.counters();
         EXPECT_EQ(peer.finish(), 0);
         if (!capturing) return;
         cap.stop();
-        int st = 0;
-        FILE *p = popen(("tshark -r '" + pcap +
-                         "' --disable-protocol rpcordma -Y infiniband -T fields -e infiniband.bth.opcode 2>/dev/null")
-                            .c_str(),
-                        "r");
-        ASSERT_NE(p, nullptr);
-        std::set<unsigned> ops;
-        unsigned frames = 0;
-        char line[64];
-        while (fgets(line, sizeof line, p)) {
-            ++frames;
-            ops.insert(unsigned(std::strtoul(line, nullptr, 0)));
-        }
-        st = pclose(p);
+        std::vector<unsigned> decoded;
+        EXPECT_TRUE(tshark_opcodes(pcap, &decoded));
         unlink(pcap.c_str());
-        EXPECT_EQ(st, 0);
+        const std::set<unsigned> ops(decoded.begin(), decoded.end());
+        const size_t frames = decoded.size();
         // The requester's frames as host B received them: WRITE FIRST/MIDDLE/LAST (6-8),
         // READ request (12), SEND FIRST/LAST or ONLY (0-4).
         EXPECT_GE(frames, 30u) << "RoCEv2 frames tshark decoded on " << hosts_.if_b;
@@ -302,6 +205,8 @@ protected:
     }
 
     TwoHosts hosts_;
+    std::function<bool(ibex_counters_t &)> peer_counters_; // the peer's counters, during while_open
+    ibex_counters_t dpdk_side_{};                          // this process's counters after the exchange
 };
 
 } // namespace
@@ -324,8 +229,16 @@ TEST_F(DpdkNetns, AfPacketBothEndsDecodesAsRoceV2) {
     run("dpdk:af_packet:" + hosts_.if_a, "dpdk:af_packet:" + hosts_.if_b, true, 2048); // MTU 3000
 }
 
+// The udp port answers the READ with UDP GSO trains; the af_xdp peer's XDP program takes
+// GSO off the udp side's veth, so the kernel cuts each train in software, segment k with
+// IP ID k, and the dpdk port checks every ICRC against the IP header it really got.
 TEST_F(DpdkNetns, DpdkTalksToTheUdpPort) {
-    run("dpdk:af_xdp:" + hosts_.if_a, "udp:" + hosts_.if_b, true);
+    ibex_counters_t udp_side{};
+    run("dpdk:af_xdp:" + hosts_.if_a, "udp:" + hosts_.if_b, true, 0, [&] { ASSERT_TRUE(peer_counters_(udp_side)); });
+    EXPECT_GT(udp_side.tx_gso_trains, 0u) << "the READ responses left as GSO trains";
+    EXPECT_EQ(udp_side.rx_icrc_errors, 0u);
+    EXPECT_EQ(dpdk_side_.rx_icrc_errors, 0u) << "segments whose ICRC was not made for their IP ID";
+    EXPECT_GT(dpdk_side_.rx_packets, 0u);
 }
 
 // af_packet at the netdev MTUs users have: 1500 (its ring's 2 KiB frames once made a block
