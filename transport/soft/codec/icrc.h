@@ -29,6 +29,12 @@ uint32_t crc32(uint32_t crc, const void *data, size_t len);
 // are the concatenation of `pieces`; transport_len is their total length.
 uint32_t icrc_ipv4(const IcrcIpv4Fields &f, std::span<const iovec> pieces, size_t transport_len);
 
+// The ICRC's running CRC over the masked IP/UDP fields and the first head_len bytes of a
+// contiguous packet's transport bytes (BTH first, head_len >= kBthLen; transport_len as
+// for icrc_ipv4). Continued with crc32() or crc32_copy() over the bytes that follow, up to
+// the ICRC, it gives icrc_ipv4(): a receiver checks the payload while it copies it out.
+uint32_t icrc_ipv4_begin(const IcrcIpv4Fields &f, const uint8_t *transport, size_t head_len, size_t transport_len);
+
 // ICRC of a whole IPv4 packet (IP header first, ICRC excluded from `len`).
 // Returns false if the bytes are not IPv4/UDP.
 bool icrc_ipv4_packet(const uint8_t *ip, size_t len, uint32_t *icrc);
