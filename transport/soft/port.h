@@ -41,9 +41,8 @@ struct RxPacket {
     uint8_t tos = 0;
 };
 
-// The ICRC of a received packet's first transport_len bytes (BTH .. pad), with the
-// IP/UDP fields it arrived with.
-inline uint32_t rx_icrc(const RxPacket &pkt, size_t transport_len) {
+// The IP/UDP fields of a received packet that its ICRC covers.
+inline roce::IcrcIpv4Fields rx_icrc_fields(const RxPacket &pkt) {
     roce::IcrcIpv4Fields f;
     f.src_ip = pkt.src.ip;
     f.src_port = pkt.src.port;
@@ -51,8 +50,14 @@ inline uint32_t rx_icrc(const RxPacket &pkt, size_t transport_len) {
     f.dst_port = pkt.dst.port;
     f.ip_id = pkt.ip_id;
     f.frag = pkt.ip_frag;
+    return f;
+}
+
+// The ICRC of a received packet's first transport_len bytes (BTH .. pad), with the
+// IP/UDP fields it arrived with.
+inline uint32_t rx_icrc(const RxPacket &pkt, size_t transport_len) {
     const iovec whole{const_cast<uint8_t *>(pkt.data), transport_len};
-    return roce::icrc_ipv4(f, std::span<const iovec>(&whole, 1), transport_len);
+    return roce::icrc_ipv4(rx_icrc_fields(pkt), std::span<const iovec>(&whole, 1), transport_len);
 }
 
 class Port {
