@@ -28,6 +28,10 @@ struct TxPacket {
     uint32_t len = 0;     // sum of the pieces
     uint16_t npieces = 0;
     uint8_t tos = 0;      // DSCP << 2 | ECN
+    // The last 4 bytes of the last piece are the ICRC's place, not yet filled: a port that
+    // fills_icrc() computes it (IP ID 0, DF, its own address and port as the source) while
+    // it copies the packet, and never writes into the pieces.
+    bool icrc_pending = false;
     iovec pieces[kMaxTxPieces];
 };
 
@@ -74,6 +78,9 @@ public:
     // A descriptor that becomes readable when packets arrive (-1 if the port has none).
     virtual int wait_fd() const = 0;
     virtual uint64_t tx_dropped() const { return 0; }
+    // send() takes packets with icrc_pending (see TxPacket): a port that copies every
+    // payload byte anyway computes the ICRC on the way, and the engine reads it once less.
+    virtual bool fills_icrc() const { return false; }
     // Bytes the path can hold for this port before it drops (0: no known limit).
     virtual size_t rx_buffer_bytes() const { return 0; }
 

@@ -49,7 +49,8 @@ uint64_t SoftContext::now_ns() {
     return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
 }
 
-SoftContext::SoftContext(std::unique_ptr<Port> port, const EngineConfig &cfg) : port_(std::move(port)), cfg_(cfg) {
+SoftContext::SoftContext(std::unique_ptr<Port> port, const EngineConfig &cfg)
+    : port_(std::move(port)), port_fills_icrc_(port_->fills_icrc()), cfg_(cfg) {
     counters_.size = sizeof counters_;
     // QPNs start at a per-process offset so that a stale packet for a previous run's QP
     // is unlikely to name a live one.
@@ -146,14 +147,19 @@ void SoftContext::commit_tx(TxSlot &slot, const SoftQp &qp, size_t hdr_len, int 
     int n = 1 + npayload;
     const size_t transport_len = hdr_len + payload_len + pad;
     if (pad) p.pieces[n++] = {slot.trailer, pad};
-    IcrcIpv4Fields f;
-    const NetAddr local = port_->local();
-    f.src_ip = local.ip;
-    f.src_port = local.port;
-    f.dst_ip = qp.dest.ip;
-    f.dst_port = qp.dest.port;
-    const uint32_t icrc = icrc_ipv4(f, std::span<const iovec>(p.pieces, n), transport_len);
-    store_icrc(slot.trailer + pad, icrc);
+    // The port computes the ICRC while it copies the packet, where it copies anyway; not
+    // while faults are injected, which change the packet after this and must leave its
+    // ICRC wrong.
+    p.icrc_pending = port_fills_icrc_ && !faults_.active();
+    if (!p.icrc_pending) {
+        IcrcIpv4Fields f;
+        const NetAddr local = port_->local();
+        f.src_ip = local.ip;
+        f.src_port = local.port;
+        f.dst_ip = qp.dest.ip;
+        f.dst_port = qp.dest.port;
+        store_icrc(slot.trailer + pad, icrc_ipv4(f, std::span<const iovec>(p.pieces, n), transport_len));
+    }
     if (pad)
         p.pieces[n - 1].iov_len = pad + kIcrcLen;
     else

@@ -111,6 +111,7 @@ private:
     uint64_t next_deadline() const;
 
     std::unique_ptr<Port> port_;
+    bool port_fills_icrc_;
     EngineConfig cfg_;
     std::mutex mu_;
     MrTable mrs_;
