@@ -51,13 +51,22 @@ void write_prefix(uint8_t *buf, const IcrcIpv4Fields &f, size_t transport_len) {
 
 } // namespace
 
-uint32_t icrc_ipv4_begin(const IcrcIpv4Fields &f, const uint8_t *transport, size_t head_len, size_t transport_len) {
-    uint8_t buf[kPrefixLen + kBthLen];
+uint32_t icrc_ipv4_prefix(const IcrcIpv4Fields &f, size_t transport_len) {
+    uint8_t buf[kPrefixLen];
     write_prefix(buf, f, transport_len);
-    std::memcpy(buf + kPrefixLen, transport, kBthLen);
-    buf[kPrefixLen + 4] = 0xff;
-    const uint32_t crc = crc32(0, buf, sizeof buf);
+    return crc32(0, buf, sizeof buf);
+}
+
+uint32_t icrc_ipv4_headers(uint32_t prefix_crc, const uint8_t *transport, size_t head_len) {
+    uint8_t bth[kBthLen];
+    std::memcpy(bth, transport, kBthLen);
+    bth[4] = 0xff;
+    const uint32_t crc = crc32(prefix_crc, bth, kBthLen);
     return crc32(crc, transport + kBthLen, head_len - kBthLen);
+}
+
+uint32_t icrc_ipv4_begin(const IcrcIpv4Fields &f, const uint8_t *transport, size_t head_len, size_t transport_len) {
+    return icrc_ipv4_headers(icrc_ipv4_prefix(f, transport_len), transport, head_len);
 }
 
 uint32_t icrc_ipv4(const IcrcIpv4Fields &f, std::span<const iovec> pieces, size_t transport_len) {

@@ -307,7 +307,7 @@ rte_mbuf *DpdkPort::build_with_icrc(const TxPacket &p, const Mac &dst_mac) {
         // The engine's first piece holds the BTH and its extension headers.
         const size_t head = std::min(p.pieces[0].iov_len, covered);
         std::memcpy(t, p.pieces[0].iov_base, head);
-        icrc = roce::icrc_ipv4_begin(f, t, head, covered);
+        icrc = tx_icrc_prefix_.begin(f, t, head, covered);
         size_t off = head;
         for (int i = 1; i < p.npieces && off < covered; ++i) {
             const size_t n = std::min(p.pieces[i].iov_len, covered - off);

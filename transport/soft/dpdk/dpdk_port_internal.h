@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "transport/soft/codec/icrc.h"
 #include "transport/soft/dpdk/arp_resolver.h"
 #include "transport/soft/dpdk/device_spec.h"
 #include "transport/soft/dpdk/dpdk_port.h"
@@ -90,6 +91,7 @@ private:
     EthdevIo io_;
     MemifSession session_;
     ArpResolver arp_;
+    roce::IcrcPrefixCache tx_icrc_prefix_;
 
     rte_mbuf *tx_[kBurst];
     rte_mbuf *held_[kBurst];

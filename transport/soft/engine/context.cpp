@@ -210,7 +210,7 @@ void SoftContext::receive(const RxPacket &pkt) {
     // The ICRC over the headers, then over the rest: while an in-order WRITE's payload is
     // copied to its place (one pass over the bytes instead of two), else on its own.
     const size_t head = static_cast<size_t>(pv.payload - pkt.data);
-    uint32_t crc = icrc_ipv4_begin(rx_icrc_fields(pkt), pkt.data, head, pv.transport_len);
+    uint32_t crc = rx_icrc_prefix_.begin(rx_icrc_fields(pkt), pkt.data, head, pv.transport_len);
     SoftQp *target = (pv.flags & kIsRequest) ? find_qp(pv.bth.dest_qp) : nullptr;
     uint8_t *place = target && target->dest == pkt.src ? responder_placement(*this, *target, pv) : nullptr;
     if (place) {

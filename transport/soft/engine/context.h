@@ -133,6 +133,7 @@ private:
 
     static constexpr size_t kRxBatch = 32;
     std::array<RxPacket, kRxBatch> rx_pkts_;
+    roce::IcrcPrefixCache rx_icrc_prefix_;
 
     uint64_t pass_ = 0;
     bool deferring_acks_ = false;

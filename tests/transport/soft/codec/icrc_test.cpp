@@ -233,6 +233,22 @@ TEST(IcrcWrite, BeginThenCopyTheRestGivesTheVector) {
     }
 }
 
+TEST(IcrcWrite, PrefixCacheFollowsTheFieldsAndTheLength) {
+    // Whatever changes between calls (length, an address, a port, the IP ID), the cached
+    // prefix gives what icrc_ipv4_begin computes from scratch.
+    const auto t = from_hex(kWriteTransportHex);
+    IcrcPrefixCache cache;
+    IcrcIpv4Fields f = write_fields();
+    for (int step = 0; step < 12; ++step) {
+        const size_t len = step % 3 == 2 ? t.size() - 4 : t.size();
+        if (step % 4 == 1) f.src_ip ^= 0x100;
+        if (step % 5 == 3) f.dst_port ^= 1;
+        if (step == 7) f.ip_id = 9;
+        EXPECT_EQ(cache.begin(f, t.data(), kBthLen, len), icrc_ipv4_begin(f, t.data(), kBthLen, len)) << "step " << step;
+        EXPECT_EQ(cache.begin(f, t.data(), 20, len), icrc_ipv4_begin(f, t.data(), 20, len)) << "step " << step;
+    }
+}
+
 // ---------------------------------------------------------------- (3) masking
 // Offsets (in the IPv4 packet) REFERENCE.md says are masked: TOS, TTL, IP checksum, UDP
 // checksum, BTH byte 4.
