@@ -1,5 +1,6 @@
 #include "transport/soft/engine/context.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -146,31 +147,38 @@ void SoftContext::commit_tx(TxSlot &slot, const SoftQp &qp, size_t hdr_len, int 
     for (uint8_t i = 0; i < pad; ++i) slot.trailer[i] = 0;
     int n = 1 + npayload;
     const size_t transport_len = hdr_len + payload_len + pad;
-    if (pad) p.pieces[n++] = {slot.trailer, pad};
-    // The port computes the ICRC while it copies the packet, where it copies anyway; not
-    // while faults are injected, which change the packet after this and must leave its
-    // ICRC wrong.
-    p.icrc_pending = port_fills_icrc_ && !faults_.active();
-    if (!p.icrc_pending) {
-        IcrcIpv4Fields f;
-        const NetAddr local = port_->local();
-        f.src_ip = local.ip;
-        f.src_port = local.port;
-        f.dst_ip = qp.dest.ip;
-        f.dst_port = qp.dest.port;
-        store_icrc(slot.trailer + pad, icrc_ipv4(f, std::span<const iovec>(p.pieces, n), transport_len));
-    }
     if (pad)
-        p.pieces[n - 1].iov_len = pad + kIcrcLen;
+        p.pieces[n++] = {slot.trailer, size_t(pad) + kIcrcLen};
     else
         p.pieces[n++] = {slot.trailer, kIcrcLen};
     p.npieces = static_cast<uint16_t>(n);
     p.len = static_cast<uint32_t>(transport_len + kIcrcLen);
     p.dst = qp.dest;
     p.tos = static_cast<uint8_t>((qp.traffic_class & 0xfc) | kEcnEct0);
+    // The port computes the ICRC while it copies the packet, where it copies anyway; not
+    // while faults are injected, which change the packet after this and must leave its
+    // ICRC wrong.
+    p.icrc_pending = port_fills_icrc_ && !faults_.active();
+    if (!p.icrc_pending) store_tx_icrc(p);
     tx_pkts_[tx_count_++] = p;
     ++counters_.tx_packets;
     counters_.tx_bytes += p.len;
+}
+
+void SoftContext::store_tx_icrc(TxPacket &p) const {
+    IcrcIpv4Fields f;
+    const NetAddr local = port_->local();
+    f.src_ip = local.ip;
+    f.src_port = local.port;
+    f.dst_ip = p.dst.ip;
+    f.dst_port = p.dst.port;
+    // Everything but the last 4 bytes, which are the ICRC's place in the engine's trailer.
+    std::array<iovec, kMaxTxPieces> covered;
+    std::copy(p.pieces, p.pieces + p.npieces, covered.begin());
+    iovec &last = covered[p.npieces - 1];
+    last.iov_len -= kIcrcLen;
+    const uint32_t icrc = icrc_ipv4(f, std::span<const iovec>(covered.data(), p.npieces), p.len - kIcrcLen);
+    store_icrc(static_cast<uint8_t *>(last.iov_base) + last.iov_len, icrc);
 }
 
 void SoftContext::send_cnp(const SoftQp &qp) {
@@ -191,6 +199,13 @@ void SoftContext::flush_tx() {
     if (!tx_count_) return;
     std::span<const TxPacket> batch(tx_pkts_.data(), tx_count_);
     if (faults_.active()) {
+        // Faults switched on after these packets were committed: their ICRCs are made now,
+        // before the injector changes anything.
+        for (size_t i = 0; i < tx_count_; ++i)
+            if (tx_pkts_[i].icrc_pending) {
+                store_tx_icrc(tx_pkts_[i]);
+                tx_pkts_[i].icrc_pending = false;
+            }
         tx_faulted_.clear();
         faults_.apply(batch, tx_faulted_);
         counters_.faults_injected = faults_.injected();

@@ -101,6 +101,8 @@ public:
     // Finishes the packet in `slot`: hdr_len bytes of headers in slot.hdr (BTH pad count
     // already set), payload pieces already in pkt.pieces[1..npayload].
     void commit_tx(TxSlot &slot, const SoftQp &qp, size_t hdr_len, int npayload, uint32_t payload_len);
+    // Computes a committed packet's ICRC into its trailer (the last 4 bytes of its last piece).
+    void store_tx_icrc(TxPacket &p) const;
     // Notification point: a CNP to the QP's peer (its sender QP), at the CNP DSCP.
     void send_cnp(const SoftQp &qp);
 
