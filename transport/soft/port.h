@@ -30,6 +30,10 @@ struct TxPacket {
     uint32_t len = 0;     // sum of the pieces
     uint16_t npieces = 0;
     uint8_t tos = 0;      // DSCP << 2 | ECN
+    // The last 4 bytes of the last piece are the ICRC's place, not yet filled: a port that
+    // fills_icrc() computes it (IP ID 0, DF, its own address and port as the source) while
+    // it copies the packet, and never writes into the pieces.
+    bool icrc_pending = false;
     iovec pieces[kMaxTxPieces];
 };
 
@@ -51,9 +55,8 @@ struct RxPacket {
 // 128 segments from one datagram).
 inline constexpr unsigned kGsoIpIds = 128;
 
-// The ICRC of a received packet's first transport_len bytes (BTH .. pad), with the
-// IP/UDP fields it arrived with.
-inline uint32_t rx_icrc(const RxPacket &pkt, size_t transport_len) {
+// The IP/UDP fields of a received packet that its ICRC covers.
+inline roce::IcrcIpv4Fields rx_icrc_fields(const RxPacket &pkt) {
     roce::IcrcIpv4Fields f;
     f.src_ip = pkt.src.ip;
     f.src_port = pkt.src.port;
@@ -61,8 +64,14 @@ inline uint32_t rx_icrc(const RxPacket &pkt, size_t transport_len) {
     f.dst_port = pkt.dst.port;
     f.ip_id = pkt.ip_id;
     f.frag = pkt.ip_frag;
+    return f;
+}
+
+// The ICRC of a received packet's first transport_len bytes (BTH .. pad), with the
+// IP/UDP fields it arrived with.
+inline uint32_t rx_icrc(const RxPacket &pkt, size_t transport_len) {
     const iovec whole{const_cast<uint8_t *>(pkt.data), transport_len};
-    return roce::icrc_ipv4(f, std::span<const iovec>(&whole, 1), transport_len);
+    return roce::icrc_ipv4(rx_icrc_fields(pkt), std::span<const iovec>(&whole, 1), transport_len);
 }
 
 // True if `icrc`, the one a received packet carries, is `computed` (its ICRC for the IP ID
@@ -93,6 +102,9 @@ public:
     // Segmentation offload at work (ibex_counters_t::tx_gso_trains, rx_gro_trains).
     virtual uint64_t tx_gso_trains() const { return 0; }
     virtual uint64_t rx_gro_trains() const { return 0; }
+    // send() takes packets with icrc_pending (see TxPacket): a port that copies every
+    // payload byte anyway computes the ICRC on the way, and the engine reads it once less.
+    virtual bool fills_icrc() const { return false; }
     // Bytes the path can hold for this port before it drops (0: no known limit).
     virtual size_t rx_buffer_bytes() const { return 0; }
 

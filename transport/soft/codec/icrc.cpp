@@ -19,13 +19,16 @@ uint32_t crc32_isal(uint32_t crc, const void *data, size_t len) {
 } // namespace
 
 uint32_t crc32(uint32_t crc, const void *data, size_t len) {
-    // Chosen once: the 256-bit folding kernel where the CPU has it, else ISA-L's.
+    // Chosen once: the widest folding kernel the CPU has (ISA-L's for short buffers), else ISA-L's.
     static const auto kernel = crc32_wide_available() ? &crc32_wide : &crc32_isal;
     return kernel(crc, data, len);
 }
 
-uint32_t icrc_ipv4(const IcrcIpv4Fields &f, std::span<const iovec> pieces, size_t transport_len) {
-    uint8_t buf[kPrefixLen + kBthLen];
+namespace {
+
+// The 8 bytes of 0xff, then the IPv4 and UDP headers with the variant fields masked, into
+// buf (kPrefixLen bytes), for a packet of transport_len bytes before its ICRC.
+void write_prefix(uint8_t *buf, const IcrcIpv4Fields &f, size_t transport_len) {
     std::memset(buf, 0xff, 8);
     uint8_t *ip = buf + 8;
     const size_t roce_len = transport_len + kIcrcLen;
@@ -44,6 +47,31 @@ uint32_t icrc_ipv4(const IcrcIpv4Fields &f, std::span<const iovec> pieces, size_
     put16(udp + 2, f.dst_port);
     put16(udp + 4, uint16_t(8 + roce_len));
     udp[6] = udp[7] = 0xff;
+}
+
+} // namespace
+
+uint32_t icrc_ipv4_prefix(const IcrcIpv4Fields &f, size_t transport_len) {
+    uint8_t buf[kPrefixLen];
+    write_prefix(buf, f, transport_len);
+    return crc32(0, buf, sizeof buf);
+}
+
+uint32_t icrc_ipv4_headers(uint32_t prefix_crc, const uint8_t *transport, size_t head_len) {
+    uint8_t bth[kBthLen];
+    std::memcpy(bth, transport, kBthLen);
+    bth[4] = 0xff;
+    const uint32_t crc = crc32(prefix_crc, bth, kBthLen);
+    return crc32(crc, transport + kBthLen, head_len - kBthLen);
+}
+
+uint32_t icrc_ipv4_begin(const IcrcIpv4Fields &f, const uint8_t *transport, size_t head_len, size_t transport_len) {
+    return icrc_ipv4_headers(icrc_ipv4_prefix(f, transport_len), transport, head_len);
+}
+
+uint32_t icrc_ipv4(const IcrcIpv4Fields &f, std::span<const iovec> pieces, size_t transport_len) {
+    uint8_t buf[kPrefixLen + kBthLen];
+    write_prefix(buf, f, transport_len);
 
     // Gather the BTH (byte 4 masked) into buf. ibex normally puts the whole header block in
     // the first piece, but the BTH may straddle pieces (or a piece may be empty), so copy it

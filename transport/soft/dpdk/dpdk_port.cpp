@@ -9,6 +9,8 @@
 
 #include "runtime/base/config.h"
 #include "runtime/base/log.h"
+#include "transport/soft/codec/crc32_wide.h"
+#include "transport/soft/codec/icrc.h"
 #include "transport/soft/codec/roce.h"
 #include "transport/soft/dpdk/prefault.h"
 
@@ -54,7 +56,8 @@ uint32_t sleep_us(const DeviceSpec &spec) {
 
 DpdkPort::DpdkPort(const DeviceSpec &spec, const Opened &o, NetAddr local, rte_mempool *pool, rte_mempool *hdr_pool,
                    rte_device *dma_device, uint8_t mtu, bool multi_seg, bool whole_frames)
-    : spec_(spec), local_(local), pool_(pool), hdr_pool_(hdr_pool), regions_(std::make_unique<TxRegions>(dma_device)),
+    : spec_(spec), local_(local), pool_(pool), hdr_pool_(hdr_pool), dma_device_(dma_device),
+      regions_(std::make_unique<TxRegions>(dma_device)),
       mtu_(mtu), multi_seg_(multi_seg), whole_frames_(whole_frames), l2_{spec.vlan, spec.pcp, spec.dscp},
       mac_(port_mac(spec, o.port_id)), io_(o, sleep_us(spec), whole_frames ? kForwardTxWaitNs : kTxWaitNs),
       session_(spec.target == Target::kMemif, o.port_id, o.memif_server, hdr_pool, mac_, name()),
@@ -79,9 +82,10 @@ DpdkPort::~DpdkPort() {
     rte_mempool_free(pool_);
     rte_mempool_free(hdr_pool_);
     IBEX_LOG(info,
-             "dpdk port %s closed: tx zero-copy %llu, tx copied %llu (PMD cannot chain), tx dropped %llu, "
-             "waited for ARP %llu, ARP requests %llu, replies %llu, rx not for us %llu",
+             "dpdk port %s closed: tx zero-copy %llu, tx copied %llu (PMD cannot chain), tx copied with the ICRC %llu, "
+             "tx dropped %llu, waited for ARP %llu, ARP requests %llu, replies %llu, rx not for us %llu",
              name().c_str(), (unsigned long long)stats_.tx_zero_copy, (unsigned long long)stats_.tx_copied,
+             (unsigned long long)stats_.tx_icrc_filled,
              (unsigned long long)stats_.tx_dropped, (unsigned long long)stats_.tx_unresolved,
              (unsigned long long)stats_.arp_requests, (unsigned long long)stats_.arp_replies,
              (unsigned long long)stats_.rx_not_for_us);
@@ -221,6 +225,7 @@ bool DpdkPort::append_copy(rte_mbuf *head, rte_mbuf **tail, const void *p, uint3
 
 // The frame for p, addressed to dst_mac (patched later when still unresolved).
 rte_mbuf *DpdkPort::build(const TxPacket &p, const Mac &dst_mac) {
+    if (p.icrc_pending) return build_with_icrc(p, dst_mac);
     const size_t hl = roce_header_len(l2_);
     bool eligible = false;
     for (int i = 1; i < p.npieces; ++i) eligible |= p.pieces[i].iov_len >= kZeroCopyMin;
@@ -274,6 +279,51 @@ rte_mbuf *DpdkPort::build(const TxPacket &p, const Mac &dst_mac) {
     }
     if (zero_copy) ++stats_.tx_zero_copy;
     return head;
+}
+
+// One contiguous frame for a packet whose ICRC is still to be computed (fills_icrc()): the
+// headers, then each piece copied in with the ICRC running over it, then the ICRC.
+rte_mbuf *DpdkPort::build_with_icrc(const TxPacket &p, const Mac &dst_mac) {
+    using roce::kBthLen;
+    using roce::kIcrcLen;
+    const size_t hl = roce_header_len(l2_);
+    rte_mbuf *m = rte_pktmbuf_alloc(pool_);
+    if (!m || rte_pktmbuf_tailroom(m) < hl + p.len || p.len < kBthLen + kIcrcLen) {
+        rte_pktmbuf_free(m);
+        ++stats_.tx_dropped;
+        return nullptr;
+    }
+    uint8_t *d = rte_pktmbuf_mtod(m, uint8_t *);
+    write_roce_headers(d, l2_, mac_, dst_mac, local_, p.dst, p.tos, p.len);
+    uint8_t *t = d + hl;
+    const size_t covered = p.len - kIcrcLen;
+    roce::IcrcIpv4Fields f;
+    f.src_ip = local_.ip;
+    f.src_port = local_.port;
+    f.dst_ip = p.dst.ip;
+    f.dst_port = p.dst.port;
+    uint32_t icrc;
+    if (p.npieces && p.pieces[0].iov_len >= kBthLen) {
+        // The engine's first piece holds the BTH and its extension headers.
+        const size_t head = std::min(p.pieces[0].iov_len, covered);
+        std::memcpy(t, p.pieces[0].iov_base, head);
+        icrc = tx_icrc_prefix_.begin(f, t, head, covered);
+        size_t off = head;
+        for (int i = 1; i < p.npieces && off < covered; ++i) {
+            const size_t n = std::min(p.pieces[i].iov_len, covered - off);
+            icrc = roce::crc32_copy(icrc, t + off, p.pieces[i].iov_base, n);
+            off += n;
+        }
+    } else {
+        gather(t, p);
+        const iovec whole{t, covered};
+        icrc = roce::icrc_ipv4(f, std::span<const iovec>(&whole, 1), covered);
+    }
+    roce::store_icrc(t + covered, icrc);
+    m->data_len = static_cast<uint16_t>(hl + p.len);
+    m->pkt_len = static_cast<uint32_t>(hl + p.len);
+    ++stats_.tx_icrc_filled;
+    return m;
 }
 
 // Classifies one received frame; true if it is a RoCE packet for us (in whole-frame mode:

@@ -25,6 +25,7 @@ struct DpdkPortOptions {
 struct DpdkPortStats {
     uint64_t tx_zero_copy = 0;   // frames whose payload went out attached, not copied
     uint64_t tx_copied = 0;      // frames with registered payload copied: the PMD cannot chain
+    uint64_t tx_icrc_filled = 0; // frames whose payload was copied in with the ICRC computed on the way
     uint64_t tx_dropped = 0;
     uint64_t tx_unresolved = 0;  // frames that waited for an ARP reply
     uint64_t arp_requests = 0;

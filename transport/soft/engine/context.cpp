@@ -14,6 +14,7 @@
 
 #include "runtime/base/config.h"
 #include "runtime/base/log.h"
+#include "transport/soft/codec/crc32_wide.h"
 #include "transport/soft/codec/icrc.h"
 #include "transport/soft/engine/qp_logic.h"
 #include "transport/soft/engine/staging.h"
@@ -61,7 +62,8 @@ uint64_t SoftContext::now_ns() {
     return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
 }
 
-SoftContext::SoftContext(std::unique_ptr<Port> port, const EngineConfig &cfg) : port_(std::move(port)), cfg_(cfg) {
+SoftContext::SoftContext(std::unique_ptr<Port> port, const EngineConfig &cfg)
+    : port_(std::move(port)), port_fills_icrc_(port_->fills_icrc()), cfg_(cfg) {
     counters_.size = sizeof counters_;
     // QPNs start at a per-process offset so that a stale packet for a previous run's QP
     // is unlikely to name a live one.
@@ -158,26 +160,38 @@ void SoftContext::commit_tx(TxSlot &slot, const SoftQp &qp, size_t hdr_len, int 
     for (uint8_t i = 0; i < pad; ++i) slot.trailer[i] = 0;
     int n = 1 + npayload;
     const size_t transport_len = hdr_len + payload_len + pad;
-    if (pad) p.pieces[n++] = {slot.trailer, pad};
-    IcrcIpv4Fields f;
-    const NetAddr local = port_->local();
-    f.src_ip = local.ip;
-    f.src_port = local.port;
-    f.dst_ip = qp.dest.ip;
-    f.dst_port = qp.dest.port;
-    const uint32_t icrc = icrc_ipv4(f, std::span<const iovec>(p.pieces, n), transport_len);
-    store_icrc(slot.trailer + pad, icrc);
     if (pad)
-        p.pieces[n - 1].iov_len = pad + kIcrcLen;
+        p.pieces[n++] = {slot.trailer, size_t(pad) + kIcrcLen};
     else
         p.pieces[n++] = {slot.trailer, kIcrcLen};
     p.npieces = static_cast<uint16_t>(n);
     p.len = static_cast<uint32_t>(transport_len + kIcrcLen);
     p.dst = qp.dest;
     p.tos = static_cast<uint8_t>((qp.traffic_class & 0xfc) | kEcnEct0);
+    // The port computes the ICRC while it copies the packet, where it copies anyway; not
+    // while faults are injected, which change the packet after this and must leave its
+    // ICRC wrong.
+    p.icrc_pending = port_fills_icrc_ && !faults_.active();
+    if (!p.icrc_pending) store_tx_icrc(p);
     tx_pkts_[tx_count_++] = p;
     ++counters_.tx_packets;
     counters_.tx_bytes += p.len;
+}
+
+void SoftContext::store_tx_icrc(TxPacket &p) const {
+    IcrcIpv4Fields f;
+    const NetAddr local = port_->local();
+    f.src_ip = local.ip;
+    f.src_port = local.port;
+    f.dst_ip = p.dst.ip;
+    f.dst_port = p.dst.port;
+    // Everything but the last 4 bytes, which are the ICRC's place in the engine's trailer.
+    std::array<iovec, kMaxTxPieces> covered;
+    std::copy(p.pieces, p.pieces + p.npieces, covered.begin());
+    iovec &last = covered[p.npieces - 1];
+    last.iov_len -= kIcrcLen;
+    const uint32_t icrc = icrc_ipv4(f, std::span<const iovec>(covered.data(), p.npieces), p.len - kIcrcLen);
+    store_icrc(static_cast<uint8_t *>(last.iov_base) + last.iov_len, icrc);
 }
 
 void SoftContext::send_cnp(const SoftQp &qp) {
@@ -205,6 +219,13 @@ void SoftContext::flush_tx() {
     if (!tx_count_) return;
     std::span<const TxPacket> batch(tx_pkts_.data(), tx_count_);
     if (faults_.active()) {
+        // Faults switched on after these packets were committed: their ICRCs are made now,
+        // before the injector changes anything.
+        for (size_t i = 0; i < tx_count_; ++i)
+            if (tx_pkts_[i].icrc_pending) {
+                store_tx_icrc(tx_pkts_[i]);
+                tx_pkts_[i].icrc_pending = false;
+            }
         tx_faulted_.clear();
         faults_.apply(batch, tx_faulted_);
         counters_.faults_injected = faults_.injected();
@@ -221,7 +242,19 @@ void SoftContext::receive(const RxPacket &pkt) {
         ++counters_.rx_dropped_malformed;
         return;
     }
-    if (!icrc_matches(pkt, rx_icrc(pkt, pv.transport_len), pv.icrc, pv.transport_len, icrc_ip_id_)) {
+    // The ICRC over the headers, then over the rest: while an in-order WRITE's payload is
+    // copied to its place (one pass over the bytes instead of two), else on its own.
+    const size_t head = static_cast<size_t>(pv.payload - pkt.data);
+    uint32_t crc = rx_icrc_prefix_.begin(rx_icrc_fields(pkt), pkt.data, head, pv.transport_len);
+    SoftQp *target = (pv.flags & kIsRequest) ? find_qp(pv.bth.dest_qp) : nullptr;
+    uint8_t *place = target && target->dest == pkt.src ? responder_placement(*this, *target, pv) : nullptr;
+    if (place) {
+        crc = crc32_copy(crc, place, pv.payload, pv.payload_len);
+        crc = crc32(crc, pv.payload + pv.payload_len, pv.transport_len - head - pv.payload_len); // the pad
+    } else {
+        crc = crc32(crc, pv.payload, pv.transport_len - head);
+    }
+    if (!icrc_matches(pkt, crc, pv.icrc, pv.transport_len, icrc_ip_id_)) {
         ++counters_.rx_icrc_errors;
         return;
     }
@@ -245,7 +278,7 @@ void SoftContext::receive(const RxPacket &pkt) {
     if (ce && qp->rate && (pv.flags & kIsRequest) && qp->rate->update(now_ns(), {cc::EventType::kCeReceived}).send_cnp)
         send_cnp(*qp);
     if (pv.flags & kIsRequest)
-        responder_receive(*this, *qp, pv, pkt.data, pkt.len);
+        responder_receive(*this, *qp, pv, pkt.data, pkt.len, place != nullptr);
     else
         requester_receive(*this, *qp, pv, now_ns());
     activate(qp);

@@ -112,6 +112,8 @@ public:
     // Finishes the packet in `slot`: hdr_len bytes of headers in slot.hdr (BTH pad count
     // already set), payload pieces already in pkt.pieces[1..npayload].
     void commit_tx(TxSlot &slot, const SoftQp &qp, size_t hdr_len, int npayload, uint32_t payload_len);
+    // Computes a committed packet's ICRC into its trailer (the last 4 bytes of its last piece).
+    void store_tx_icrc(TxPacket &p) const;
     // Notification point: a CNP to the QP's peer (its sender QP), at the CNP DSCP.
     void send_cnp(const SoftQp &qp);
 
@@ -122,6 +124,7 @@ private:
     uint64_t next_deadline() const;
 
     std::unique_ptr<Port> port_;
+    bool port_fills_icrc_;
     EngineConfig cfg_;
     std::mutex mu_;
     MrTable mrs_;
@@ -145,6 +148,7 @@ private:
 
     static constexpr size_t kRxBatch = 32;
     std::array<RxPacket, kRxBatch> rx_pkts_;
+    roce::IcrcPrefixCache rx_icrc_prefix_;
 
     uint64_t pass_ = 0;
     bool deferring_acks_ = false;

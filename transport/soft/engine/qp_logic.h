@@ -22,8 +22,15 @@ void complete_send(SoftQp &qp, const SendWqe &w, ibex_wc_status_t status);
 
 // ---- responder
 // `data`/`len`: the packet as received (BTH .. ICRC), which selective mode may hold
-// until a hole before it fills.
-void responder_receive(SoftContext &ctx, SoftQp &qp, const roce::PacketView &pv, const uint8_t *data, uint32_t len);
+// until a hole before it fills. `placed`: its payload was copied to where
+// responder_placement() said, before this call.
+void responder_receive(SoftContext &ctx, SoftQp &qp, const roce::PacketView &pv, const uint8_t *data, uint32_t len,
+                       bool placed = false);
+// Where the payload of a request packet lands if it is accepted, when that is known from
+// the QP alone and nothing else changes on the way (an in-order WRITE MIDDLE or LAST):
+// the receive path then copies it there while it checks the ICRC. nullptr otherwise.
+// Changes nothing.
+uint8_t *responder_placement(SoftContext &ctx, const SoftQp &qp, const roce::PacketView &pv);
 void responder_transmit(SoftContext &ctx, SoftQp &qp, uint32_t &budget, bool hold_ack = false);
 
 // ibex_query_qp_retransmit (engine/retransmit_query.cpp).

@@ -116,7 +116,8 @@ void on_send(SoftContext &ctx, SoftQp &qp, const PacketView &pv) {
     accepted(ctx, qp, psn, pv.bth.ack_req);
 }
 
-void on_write(SoftContext &ctx, SoftQp &qp, const PacketView &pv) {
+// placed: the payload is in place already (responder_placement()).
+void on_write(SoftContext &ctx, SoftQp &qp, const PacketView &pv, bool placed) {
     const uint32_t psn = pv.bth.psn;
     if (pv.flags & kFirst) {
         if (qp.in_msg != SoftQp::InMsg::kNone) return fatal_nak(ctx, qp, kNakInvalidRequest, psn);
@@ -150,7 +151,7 @@ void on_write(SoftContext &ctx, SoftQp &qp, const PacketView &pv) {
         if (pv.flags & kFirst) qp.in_msg = SoftQp::InMsg::kNone; // the retry starts the message again
         return rnr_nak(ctx, qp, psn);
     }
-    if (pv.payload_len) std::memcpy(qp.in_write + qp.in_offset, pv.payload, pv.payload_len);
+    if (pv.payload_len && !placed) std::memcpy(qp.in_write + qp.in_offset, pv.payload, pv.payload_len);
     qp.in_offset = static_cast<uint32_t>(end);
     if (last) {
         if (pv.flags & kHasImm) complete_recv(qp, IBEX_WC_SUCCESS, IBEX_WC_RECV_RDMA_WITH_IMM, qp.in_write_len, &pv);
@@ -300,9 +301,9 @@ void emit_read_response(SoftContext &ctx, SoftQp &qp, ResponseJob &j) {
 
 namespace {
 
-void execute(SoftContext &ctx, SoftQp &qp, const PacketView &pv) {
+void execute(SoftContext &ctx, SoftQp &qp, const PacketView &pv, bool placed = false) {
     if (pv.flags & kIsSend) return on_send(ctx, qp, pv);
-    if (pv.flags & kIsWrite) return on_write(ctx, qp, pv);
+    if (pv.flags & kIsWrite) return on_write(ctx, qp, pv, placed);
     if (pv.flags & kIsRead) return on_read(ctx, qp, pv);
     if (pv.flags & kIsAtomic) return on_atomic(ctx, qp, pv);
 }
@@ -372,12 +373,29 @@ void drain_held(SoftContext &ctx, SoftQp &qp) {
 
 } // namespace
 
-void responder_receive(SoftContext &ctx, SoftQp &qp, const PacketView &pv, const uint8_t *data, uint32_t len) {
+uint8_t *responder_placement(SoftContext &ctx, const SoftQp &qp, const PacketView &pv) {
+    // Only a WRITE MIDDLE or LAST at the expected PSN that on_write places with a plain
+    // copy: its place comes from the QP (the FIRST packet's RETH, checked on arrival), not
+    // from this packet's own unverified header, and the checks here are on_write's. A
+    // packet that then fails its ICRC has written only bytes of the message that are not
+    // accepted yet, which the requester sends again; a FIRST, whose RETH could be the
+    // corrupted part, is checked before a byte lands.
+    if (qp.state != IBEX_QPS_RTR && qp.state != IBEX_QPS_RTS) return nullptr;
+    if (!(pv.flags & kIsWrite) || (pv.flags & kFirst) || !pv.payload_len || pv.bth.psn != qp.epsn) return nullptr;
+    if (qp.in_msg != SoftQp::InMsg::kWrite || !qp.in_write || qp.in_write_epoch != ctx.mrs().epoch()) return nullptr;
+    const bool last = pv.flags & kLast;
+    const uint64_t end = uint64_t(qp.in_offset) + pv.payload_len;
+    if (!middle_length_ok(qp, pv) || end > qp.in_write_len || (last && end != qp.in_write_len)) return nullptr;
+    if (last && (pv.flags & kHasImm) && qp.rq.empty()) return nullptr; // RNR: nothing lands
+    return qp.in_write + qp.in_offset;
+}
+
+void responder_receive(SoftContext &ctx, SoftQp &qp, const PacketView &pv, const uint8_t *data, uint32_t len, bool placed) {
     if (qp.state != IBEX_QPS_RTR && qp.state != IBEX_QPS_RTS) return;
     const int32_t d = psn_diff(pv.bth.psn, qp.epsn);
     if (d > 0) return out_of_order(ctx, qp, data, len, d, pv.bth.ack_req);
     if (d < 0) return on_duplicate(ctx, qp, pv);
-    execute(ctx, qp, pv);
+    execute(ctx, qp, pv, placed);
     if (!qp.ooo.empty()) drain_held(ctx, qp);
 }
 

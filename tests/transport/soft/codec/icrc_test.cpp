@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -15,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include "transport/soft/codec/crc32_wide.h"
 #include "transport/soft/codec/icrc.h"
 #include "transport/soft/codec/packet.h"
 #include "transport/soft/codec/roce.h"
@@ -214,6 +216,37 @@ TEST(IcrcWrite, ParsedPacketVerifies) {
     EXPECT_EQ(v.reth.dma_len, 5u);
     EXPECT_EQ(v.transport_len, 36u);
     EXPECT_EQ(icrc_of_pieces(write_fields(), {{p.data() + kIpLen + kUdpLen, v.transport_len}}), v.icrc);
+}
+
+TEST(IcrcWrite, BeginThenCopyTheRestGivesTheVector) {
+    // The receive path's split: headers by icrc_ipv4_begin, the payload by crc32_copy into
+    // its place, the pad by crc32. Every split point from the BTH's end to the ICRC.
+    const auto t = from_hex(kWriteTransportHex);
+    for (size_t head = kBthLen; head <= t.size(); ++head) {
+        uint8_t out[64] = {};
+        uint32_t c = icrc_ipv4_begin(write_fields(), t.data(), head, t.size());
+        const size_t body = t.size() - head, copied = body / 2;
+        c = crc32_copy(c, out, t.data() + head, copied);
+        c = crc32(c, t.data() + head + copied, body - copied);
+        EXPECT_EQ(c, kWriteIcrc) << "head " << head;
+        EXPECT_EQ(std::memcmp(out, t.data() + head, copied), 0) << "head " << head;
+    }
+}
+
+TEST(IcrcWrite, PrefixCacheFollowsTheFieldsAndTheLength) {
+    // Whatever changes between calls (length, an address, a port, the IP ID), the cached
+    // prefix gives what icrc_ipv4_begin computes from scratch.
+    const auto t = from_hex(kWriteTransportHex);
+    IcrcPrefixCache cache;
+    IcrcIpv4Fields f = write_fields();
+    for (int step = 0; step < 12; ++step) {
+        const size_t len = step % 3 == 2 ? t.size() - 4 : t.size();
+        if (step % 4 == 1) f.src_ip ^= 0x100;
+        if (step % 5 == 3) f.dst_port ^= 1;
+        if (step == 7) f.ip_id = 9;
+        EXPECT_EQ(cache.begin(f, t.data(), kBthLen, len), icrc_ipv4_begin(f, t.data(), kBthLen, len)) << "step " << step;
+        EXPECT_EQ(cache.begin(f, t.data(), 20, len), icrc_ipv4_begin(f, t.data(), 20, len)) << "step " << step;
+    }
 }
 
 // ---------------------------------------------------------------- (3) masking

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tests/support/child_process.h"
+#include "transport/soft/codec/icrc.h"
 #include "transport/soft/dpdk/dpdk_port.h"
 #include "transport/soft/dpdk/eal.h"
 
@@ -42,7 +43,7 @@ struct RxRecord {
     uint16_t ip_id;
     uint16_t ip_frag;
     uint8_t tos;
-    uint8_t pad;
+    uint8_t icrc_ok; // the last 4 bytes are the ICRC of the rest
     uint64_t hash;
 };
 
@@ -90,7 +91,9 @@ int child_receiver(int fd, const std::string &device, int expect) {
     while (int(recs.size()) < expect && std::chrono::steady_clock::now() < end) {
         const int n = port->recv(pkts);
         for (int i = 0; i < n; ++i)
-            recs.push_back({pkts[i].len, pkts[i].src.ip, pkts[i].src.port, pkts[i].ip_id, pkts[i].ip_frag, pkts[i].tos, 0,
+            recs.push_back({pkts[i].len, pkts[i].src.ip, pkts[i].src.port, pkts[i].ip_id, pkts[i].ip_frag, pkts[i].tos,
+                            uint8_t(pkts[i].len >= 4 && rx_icrc(pkts[i], pkts[i].len - 4) ==
+                                                            ibex::roce::load_icrc(pkts[i].data + pkts[i].len - 4)),
                             fnv(pkts[i].data, pkts[i].len)});
         if (!n) usleep(50);
     }
@@ -107,9 +110,10 @@ struct Sent {
     DpdkPortStats stats;
 };
 
-// Parent: `registered` payloads come from memory registered with the port.
+// Parent: `registered` payloads come from memory registered with the port. pending_icrc:
+// the port is to compute each ICRC (TxPacket::icrc_pending) and must not write the trailer.
 bool send_packets(Port &port, bool registered, uint8_t tos, Sent *out, std::vector<uint8_t> &reg_buf,
-                  std::vector<uint8_t> &plain_buf) {
+                  std::vector<uint8_t> &plain_buf, bool pending_icrc) {
     uint8_t hdr[12];
     uint8_t trailer[4] = {1, 2, 3, 4};
     for (int k = 0; k < kPackets; ++k) {
@@ -124,18 +128,29 @@ bool send_packets(Port &port, bool registered, uint8_t tos, Sent *out, std::vect
         p.pieces[2] = {trailer, sizeof trailer};
         p.npieces = 3;
         p.len = uint32_t(sizeof hdr + kPayload + sizeof trailer);
+        p.icrc_pending = pending_icrc;
         std::vector<uint8_t> whole(hdr, hdr + sizeof hdr);
         whole.insert(whole.end(), payload, payload + kPayload);
         whole.insert(whole.end(), trailer, trailer + sizeof trailer);
+        if (pending_icrc) {
+            ibex::roce::IcrcIpv4Fields f;
+            f.src_ip = kParentIp;
+            f.src_port = 4791;
+            f.dst_ip = kChildIp;
+            const iovec covered{whole.data(), whole.size() - 4};
+            ibex::roce::store_icrc(whole.data() + whole.size() - 4,
+                                   ibex::roce::icrc_ipv4(f, std::span<const iovec>(&covered, 1), covered.iov_len));
+        }
         out->hashes.push_back(fnv(whole.data(), whole.size()));
         port.send(std::span<const TxPacket>(&p, 1));
+        if (trailer[0] != 1 || trailer[1] != 2 || trailer[2] != 3 || trailer[3] != 4) return false;
     }
     return true;
 }
 
 // Runs one exchange: child serves `child_dev`, the parent opens `parent_dev` and sends.
 void exchange(const std::string &child_dev, const std::string &parent_dev, bool registered, uint8_t tos,
-              std::vector<RxRecord> *recs, DpdkPortStats *stats) {
+              std::vector<RxRecord> *recs, DpdkPortStats *stats, bool pending_icrc = false) {
     ChildProcess child;
     ASSERT_TRUE(child.start([&](int fd) { return child_receiver(fd, child_dev, kPackets); }, 40));
     int32_t ready = -1;
@@ -149,7 +164,8 @@ void exchange(const std::string &child_dev, const std::string &parent_dev, bool 
     std::vector<uint8_t> reg_buf(kPackets * kPayload), plain_buf(kPackets * kPayload);
     port->memory_registered(reg_buf.data(), reg_buf.size());
     Sent sent;
-    send_packets(*port, registered, tos, &sent, reg_buf, plain_buf);
+    EXPECT_TRUE(send_packets(*port, registered, tos, &sent, reg_buf, plain_buf, pending_icrc))
+        << "the port wrote into a piece it was given";
     // Receive (ARP replies) until the child reports.
     uint32_t count = 0;
     RxPacket pkts[32];
@@ -195,6 +211,21 @@ TEST(DpdkMemifPort, ArpResolvesAndRegisteredPayloadGoesZeroCopy) {
     EXPECT_EQ(s.tx_zero_copy, uint64_t(kPackets));
     EXPECT_EQ(s.tx_copied, 0u);
     for (auto &r : recs) EXPECT_EQ(r.tos, 2) << "ECT(0) as sent";
+}
+
+// A packet whose ICRC the port is to compute (the engine's way on a vdev: fills_icrc) leaves
+// as one copied frame with its ICRC right, registered payload or not.
+TEST(DpdkMemifPort, PendingIcrcIsComputedWhileThePayloadIsCopied) {
+    const std::string sock = socket_path();
+    std::vector<RxRecord> recs;
+    DpdkPortStats s;
+    exchange("dpdk:memif:" + sock + ",role=server,ip=10.61.0.1", "dpdk:memif:" + sock + ",role=client,ip=10.61.0.2",
+             true, 2, &recs, &s, true);
+    if (HasFatalFailure()) return;
+    EXPECT_EQ(s.tx_icrc_filled, uint64_t(kPackets));
+    EXPECT_EQ(s.tx_zero_copy, 0u);
+    EXPECT_EQ(s.tx_dropped, 0u);
+    for (size_t k = 0; k < recs.size(); ++k) EXPECT_TRUE(recs[k].icrc_ok) << "packet " << k;
 }
 
 TEST(DpdkMemifPort, StaticNeighboursNeedNoArpAndPlainMemoryIsCopied) {
