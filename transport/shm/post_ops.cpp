@@ -32,6 +32,10 @@ ibex_status_t post_one(ShmQp &qp, const ibex_send_wr_t &wr) {
 ibex_status_t post_send(ibex_qp *q, ibex_send_wr_t *wr, ibex_send_wr_t **bad) {
     ShmQp *qp = qp_of(q);
     ShmContext &ctx = *qp->ctx;
+    // A posting application is a polling one: a post of `map` does its work in place, and
+    // a progress thread that stopped napping would fight it for the lock on every post
+    // (a 1 MiB WRITE holds it for the whole copy).
+    ctx.note_app_poll();
     Lock l(ctx.mu);
     // Touches no ring of ours: a quiet context stays quiet (see below).
     if (wr && !wr->next && write_in_place(*qp, *wr)) {
