@@ -1,7 +1,13 @@
-// The two ceilings of a single-copy intra-host transfer, for bench/shm/run_shm_bench.sh:
-//   ibex_shm_limits memcpy BYTES ITERS   memcpy of one cache-hot buffer into another
-//   ibex_shm_limits cma BYTES ITERS      process_vm_writev of BYTES into a forked child
-// Prints "<mode> <bytes> <MiB/s>" (2^20 bytes per MiB, as the perftest tools).
+// The ceilings of an intra-host transfer, for bench/shm/run_shm_bench.sh:
+//   ibex_shm_limits memcpy BYTES ITERS    memcpy of one cache-hot buffer into another
+//   ibex_shm_limits cma BYTES ITERS       process_vm_writev of BYTES into a forked child
+//   ibex_shm_limits pingpong BYTES ITERS  two processes storing BYTES into each other's
+//                                         shared page and spinning on its last byte
+// Prints "<mode> <bytes> <MiB/s>" (2^20 bytes per MiB, as the perftest tools), or for
+// pingpong "pingpong <bytes> <us>": half the round trip, the median over blocks of 1000
+// round trips (a block's mean: no clock read inside the loop, which would cost a
+// third of the figure).
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -12,6 +18,7 @@
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <vector>
 
 namespace {
 
@@ -74,11 +81,52 @@ int run_cma(size_t bytes, long iters) {
     return rc;
 }
 
+int run_pingpong(size_t bytes, long iters) {
+    constexpr long kBlock = 1000;
+    if (bytes > 2048) return 2;
+    void *m = mmap(nullptr, 8192, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return 1;
+    auto *to_child = static_cast<uint8_t *>(m), *to_parent = to_child + 4096;
+    const long blocks = std::max(1L, iters / kBlock), n = blocks * kBlock;
+    auto pass = [bytes](uint8_t *dst, const uint8_t *src, uint8_t mark) {
+        std::memcpy(dst, src, bytes - 1);
+        __atomic_store_n(dst + bytes - 1, mark, __ATOMIC_RELEASE);
+    };
+    auto wait_for = [bytes](const uint8_t *box, uint8_t mark) {
+        while (__atomic_load_n(box + bytes - 1, __ATOMIC_ACQUIRE) != mark) {
+        }
+    };
+    const pid_t child = fork();
+    if (child == 0) {
+        uint8_t local[2048] = {};
+        for (long i = 1; i <= n; ++i) {
+            wait_for(to_child, static_cast<uint8_t>(i));
+            pass(to_parent, local, static_cast<uint8_t>(i));
+        }
+        _exit(0);
+    }
+    uint8_t local[2048] = {};
+    std::vector<double> half_us;
+    for (long b = 0; b < blocks; ++b) {
+        const auto t0 = std::chrono::steady_clock::now();
+        for (long i = b * kBlock + 1; i <= (b + 1) * kBlock; ++i) {
+            pass(to_child, local, static_cast<uint8_t>(i));
+            wait_for(to_parent, static_cast<uint8_t>(i));
+        }
+        half_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+                          kBlock / 2);
+    }
+    waitpid(child, nullptr, 0);
+    std::sort(half_us.begin(), half_us.end());
+    std::printf("pingpong %zu %.4f\n", bytes, half_us[half_us.size() / 2]);
+    return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
     if (argc != 4) {
-        std::fprintf(stderr, "usage: %s memcpy|cma BYTES ITERS\n", argv[0]);
+        std::fprintf(stderr, "usage: %s memcpy|cma|pingpong BYTES ITERS\n", argv[0]);
         return 2;
     }
     const std::string mode = argv[1];
@@ -87,6 +135,7 @@ int main(int argc, char **argv) {
     if (!bytes || iters <= 0) return 2;
     if (mode == "memcpy") return run_memcpy(bytes, iters);
     if (mode == "cma") return run_cma(bytes, iters);
+    if (mode == "pingpong") return run_pingpong(bytes, iters);
     std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
     return 2;
 }
