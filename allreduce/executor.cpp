@@ -1,4 +1,5 @@
 #include "allreduce/executor.h"
+#include "allreduce/executor_queues.h"
 
 #include <algorithm>
 #include <chrono>
@@ -13,7 +14,6 @@ namespace ibex::coll {
 namespace {
 
 enum WrKind : uint64_t { kData = 1, kCredit = 2, kRecv = 3, kEagerData = 4, kFastbox = 5 };
-constexpr size_t kRxBytes = 32;
 
 uint64_t wr_id(WrKind k, size_t chan, uint32_t value) {
     return (static_cast<uint64_t>(k) << 56) | (static_cast<uint64_t>(chan) << 32) | value;
@@ -28,123 +28,11 @@ uint64_t now_ns() {
             .count());
 }
 
-int eager_slots(const ExecutorParams &p) { return p.eager_bytes ? p.eager_slots : 0; }
-int rx_depth(const ExecutorParams &p) { return 4 * p.window + 8 + eager_slots(p); }
 // Immediate data of a data message: the sequence number, and whether it went to an eager slot.
 constexpr uint32_t kImmEager = 1u << 31;
 constexpr uint32_t kImmSeqMask = 0xffffff;
 
 } // namespace
-
-Executor::RegisteredBuffer::~RegisteredBuffer() {
-    if (mr_) ibex_dereg_mr(mr_);
-    std::free(data_);
-}
-
-ibex_status_t Executor::RegisteredBuffer::allocate(ibex_pd_t *pd, size_t bytes, unsigned access, const char *what) {
-    data_ = static_cast<uint8_t *>(std::aligned_alloc(4096, (bytes + 4095) & ~size_t(4095)));
-    if (!data_) return fail(IBEX_ERR_NO_MEMORY, "%s of %zu bytes", what, bytes);
-    if (ibex_status_t st = ibex_reg_mr(pd, data_, bytes, access, &mr_); st != IBEX_OK) {
-        std::free(data_);
-        data_ = nullptr; // stays empty, so a later call may try again
-        mr_ = nullptr;
-        return st;
-    }
-    return IBEX_OK;
-}
-
-Executor::~Executor() {
-    for (Channel &c : chans_) {
-        if (c.qp) ibex_destroy_qp(c.qp);
-        if (c.rx_mr) ibex_dereg_mr(c.rx_mr);
-    }
-    chans_.clear(); // registered buffers go before the PD
-    for (Link &l : links_) {
-        if (l.cq) ibex_destroy_cq(l.cq);
-        if (l.pd) ibex_dealloc_pd(l.pd);
-        if (l.ctx) ibex_close_device(l.ctx);
-    }
-}
-
-ibex_status_t Executor::open_link(Link &l, const char *device, int cqe) {
-    IBEX_TRY(ibex_open_device(device, nullptr, &l.ctx));
-    IBEX_TRY(ibex_alloc_pd(l.ctx, &l.pd));
-    IBEX_TRY(ibex_create_cq(l.ctx, cqe, &l.cq));
-    return ibex_cq_fd(l.cq, &l.cq_fd);
-}
-
-std::vector<int> Executor::cq_fds() const {
-    std::vector<int> out;
-    for (int k = 0; k < nlinks_; ++k) out.push_back(links_[k].cq_fd);
-    return out;
-}
-
-ibex_status_t Executor::open(const char *device, const char *local_device, int rank, int nranks,
-                             const std::vector<int> &peers, const std::vector<uint8_t> &local,
-                             const ExecutorParams &params) {
-    rank_ = rank;
-    nranks_ = nranks;
-    params_ = params;
-    chan_of_.assign(static_cast<size_t>(nranks), -1);
-    const uint32_t send_wr = static_cast<uint32_t>(4 * params.window + 16 + eager_slots(params));
-    const uint32_t recv_wr = static_cast<uint32_t>(rx_depth(params));
-    // The device is opened only when some peer needs it (or none needs shm): an idle soft
-    // context would still run its progress thread on this host's cores.
-    size_t on_shm = 0;
-    for (int p : peers) on_shm += local_device && local[static_cast<size_t>(p)];
-    const bool need_device = on_shm < peers.size() || on_shm == 0;
-    int link_of_kind[2] = {-1, -1}; // [0]: the device, [1]: local_device
-    nlinks_ = 0;
-    for (int kind = 0; kind < 2; ++kind) {
-        if (kind == 0 ? !need_device : on_shm == 0) continue;
-        const char *name = kind == 0 ? device : local_device;
-        const size_t users = kind == 0 ? peers.size() - on_shm : on_shm;
-        const int cqe = static_cast<int>((send_wr + recv_wr) * std::max<size_t>(users, 1) + 64);
-        if (ibex_status_t st = open_link(links_[nlinks_], name, cqe); st != IBEX_OK)
-            return kind == 0 ? st : fail(st, "opening %s for the ranks of this host: %s", name, ibex_last_error());
-        link_of_kind[kind] = nlinks_++;
-    }
-    chans_.resize(peers.size());
-    for (size_t i = 0; i < peers.size(); ++i) {
-        Channel &c = chans_[i];
-        c.rank = peers[i];
-        c.link = link_of_kind[local_device && local[static_cast<size_t>(c.rank)] ? 1 : 0];
-        chan_of_[static_cast<size_t>(c.rank)] = static_cast<int>(i);
-        ibex_pd_t *pd = links_[c.link].pd;
-        ibex_qp_init_attr_t a = IBEX_QP_INIT_ATTR_INIT;
-        a.send_cq = links_[c.link].cq;
-        a.recv_cq = links_[c.link].cq;
-        a.max_send_wr = send_wr;
-        a.max_recv_wr = recv_wr;
-        a.max_send_sge = 1;
-        a.max_recv_sge = 1;
-        IBEX_TRY(ibex_create_qp(pd, &a, &c.qp));
-        c.rx.assign(static_cast<size_t>(rx_depth(params)) * kRxBytes, 0);
-        IBEX_TRY(ibex_reg_mr(pd, c.rx.data(), c.rx.size(), IBEX_ACCESS_LOCAL_WRITE, &c.rx_mr));
-        if (eager_slots(params)) {
-            const size_t bytes = params.eager_bytes * static_cast<size_t>(params.eager_slots);
-            IBEX_TRY(c.eager.allocate(pd, bytes, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE, "eager ring"));
-            IBEX_TRY(c.eager_tx.allocate(pd, bytes, IBEX_ACCESS_LOCAL_WRITE, "eager send buffers"));
-        }
-    }
-    return IBEX_OK;
-}
-
-ibex_status_t Executor::announce() {
-    for (size_t ci = 0; ci < chans_.size(); ++ci) {
-        Channel &c = chans_[ci];
-        // Sent with eager slices off too (len 0): ranks must agree on which slices are eager.
-        Credit m{};
-        m.kind = Ctl::eager_ring;
-        m.seq = static_cast<uint32_t>(eager_slots(params_));
-        m.len = static_cast<uint32_t>(params_.eager_bytes);
-        m.addr = reinterpret_cast<uintptr_t>(c.eager.data());
-        m.rkey = c.eager.mr() ? ibex_mr_rkey(c.eager.mr()) : 0;
-        if (ibex_status_t st = send_control(c, ci, m); st != IBEX_OK)
-            return fail(st, "announcing the eager ring to rank %d: %s", c.rank, ibex_last_error());
-    }
-    return IBEX_OK;
-}
 
 ibex_status_t Executor::send_control(Channel &c, size_t ci, const Credit &m) {
     ibex_sge_t sge{reinterpret_cast<uintptr_t>(&m), sizeof m, 0};
@@ -179,22 +67,6 @@ ibex_status_t Executor::write_to(int peer, const void *src, uint32_t lkey, size_
         bool did = false;
         IBEX_TRY(progress(&did));
     }
-}
-
-std::vector<ibex_ep_addr_t> Executor::local_addrs() {
-    std::vector<ibex_ep_addr_t> out(static_cast<size_t>(nranks_));
-    for (Channel &c : chans_) ibex_qp_local_addr(c.qp, &out[static_cast<size_t>(c.rank)]);
-    return out;
-}
-
-ibex_status_t Executor::connect(const std::vector<ibex_ep_addr_t> &remote) {
-    for (Channel &c : chans_) {
-        if (ibex_status_t st = ibex_qp_connect(c.qp, &remote[static_cast<size_t>(c.rank)]); st != IBEX_OK)
-            return fail(st, "connecting to rank %d: %s", c.rank, ibex_last_error());
-        for (int i = 0; i < rx_depth(params_); ++i)
-            IBEX_TRY(post_recv(c, static_cast<uint32_t>(i)));
-    }
-    return IBEX_OK;
 }
 
 ibex_status_t Executor::post_recv(Channel &c, uint32_t idx) {
