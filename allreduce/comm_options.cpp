@@ -48,6 +48,7 @@ ibex_status_t comm_options(const ibex_comm_config_t *config, CommOptions *out) {
     out->wait_spin_us = static_cast<int>(config::get_int("IBEX_COMM_WAIT_SPIN_US", -1, -1, 1000000));
     out->handover_us = static_cast<int>(config::get_int("IBEX_COMM_HANDOVER_US", 200, 0, 1000000));
     out->probe = config::get_bool("IBEX_COMM_PROBE", true);
+    out->gpu_chunk_bytes = static_cast<size_t>(config::get_int("IBEX_GPU_CHUNK", 4 << 20, 4096, int64_t(1) << 32));
     return IBEX_OK;
 }
 

@@ -22,6 +22,7 @@ struct CommOptions {
     int handover_us = 200;  // the thread's pause after a caller hands the stream back
     bool own_core = false;  // every rank of this host can have a core (set at creation)
     bool probe = true;
+    size_t gpu_chunk_bytes = 4 << 20; // GPU buffers are staged and reduced in chunks of this size
 };
 
 // Reads config (may be NULL) and IBEX_* variables.

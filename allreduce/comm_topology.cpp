@@ -8,7 +8,6 @@
 
 #include "allreduce/comm.h"
 #include "runtime/base/config.h"
-#include "runtime/base/cuda_memory.h"
 #include "runtime/base/log.h"
 #include "runtime/base/status.h"
 
@@ -56,14 +55,8 @@ ibex_status_t learn_topology(ibex_comm *c, Topology *out) {
     const size_t skip = id.size() >= sizeof mine.host ? id.size() - (sizeof mine.host - 1) : 0;
     std::snprintf(mine.host, sizeof mine.host, "%s", id.c_str() + skip);
     const bool own_is_shm = c->opt.device == kShmDevice;
-    // shm moves host memory only: where a GPU is visible (GPU buffers likely) the default
-    // keeps every peer on the device, whose soft provider stages GPU memory.
-    const bool explicit_shm = config::get_string("IBEX_SHM", nullptr) != nullptr;
-    const bool gpu = !explicit_shm && cuda::available();
-    mine.wants_shm = config::get_bool("IBEX_SHM", !gpu) && !own_is_shm && shm_listed();
-    if (gpu && c->rank == 0)
-        IBEX_LOG(info, "communicator: a GPU is visible, so ranks of one host use the device, not shm (IBEX_SHM=1 "
-                       "to use shm with host buffers)");
+    // GPU buffers reach no transport (allreduce/gpu_staging.h), so GPU hosts use shm too.
+    mine.wants_shm = config::get_bool("IBEX_SHM", true) && !own_is_shm && shm_listed();
     std::vector<Announce> all(static_cast<size_t>(n));
     IBEX_TRY(c->boot->allgather(&mine, sizeof mine, all.data(), c->opt.timeout_ms));
     std::vector<std::string> keys;

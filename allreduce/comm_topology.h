@@ -24,9 +24,8 @@ struct Topology {
 };
 
 // Collective over the communicator's bootstrap. A pair of ranks uses shm when both are on
-// one host and both want it (IBEX_SHM; by default on unless a GPU is visible, since shm
-// moves host memory only; the communicator's own device is not shm already; the shm
-// provider is built in).
+// one host and both want it (IBEX_SHM, default on; the communicator's own device is not
+// shm already; the shm provider is built in).
 ibex_status_t learn_topology(ibex_comm *c, Topology *out);
 
 } // namespace ibex::coll

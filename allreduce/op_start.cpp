@@ -1,7 +1,6 @@
 #include "allreduce/op_start.h"
 
 #include "allreduce/comm.h"
-#include "runtime/base/cuda_memory.h"
 #include "runtime/base/status.h"
 
 namespace ibex::coll {
@@ -43,10 +42,6 @@ ibex_status_t start_op(ibex_comm *c, Op &op, bool *empty) {
         *empty = true;
         return IBEX_OK;
     }
-    if (c->topo.shm && (cuda::is_device_pointer(a.sendbuf) || cuda::is_device_pointer(a.recvbuf)))
-        return fail(IBEX_ERR_NOT_SUPPORTED,
-                    "GPU buffers cannot travel over shm to the ranks of this host: create the communicator with "
-                    "IBEX_SHM=0");
     c->caches.next_epoch();
     if (send_bytes && a.sendbuf)
         IBEX_TRY(c->caches.get_all(a.sendbuf, send_bytes));

@@ -57,6 +57,10 @@ void enter_error(ibex_comm *c, ibex_status_t st, const std::string &detail, bool
     }
     if (local && c->boot) c->boot->send_abort(st, detail.c_str());
     c->exec.shut_down();
+    if (running == &c->drive.op) {
+        c->drive.gpu.abandon();
+        c->drive.gpu_draining = false;
+    }
     if (running) {
         complete(running->req, st, msg);
         running->req = nullptr;
@@ -83,23 +87,66 @@ void finish_running(ibex_comm *c) {
     c->idle_cv.notify_all();
 }
 
+// The running op's collective finished. A GPU op goes on with its next chunk, or waits for
+// its copies back to the GPU; any other op is done.
+void collective_finished(ibex_comm *c) {
+    DriveState &d = c->drive;
+    d.fast = false;
+    if (!d.gpu.active()) return finish_running(c);
+    bool more = false;
+    if (ibex_status_t st = d.gpu.chunk_done(d.op, &more); st != IBEX_OK) {
+        enter_error(c, st, std::string(op_kind_name(d.op.kind)) + ": " + ibex_last_error(), true, &d.op);
+        d.have = false;
+        return;
+    }
+    d.gpu_draining = !more;
+    d.last_move = Clock::now();
+}
+
 // One step of the stream: takes the next op, starts it, polls the executor, finishes or
 // fails it. Caller holds drive_mu. stop: aborting, or stopping with nothing left to run.
 // fast_polls: how many times to look at the fast boxes before calling the pass idle (the
 // peers' words are usually a cache-line transfer away).
 Pass drive_pass(ibex_comm *c, int fast_polls = 128) {
     DriveState &d = c->drive;
+    bool taken = false;
     {
         std::lock_guard l(c->mu);
         if (c->aborting) return Pass::stop;
         if (!d.have && !c->queue.empty()) {
             d.op = std::move(c->queue.front());
             c->queue.pop_front();
-            d.have = true;
+            d.have = taken = true;
             d.fast = false;
             c->running_op = true;
         }
         if (!d.have && c->stopping) return Pass::stop;
+    }
+    if (taken && GpuStaging::needs(d.op, c->rank, c->nranks)) {
+        bool in_error;
+        {
+            std::lock_guard l(c->mu);
+            in_error = c->error != IBEX_OK;
+        }
+        // (a communicator in error fails the op below, before it would be staged)
+        if (!in_error) {
+            if (ibex_status_t st = d.gpu.begin(c, d.op); st != IBEX_OK) {
+                enter_error(c, st, std::string(op_kind_name(d.op.kind)) + ": " + ibex_last_error(), true, &d.op);
+                d.have = false;
+                return Pass::moved;
+            }
+            d.gpu_draining = false;
+        }
+    }
+    if (d.have && d.gpu.active()) {
+        // Between the chunks of a GPU op: its input still copying in, or its results out.
+        if (d.gpu_draining) {
+            if (!d.gpu.drained()) return Pass::idle;
+            d.gpu_draining = false;
+            finish_running(c);
+            return Pass::moved;
+        }
+        if (!d.fast && !c->exec.active() && !d.gpu.ready()) return Pass::idle;
     }
     if (d.have && !d.fast && !c->exec.active()) {
         ibex_status_t err;
@@ -152,7 +199,7 @@ Pass drive_pass(ibex_comm *c, int fast_polls = 128) {
             return Pass::moved;
         }
         if (done) {
-            finish_running(c);
+            collective_finished(c);
             return Pass::moved;
         }
         if (moved)
@@ -171,7 +218,7 @@ Pass drive_pass(ibex_comm *c, int fast_polls = 128) {
     if (d.have && c->exec.finished()) {
         if (d.op.times) *d.op.times = c->exec.done_times();
         c->exec.finish();
-        finish_running(c);
+        collective_finished(c);
         return Pass::moved;
     }
     const auto now = Clock::now();
@@ -203,6 +250,14 @@ Pass drive_pass(ibex_comm *c, int fast_polls = 128) {
 // busy-polling does; otherwise every idle pass yields the core.
 void drive_idle(ibex_comm *c, std::unique_lock<std::mutex> &dl, int spin_us, bool own_core) {
     DriveState &d = c->drive;
+    // A GPU op between chunks waits for copies (a few hundred microseconds), which wake no
+    // descriptor: yield rather than nap.
+    if (d.have && d.gpu.active() && !d.fast && !c->exec.active()) {
+        dl.unlock();
+        sched_yield();
+        dl.lock();
+        return;
+    }
     // A fast-box op is not woken by a completion: sharing cores, keep yielding to the peer
     // a while longer before napping (see run_inline).
     if (d.have && d.fast && !own_core) spin_us = std::max(spin_us, 2000);
@@ -317,6 +372,7 @@ void progress_main(ibex_comm *c) {
     // Aborting or stopping: nothing runs any more.
     if (d.have) {
         c->exec.finish();
+        d.gpu.abandon();
         complete(d.op.req, IBEX_ERR_INVALID_STATE, "communicator aborted");
         d.have = false;
     }

@@ -10,6 +10,7 @@
 
 #include <ibex/coll.h>
 
+#include "allreduce/gpu_staging.h"
 #include "allreduce/op.h"
 
 namespace ibex::coll {
@@ -19,6 +20,8 @@ struct DriveState {
     Op op;
     bool have = false; // op is the running one
     bool fast = false;  // ... and it runs over the fast boxes (allreduce/fastbox.h), not the executor
+    GpuStaging gpu;     // the op has GPU buffers: op.args are the running chunk's host copies
+    bool gpu_draining = false; // ... every chunk ran; the copies back to the GPU are in flight
     unsigned idle_passes = 0;
     unsigned quiet_passes = 0; // looks at the fast boxes that found nothing new
     std::chrono::steady_clock::time_point last_activity, last_move, last_boot_check;

@@ -6,13 +6,16 @@
 #   - the GPU benchmarks: the reduction kernels against a device-to-device copy at
 #     256 MiB; ibex_write_bw, ibex_read_bw and ibex_send_bw with --use_cuda=0 against the
 #     same tool on host memory (udp:lo, 256 KiB and 1 MiB); ibex_allreduce_perf with GPU
-#     against host buffers (2 and 4 ranks, 1 to 64 MiB), whose #wrong must be 0.
+#     against host buffers (2 and 4 ranks, 1 to 64 MiB, over shm and over udp:lo), whose
+#     #wrong must be 0, and
+#     torch.distributed's gloo on CUDA tensors at the same sizes where torch has CUDA.
 # Benchmark figures are the median of GPU_CHECK_REPEAT runs (default 3) with the spread;
 # the ratios are GPU over host in the same script run. They are reported, not asserted.
 # Where there is no usable GPU (or ibex was built without CUDA) it prints
 # "gpu-check: no GPU: <why>" and exits 0, so CI can call it on any host.
 # --probe: only say whether there is a GPU ("gpu-check: no GPU: <why>" or
 # "gpu-check: GPU present") and exit 0.
+# GPU_CHECK_PARTS picks what runs (default: "tests kernels perftest allreduce gloo").
 # Exit status: 0 passed (or no GPU), 1 a test or a benchmark failed or found wrong
 # results, 2 the build is missing or a bad argument.
 set -uo pipefail
@@ -49,6 +52,8 @@ if [[ $probe_only -eq 1 ]]; then
     exit 0
 fi
 
+PARTS=" ${GPU_CHECK_PARTS:-tests kernels perftest allreduce gloo} "
+part() { [[ $PARTS == *" $1 "* ]]; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 failed=0
@@ -60,18 +65,23 @@ median() { sort -g | awk '{v[NR] = $1} END {if (!NR) {print "- -"; exit} m = (NR
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b}'; }
 
 # ---- tests
+if part tests; then
 echo "== CUDA tests (ctest -L cuda)"
 ctest --test-dir "$BUILD" -L cuda --output-on-failure --timeout 600 >"$work/ctest.log" 2>&1
 ctest_rc=$?
 cat "$work/ctest.log"
-line=$(grep -E 'tests passed, [0-9]+ tests failed out of [0-9]+' "$work/ctest.log" | tail -1)
+# ctest 3.x: "100% tests passed, 0 tests failed out of 22"; 4.x: "100% tests passed out of 22"
+line=$(grep -E 'tests passed(, [0-9]+ tests failed)? out of [0-9]+' "$work/ctest.log" | tail -1)
 skipped=$(grep -E '\*\*\*Skipped|Not Run' "$work/ctest.log" | sed -E 's/.*Test +#[0-9]+: ([^ ]+).*/\1/' | tr '\n' ' ')
 note "tests: ${line:-no ctest summary} ${skipped:+(skipped: $skipped)}"
 if [[ $ctest_rc -ne 0 || -z $line ]]; then failed=1; fi
+fi
 
 # ---- reduction kernels against a device copy
 bench=$BUILD/bench/cuda_reduce/ibex_bench_cuda_reduce
-if [[ -x $bench ]]; then
+if ! part kernels; then
+    :
+elif [[ -x $bench ]]; then
     echo "== reduction kernels at 256 MiB"
     if "$bench" --benchmark_filter='^(copy_d2d|reduce/[^/]+/sum)/268435456' --benchmark_format=csv \
         --benchmark_repetitions="$REPEAT" --benchmark_report_aggregates_only=true >"$work/kernels.csv" 2>"$work/kernels.err"; then
@@ -84,7 +94,7 @@ if [[ -x $bench ]]; then
             failed=1
         fi
         copy=$(awk '$1 == "copy_d2d" {print $2}' "$work/kernels.txt")
-        f32=$(awk '$1 ~ /^reduce\/f(loat)?32\/sum$/ {print $2}' "$work/kernels.txt")
+        f32=$(awk '$1 ~ /^reduce\/(f32|float|float32)\/sum$/ {print $2}' "$work/kernels.txt")
         note "kernels, 256 MiB: f32 sum ${f32:--} TB/s against device copy ${copy:--} TB/s (ratio $(ratio "${f32:--}" "${copy:--}"))"
     else
         cat "$work/kernels.err"
@@ -111,8 +121,9 @@ bw_run() {
     # the data row: "#bytes #iterations BW-peak BW-average MsgRate"
     awk 'h && NF == 5 && $1 ~ /^[0-9]+$/ {print $4; exit} /#bytes/ {h = 1}' "$work/cli.out"
 }
-echo "== perftest bandwidth, udp:lo, GPU 0 against host memory"
+part perftest && echo "== perftest bandwidth, udp:lo, GPU 0 against host memory"
 for tool in ibex_write_bw ibex_read_bw ibex_send_bw; do
+    part perftest || break
     for size in 262144 1048576; do
         host=$(for _ in $(seq "$REPEAT"); do bw_run "$tool" "$size"; done | median)
         gpu=$(for _ in $(seq "$REPEAT"); do bw_run "$tool" "$size" --use_cuda=0; done | median)
@@ -126,26 +137,65 @@ for tool in ibex_write_bw ibex_read_bw ibex_send_bw; do
 done
 
 # ---- allreduce_perf: GPU buffers against host buffers
+# The ranks share this host: over shm by default (IBEX_SHM=1), and over the network
+# device (udp:lo) with IBEX_SHM=0. GPU_CHECK_TRANSPORTS picks (default: both).
 echo "== ibex_allreduce_perf, GPU against host buffers"
-for np in 2 4; do
-    for mem in host cuda; do
+for tr in ${GPU_CHECK_TRANSPORTS:-shm udp}; do
+    part allreduce || break
+    shm=1
+    [[ $tr == udp ]] && shm=0
+    for np in 2 4; do
+        for mem in host cuda; do
+            for i in $(seq "$REPEAT"); do
+                out=$work/ar_${tr}_${np}_${mem}_$i.out
+                IBEX_SHM=$shm "$perf" -np "$np" -b 1M -e 64M -f 4 -n 10 --device udp:lo --mem "$mem" >"$out" 2>&1 ||
+                    { cat "$out"; failed=1; }
+            done
+        done
+        for size in 1048576 4194304 16777216 67108864; do
+            vals() { for i in $(seq "$REPEAT"); do awk -v s="$size" '$1 == s {print $8}' "$work/ar_${tr}_${np}_$1_$i.out"; done | median; }
+            read -r hm hs <<<"$(vals host)"
+            read -r gm gs <<<"$(vals cuda)"
+            msg="allreduce $tr $np ranks $size B: GPU busbw $gm GB/s (spread $gs), host $hm GB/s (spread $hs), ratio $(ratio "$gm" "$hm") (target >= 0.9)"
+            echo "  $msg"
+            note "$msg"
+        done
+        wrong=$(cat "$work"/ar_"${tr}_${np}"_cuda_*.out | awk '$1 ~ /^[0-9]+$/ && NF >= 13 {w += $9 + $13} END {print w + 0}')
+        [[ $wrong -eq 0 ]] || failed=1
+        note "allreduce $tr $np ranks, GPU buffers: #wrong $wrong"
+    done
+done
+
+# ---- torch.distributed's gloo on CUDA tensors, the peer a framework user has today
+py=${PYTHON:-python3}
+if ! part gloo; then
+    :
+elif "$py" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
+    echo "== gloo allreduce on CUDA tensors against ibex on GPU buffers"
+    for np in 2 4; do
         for i in $(seq "$REPEAT"); do
-            "$perf" -np "$np" -b 1M -e 64M -f 4 -n 10 --device udp:lo --mem "$mem" >"$work/ar_${np}_${mem}_$i.out" 2>&1 ||
-                { cat "$work/ar_${np}_${mem}_$i.out"; failed=1; }
+            port=$((30000 + RANDOM % 20000))
+            pids=()
+            for r in $(seq 0 $((np - 1))); do
+                timeout 120 "$py" bench/cross_host/gloo_allreduce.py "$r" "$np" 127.0.0.1 "$port" 1048576 67108864 5 cuda \
+                    >"$work/gloo_${np}_${i}_$r.out" 2>&1 &
+                pids+=($!)
+            done
+            wait "${pids[@]}" || cat "$work/gloo_${np}_${i}_0.out"
+        done
+        for size in 1048576 4194304 16777216 67108864; do
+            read -r gm gs <<<"$(for i in $(seq "$REPEAT"); do awk -v s="$size" '$1 == s {print $3}' "$work/gloo_${np}_${i}_0.out"; done | median)"
+            tr=${GPU_CHECK_TRANSPORTS:-shm udp}
+            tr=${tr%% *}
+            read -r im is <<<"$(for i in $(seq "$REPEAT"); do awk -v s="$size" '$1 == s {print $8}' "$work/ar_${tr}_${np}_cuda_$i.out"; done | median)"
+            msg="gloo $np ranks $size B on CUDA tensors: busbw $gm GB/s (spread $gs); ibex ($tr) GPU buffers $im GB/s; ratio $(ratio "$im" "$gm") (target >= 1.5)"
+            echo "  $msg"
+            note "$msg"
         done
     done
-    for size in 1048576 4194304 16777216 67108864; do
-        vals() { for i in $(seq "$REPEAT"); do awk -v s="$size" '$1 == s {print $8}' "$work/ar_${np}_$1_$i.out"; done | median; }
-        read -r hm hs <<<"$(vals host)"
-        read -r gm gs <<<"$(vals cuda)"
-        msg="allreduce $np ranks $size B: GPU busbw $gm GB/s (spread $gs), host $hm GB/s (spread $hs), ratio $(ratio "$gm" "$hm") (target >= 0.9)"
-        echo "  $msg"
-        note "$msg"
-    done
-    wrong=$(cat "$work"/ar_"${np}"_cuda_*.out | awk '$1 ~ /^[0-9]+$/ && NF >= 13 {w += $9 + $13} END {print w + 0}')
-    [[ $wrong -eq 0 ]] || failed=1
-    note "allreduce $np ranks, GPU buffers: #wrong $wrong"
-done
+else
+    note "gloo: not run (no python3 with torch and CUDA)"
+fi
 
 echo
 echo "== gpu-check summary ($(date -u +%FT%TZ), $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1))"

@@ -1,15 +1,15 @@
-// GPU buffers through the collectives and the soft provider's staging, on any host: the
-// buffers are simulated device memory (runtime/base/simulated_device.h), a view the CPU
-// cannot touch (PROT_NONE) backed by host bytes that only the staging copies and the
-// dispatch reach. Like cudaMalloc memory, each buffer starts inside a page (cudaMalloc
-// aligns to 256 bytes, not to pages) and the bytes before it belong to no allocation.
+// GPU buffers through the collectives, on any host: the buffers are simulated device
+// memory (runtime/base/simulated_device.h), a view the CPU cannot touch (PROT_NONE) backed
+// by host bytes that only the staging copies reach. Like cudaMalloc memory, each buffer
+// starts inside a page (cudaMalloc aligns to 256 bytes, not to pages) and the bytes
+// before it belong to no allocation. The collectives stage GPU buffers through pinned
+// host memory chunk by chunk (allreduce/gpu_staging.h), so any CPU access to the device
+// view (by a transport, the executor or a reduction) faults here as it would on a GPU.
 //
-// This is the 3-rank crash of issue 17 without a GPU: with 3, 5 and 7 ranks and 300007
-// floats, ring slices start at odd offsets inside the buffer; the registration cache
-// used to round the buffer out to whole pages and look the memory type up at the
-// rounded start, which is not GPU memory, so the region got no staging shadow and the
-// engine read the device address itself (SIGSEGV in the ICRC). Every result is compared
-// with the same collective on host buffers.
+// Issue 17's 3-rank crash was such an access: with 3, 5 and 7 ranks and 300007 floats,
+// ring slices start at odd offsets inside the buffer. Every result is compared with the
+// same collective on host buffers, over udp and over shm, with one chunk and with many
+// (IBEX_GPU_CHUNK), and with copies that finish late.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
@@ -22,11 +22,6 @@
 #include "tests/allreduce/ranks.h"
 
 namespace {
-
-// The ranks share this host, so the communicator would join them over shm, which carries
-// host memory only (GPU buffers there are refused, naming IBEX_SHM=0). These tests are of
-// the soft provider's staging: every peer goes over udp, as on a GPU host by default.
-const bool kNoShm = [] { return setenv("IBEX_SHM", "0", 1) == 0; }();
 
 using ibex::test::RankCtx;
 
@@ -96,7 +91,21 @@ int body(RankCtx &ctx, bool all_collectives) {
     dsend.download(got.data(), bytes);
     RANK_CHECK(ctx, std::memcmp(got.data(), send.data(), bytes) == 0, "rank %d: in-place avg differs", ctx.rank);
 
+    // Mixed: a host send buffer into a GPU receive buffer.
+    RANK_CHECK_OK(ctx, ibex_allreduce(host_out.data(), drecv.data(), kCount, IBEX_F32, IBEX_MAX, comm, nullptr));
+    drecv.download(got.data(), bytes);
+    RANK_CHECK(ctx, std::memcmp(got.data(), host_out.data(), bytes) == 0, "rank %d: host-to-GPU max differs", ctx.rank);
+
     if (all_collectives) {
+        // Reduce onto rank 0 only; the other ranks pass no receive buffer.
+        RANK_CHECK_OK(ctx, ibex_reduce(drecv.data(), ctx.rank == 0 ? dsend.data() : nullptr, kCount, IBEX_F32, IBEX_SUM,
+                                       0, comm, nullptr));
+        if (ctx.rank == 0) {
+            dsend.download(got.data(), bytes);
+            for (size_t i = 0; i < kCount; ++i)
+                RANK_CHECK(ctx, got[i] == host_out[i] * static_cast<float>(n), "rank 0: reduce [%zu] = %g, want %g", i,
+                           got[i], host_out[i] * static_cast<float>(n));
+        }
         RANK_CHECK_OK(ctx, ibex_broadcast(drecv.data(), drecv.data(), kCount, IBEX_F32, ctx.nranks - 1, comm, nullptr));
         RANK_CHECK_OK(ctx, ibex_allgather(drecv.data(), dall.data(), kCount, IBEX_F32, comm, nullptr));
         std::vector<float> all(kCount * n);
@@ -118,13 +127,17 @@ int body(RankCtx &ctx, bool all_collectives) {
 }
 
 // late_copies > 0: staging copies finish only at that many looks (a busy copy engine),
-// so slices wait for their copies while others are on the wire.
-void run(int n, const char *algo, int late_copies = 0) {
-    SCOPED_TRACE(std::string(algo) + " ranks " + std::to_string(n) + " late copies " + std::to_string(late_copies));
+// so chunks wait for their copies while others are on the wire. shm: the ranks (one host)
+// join over shm, else over udp. chunk: IBEX_GPU_CHUNK (0: the default, one chunk here).
+void run(int n, const char *algo, bool shm, size_t chunk, int late_copies = 0) {
+    SCOPED_TRACE(std::string(algo) + " ranks " + std::to_string(n) + (shm ? " shm" : " udp") + " chunk " +
+                 std::to_string(chunk) + " late copies " + std::to_string(late_copies));
     auto out = ibex::test::run_ranks(
         n,
         [&](RankCtx &ctx) {
             setenv("IBEX_ALGO", algo, 1);
+            setenv("IBEX_SHM", shm ? "1" : "0", 1);
+            if (chunk) setenv("IBEX_GPU_CHUNK", std::to_string(chunk).c_str(), 1);
             ibex::cuda::simulated::set_deferred_copies(late_copies);
             return body(ctx, std::strcmp(algo, "ring") == 0);
         },
@@ -133,15 +146,21 @@ void run(int n, const char *algo, int late_copies = 0) {
 }
 
 TEST(SimulatedGpuBuffers, OddCountsOnThreeFiveAndSevenRanks) {
-    for (int n : {3, 5, 7}) run(n, "ring");
+    for (int n : {3, 5, 7}) run(n, "ring", false, 0);
+}
+
+TEST(SimulatedGpuBuffers, OverShmInManyChunks) {
+    // 300007 floats in chunks of at least 65540 bytes, at most 16: 16 chunks, the last short.
+    for (int n : {2, 3, 4}) run(n, "ring", true, 65540);
 }
 
 TEST(SimulatedGpuBuffers, EveryAllreduceAlgorithmOnThreeRanks) {
-    for (const char *algo : {"rhd", "tree"}) run(3, algo);
+    for (const char *algo : {"rhd", "tree"}) run(3, algo, false, 65536);
 }
 
 TEST(SimulatedGpuBuffers, PipelinedStagingWithLateCopies) {
-    for (int n : {3, 5}) run(n, "ring", 3);
+    for (int n : {3, 5}) run(n, "ring", false, 65536, 3);
+    run(3, "ring", true, 65536, 3);
 }
 
 } // namespace

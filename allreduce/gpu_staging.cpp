@@ -1,0 +1,155 @@
+#include "allreduce/gpu_staging.h"
+
+#include <algorithm>
+
+#include "allreduce/comm.h"
+#include "runtime/base/status.h"
+
+namespace ibex::coll {
+namespace {
+
+// The send and receive bytes of an op on this rank, and whether it reduces or copies
+// element by element (so it may run chunk by chunk).
+struct Extent {
+    size_t send = 0, recv = 0;
+    bool elementwise = false;
+};
+
+Extent extent(const Op &op, int rank, int nranks) {
+    const size_t elem = ibex_datatype_size(op.args.type);
+    const size_t bytes = op.args.count * elem, n = static_cast<size_t>(nranks);
+    switch (op.kind) {
+    case OpKind::allreduce: return {bytes, bytes, true};
+    case OpKind::broadcast: return {rank == op.args.root ? bytes : 0, bytes, true};
+    case OpKind::reduce: return {bytes, rank == op.args.root ? bytes : 0, true};
+    case OpKind::reduce_scatter: return {n * bytes, bytes, false};
+    case OpKind::allgather: return {bytes, n * bytes, false};
+    case OpKind::barrier:
+    case OpKind::probe: break;
+    }
+    return {};
+}
+
+} // namespace
+
+bool GpuStaging::needs(const Op &op, int rank, int nranks) {
+    const Extent e = extent(op, rank, nranks);
+    return (e.send && cuda::is_device_pointer(op.args.sendbuf)) || (e.recv && cuda::is_device_pointer(op.args.recvbuf));
+}
+
+ibex_status_t GpuStaging::grow(ibex_comm *c, Pinned &b, size_t bytes) {
+    if (bytes <= b.bytes) return IBEX_OK;
+    if (b.p) {
+        c->caches.remove(b.p);
+        cuda::free_pinned(b.p);
+        b = {};
+    }
+    const size_t want = std::max<size_t>((bytes + 4095) & ~size_t(4095), 1 << 20);
+    b.p = cuda::alloc_pinned(want);
+    if (!b.p) return fail(IBEX_ERR_NO_MEMORY, "GPU collective: %zu bytes of pinned staging memory: %s", want, ibex_last_error());
+    b.bytes = want;
+    return c->caches.add(b.p, want);
+}
+
+void GpuStaging::point_at(Op &op, const Chunk &k) const {
+    op.args.sendbuf = stage_send_ ? static_cast<const uint8_t *>(send_.p) + k.send_off
+                                  : (orig_.sendbuf ? static_cast<const uint8_t *>(orig_.sendbuf) + k.send_off : nullptr);
+    op.args.recvbuf = stage_recv_ ? static_cast<uint8_t *>(recv_.p) + k.recv_off
+                                  : (orig_.recvbuf ? static_cast<uint8_t *>(orig_.recvbuf) + k.recv_off : nullptr);
+    op.args.count = k.count;
+}
+
+ibex_status_t GpuStaging::begin(ibex_comm *c, Op &op) {
+    const Extent e = extent(op, c->rank, c->nranks);
+    orig_ = op.args;
+    stage_send_ = e.send && cuda::is_device_pointer(op.args.sendbuf);
+    stage_recv_ = e.recv && cuda::is_device_pointer(op.args.recvbuf);
+    if (stage_send_) IBEX_TRY(grow(c, send_, e.send));
+    if (stage_recv_) IBEX_TRY(grow(c, recv_, e.recv));
+    chunks_.clear();
+    const size_t elem = ibex_datatype_size(op.args.type);
+    if (e.elementwise && op.args.count) {
+        // At least IBEX_GPU_CHUNK bytes, and at most kMaxChunks chunks: each chunk is a
+        // collective of its own, whose start and pipeline fill cost more than the copy
+        // time a finer cut would hide.
+        constexpr size_t kMaxChunks = 16;
+        const size_t per = std::max({size_t(1), c->opt.gpu_chunk_bytes / elem, (op.args.count + kMaxChunks - 1) / kMaxChunks});
+        for (size_t first = 0; first < op.args.count; first += per) {
+            const size_t cnt = std::min(per, op.args.count - first);
+            Chunk k;
+            k.send_off = k.recv_off = first * elem;
+            k.send_len = e.send ? cnt * elem : 0;
+            k.recv_len = e.recv ? cnt * elem : 0;
+            k.count = cnt;
+            chunks_.push_back(k);
+        }
+    } else {
+        Chunk k;
+        k.send_len = e.send;
+        k.recv_len = e.recv;
+        k.count = op.args.count;
+        chunks_.push_back(k);
+    }
+    active_ = true;
+    next_ = 0;
+    if (stage_send_) {
+        const int dev = cuda::pointer_device(orig_.sendbuf);
+        for (Chunk &k : chunks_) {
+            if (!k.send_len) continue;
+            ibex_status_t st = cuda::copy_async(static_cast<uint8_t *>(send_.p) + k.send_off,
+                                                static_cast<const uint8_t *>(orig_.sendbuf) + k.send_off, k.send_len, dev);
+            if (st == IBEX_OK) st = cuda::fence_copies(&k.in);
+            if (st != IBEX_OK) {
+                abandon();
+                return st;
+            }
+        }
+    }
+    point_at(op, chunks_[0]);
+    return IBEX_OK;
+}
+
+bool GpuStaging::ready() { return next_ >= chunks_.size() || cuda::copies_done(chunks_[next_].in); }
+
+ibex_status_t GpuStaging::chunk_done(Op &op, bool *more) {
+    Chunk &k = chunks_[next_];
+    if (stage_recv_ && k.recv_len) {
+        ibex_status_t st = cuda::copy_async(static_cast<uint8_t *>(orig_.recvbuf) + k.recv_off,
+                                            static_cast<uint8_t *>(recv_.p) + k.recv_off, k.recv_len,
+                                            cuda::pointer_device(orig_.recvbuf));
+        if (st == IBEX_OK) st = cuda::fence_copies(&k.out);
+        if (st != IBEX_OK) return st;
+    }
+    *more = ++next_ < chunks_.size();
+    if (*more) point_at(op, chunks_[next_]);
+    return IBEX_OK;
+}
+
+bool GpuStaging::drained() {
+    for (Chunk &k : chunks_)
+        if (!cuda::copies_done(k.out)) return false;
+    active_ = false;
+    chunks_.clear();
+    return true;
+}
+
+void GpuStaging::abandon() {
+    for (Chunk &k : chunks_) {
+        cuda::drop_fence(k.in);
+        cuda::drop_fence(k.out);
+    }
+    chunks_.clear();
+    active_ = false;
+}
+
+void GpuStaging::release(ibex_comm *c) {
+    abandon();
+    for (Pinned *b : {&send_, &recv_}) {
+        if (!b->p) continue;
+        c->caches.remove(b->p);
+        cuda::free_pinned(b->p);
+        *b = {};
+    }
+}
+
+} // namespace ibex::coll
