@@ -6,8 +6,8 @@
 
 #include "allreduce/comm.h"
 #include "allreduce/cpu/reduce.h"
+#include "allreduce/gpu_staging.h"
 #include "runtime/base/config.h"
-#include "runtime/base/cuda_memory.h"
 #include "runtime/base/log.h"
 #include "runtime/base/status.h"
 
@@ -137,7 +137,6 @@ ibex_status_t Fastbox::open(ibex_comm *c) {
 }
 
 bool Fastbox::takes(const ibex_comm *c, const Op &op) const {
-    (void)c;
     if (!max_bytes_) return false;
     switch (op.kind) {
     case OpKind::probe: return false;
@@ -146,8 +145,10 @@ bool Fastbox::takes(const ibex_comm *c, const Op &op) const {
     }
     const CollArgs &a = op.args;
     if (a.count == 0 || slot_payload(op) > max_bytes_) return false;
-    // GPU memory goes the scheduled way (which says why it cannot travel over shm).
-    return !cuda::is_device_pointer(a.sendbuf) && !cuda::is_device_pointer(a.recvbuf);
+    // GPU buffers are staged first (allreduce/gpu_staging.h), and their chunks come back
+    // here with host buffers. Only the buffers this rank uses count: every rank must
+    // answer alike, whatever a rank passes for a buffer it does not use.
+    return !GpuStaging::needs(op, c->rank, c->nranks);
 }
 
 Fastbox::Meta Fastbox::describe(const Op &op) {

@@ -52,18 +52,33 @@ ibex_status_t GpuStaging::grow(ibex_comm *c, Pinned &b, size_t bytes) {
 }
 
 void GpuStaging::point_at(Op &op, const Chunk &k) const {
-    op.args.sendbuf = stage_send_ ? static_cast<const uint8_t *>(send_.p) + k.send_off
-                                  : (orig_.sendbuf ? static_cast<const uint8_t *>(orig_.sendbuf) + k.send_off : nullptr);
-    op.args.recvbuf = stage_recv_ ? static_cast<uint8_t *>(recv_.p) + k.recv_off
-                                  : (orig_.recvbuf ? static_cast<uint8_t *>(orig_.recvbuf) + k.recv_off : nullptr);
+    // A side this rank does not use (a broadcast's send buffer off the root, a reduce's
+    // receive buffer) must not carry the caller's pointer, which may be GPU memory: the
+    // fast boxes would then turn the chunk down on this rank alone and the ranks would
+    // disagree on the path. The unused send side reads as in place, the receive side as
+    // none.
+    if (stage_recv_)
+        op.args.recvbuf = static_cast<uint8_t *>(recv_.p) + k.recv_off;
+    else if (has_recv_)
+        op.args.recvbuf = static_cast<uint8_t *>(orig_.recvbuf) + k.recv_off;
+    else
+        op.args.recvbuf = nullptr;
+    if (stage_send_)
+        op.args.sendbuf = static_cast<const uint8_t *>(send_.p) + k.send_off;
+    else if (has_send_)
+        op.args.sendbuf = static_cast<const uint8_t *>(orig_.sendbuf) + k.send_off;
+    else
+        op.args.sendbuf = op.args.recvbuf;
     op.args.count = k.count;
 }
 
 ibex_status_t GpuStaging::begin(ibex_comm *c, Op &op) {
     const Extent e = extent(op, c->rank, c->nranks);
     orig_ = op.args;
-    stage_send_ = e.send && cuda::is_device_pointer(op.args.sendbuf);
-    stage_recv_ = e.recv && cuda::is_device_pointer(op.args.recvbuf);
+    has_send_ = e.send && op.args.sendbuf;
+    has_recv_ = e.recv && op.args.recvbuf;
+    stage_send_ = has_send_ && cuda::is_device_pointer(op.args.sendbuf);
+    stage_recv_ = has_recv_ && cuda::is_device_pointer(op.args.recvbuf);
     if (stage_send_) IBEX_TRY(grow(c, send_, e.send));
     if (stage_recv_) IBEX_TRY(grow(c, recv_, e.recv));
     chunks_.clear();

@@ -62,7 +62,8 @@ class GpuStaging {
 
     bool active_ = false;
     CollArgs orig_;
-    bool stage_send_ = false, stage_recv_ = false;
+    bool has_send_ = false, has_recv_ = false;     // this rank uses the side
+    bool stage_send_ = false, stage_recv_ = false; // ... and it is GPU memory
     std::vector<Chunk> chunks_;
     size_t next_ = 0; // the chunk that runs (or waits for its input)
     Pinned send_, recv_;

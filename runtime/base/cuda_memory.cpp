@@ -172,7 +172,13 @@ static ibex_status_t hw_copy_async(void *dst, const void *src, size_t bytes, int
         std::lock_guard<std::mutex> l(s.mutex);
         if (!s.streams[device]) {
             DeviceGuard g(device);
-            const cudaError_t e = cudaStreamCreateWithFlags(&s.streams[device], cudaStreamNonBlocking);
+            // A blocking stream: its copies start only after the work queued before them on
+            // the legacy default stream. A plain cudaMemcpy from pageable memory returns
+            // before its DMA to the GPU is done; with a non-blocking stream a collective
+            // issued right after it read the old bytes (seen on an H200: a GPU allreduce
+            // differing from the host one once no cudaHostAlloc happened to synchronise
+            // the device in between).
+            const cudaError_t e = cudaStreamCreateWithFlags(&s.streams[device], cudaStreamDefault);
             if (e != cudaSuccess) return cuda_fail(e, "cudaStreamCreate");
         }
         stream = s.streams[device];

@@ -46,9 +46,10 @@ void free_pinned(void *p);
 
 // Queues a copy between host and device memory (either direction, cudaMemcpyDefault) on
 // this library's own stream of `device`; wait_copies() blocks until every copy this
-// thread queued has finished. Copies are ordered after the work already on the legacy
-// default stream of that device only through the caller: ibex does not know the
-// application's streams, so it must synchronise them before handing buffers over.
+// thread queued has finished. The stream is a blocking one, so copies are ordered after
+// the work already queued on the legacy default stream of that device (a cudaMemcpy's
+// trailing DMA included); ibex does not know the application's other streams, so it must
+// synchronise those before handing buffers over.
 ibex_status_t copy_async(void *dst, const void *src, size_t bytes, int device);
 ibex_status_t wait_copies();
 

@@ -121,6 +121,30 @@ int body(RankCtx &ctx, bool all_collectives) {
             const float want = host_out[static_cast<size_t>(ctx.rank) * block + i] * static_cast<float>(n);
             RANK_CHECK(ctx, got[i] == want, "rank %d: reduce_scatter [%zu] = %g, want %g", ctx.rank, i, got[i], want);
         }
+        // Small enough for the fast boxes (allreduce/fastbox.h): every rank must take them,
+        // whatever its buffers are and whatever it passes for a buffer it does not use
+        // (off the root, a broadcast's send buffer; here GPU memory on some ranks).
+        constexpr size_t kSmall = 1000;
+        std::vector<float> mine(kSmall);
+        for (size_t i = 0; i < kSmall; ++i) mine[i] = value(ctx.rank, i) * 2;
+        const void *unused = ctx.rank % 2 ? static_cast<const void *>(dsend.data()) : nullptr;
+        RANK_CHECK_OK(ctx, ibex_broadcast(ctx.rank == 0 ? mine.data() : unused, drecv.data(), kSmall, IBEX_F32, 0, comm,
+                                          nullptr));
+        drecv.download(got.data(), kSmall * 4);
+        for (size_t i = 0; i < kSmall; ++i)
+            RANK_CHECK(ctx, got[i] == value(0, i) * 2, "rank %d: small broadcast [%zu] = %g, want %g", ctx.rank, i,
+                       got[i], value(0, i) * 2);
+        dsend.upload(mine.data(), kSmall * 4);
+        RANK_CHECK_OK(ctx, ibex_broadcast(dsend.data(), dsend.data(), kSmall, IBEX_F32, ctx.nranks - 1, comm, nullptr));
+        dsend.download(got.data(), kSmall * 4);
+        for (size_t i = 0; i < kSmall; ++i)
+            RANK_CHECK(ctx, got[i] == value(ctx.nranks - 1, i) * 2, "rank %d: small in-place broadcast [%zu] = %g",
+                       ctx.rank, i, got[i]);
+        RANK_CHECK_OK(ctx, ibex_allreduce(dsend.data(), drecv.data(), kSmall, IBEX_F32, IBEX_SUM, comm, nullptr));
+        drecv.download(got.data(), kSmall * 4);
+        for (size_t i = 0; i < kSmall; ++i)
+            RANK_CHECK(ctx, got[i] == value(ctx.nranks - 1, i) * 2 * static_cast<float>(n),
+                       "rank %d: small allreduce [%zu] = %g", ctx.rank, i, got[i]);
     }
     RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
     return 0;
@@ -139,7 +163,7 @@ void run(int n, const char *algo, bool shm, size_t chunk, int late_copies = 0) {
             setenv("IBEX_SHM", shm ? "1" : "0", 1);
             if (chunk) setenv("IBEX_GPU_CHUNK", std::to_string(chunk).c_str(), 1);
             ibex::cuda::simulated::set_deferred_copies(late_copies);
-            return body(ctx, std::strcmp(algo, "ring") == 0);
+            return body(ctx, std::strcmp(algo, "ring") == 0 || std::strcmp(algo, "auto") == 0);
         },
         150);
     ibex::test::expect_all_passed(out);
@@ -152,6 +176,9 @@ TEST(SimulatedGpuBuffers, OddCountsOnThreeFiveAndSevenRanks) {
 TEST(SimulatedGpuBuffers, OverShmInManyChunks) {
     // 300007 floats in chunks of at least 65540 bytes, at most 16: 16 chunks, the last short.
     for (int n : {2, 3, 4}) run(n, "ring", true, 65540);
+    // The cost model's choice; small collectives take the fast boxes (a forced algorithm
+    // turns them off).
+    for (int n : {2, 3}) run(n, "auto", true, 65540);
 }
 
 TEST(SimulatedGpuBuffers, EveryAllreduceAlgorithmOnThreeRanks) {
