@@ -22,6 +22,7 @@
 #include "allreduce/op.h"
 #include "allreduce/reg_cache.h"
 #include "allreduce/selector.h"
+#include "allreduce/shm_direct.h"
 #include "allreduce/stream_driver.h"
 #include "runtime/bootstrap/bootstrap.h"
 
@@ -35,6 +36,7 @@ struct ibex_comm {
     ibex::coll::RegCaches caches; // one per executor link
     ibex::coll::Selector selector;
     ibex::coll::Fastbox fast; // after exec: its box goes before the executor's PD
+    ibex::coll::ShmDirect direct;
     std::vector<int> peers;
 
     // Scratch for partial results (reduce-scatter, reduce) and the probe; grows on demand.

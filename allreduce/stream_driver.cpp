@@ -59,6 +59,7 @@ void enter_error(ibex_comm *c, ibex_status_t st, const std::string &detail, bool
     c->exec.shut_down();
     if (running == &c->drive.op) {
         c->drive.gpu.abandon();
+        c->direct.abandon();
         c->drive.gpu_draining = false;
     }
     if (running) {
@@ -91,7 +92,25 @@ void finish_running(ibex_comm *c) {
 // its copies back to the GPU; any other op is done.
 void collective_finished(ibex_comm *c) {
     DriveState &d = c->drive;
+    if (c->direct.active()) {
+        // A fast-box round of a direct allreduce (allreduce/shm_direct.h): its next phase.
+        bool done = false, fallback = false;
+        ibex_status_t st = c->direct.advance(d.op, &done, &fallback);
+        if (st == IBEX_OK && !done && !fallback) st = c->fast.start(c, c->direct.sub());
+        if (st != IBEX_OK) {
+            enter_error(c, st, std::string(op_kind_name(d.op.kind)) + ": " + ibex_last_error(), true, &d.op);
+            d.have = false;
+            return;
+        }
+        d.last_move = Clock::now();
+        if (!done) {
+            d.fast = !fallback;
+            d.scheduled = fallback; // the next pass starts it the scheduled way
+            return;
+        }
+    }
     d.fast = false;
+    d.scheduled = false;
     if (!d.gpu.active()) return finish_running(c);
     bool more = false;
     if (ibex_status_t st = d.gpu.chunk_done(d.op, &more); st != IBEX_OK) {
@@ -118,6 +137,7 @@ Pass drive_pass(ibex_comm *c, int fast_polls = 128) {
             c->queue.pop_front();
             d.have = taken = true;
             d.fast = false;
+            d.scheduled = false;
             c->running_op = true;
         }
         if (!d.have && c->stopping) return Pass::stop;
@@ -158,7 +178,11 @@ Pass drive_pass(ibex_comm *c, int fast_polls = 128) {
         }
         bool empty = false;
         ibex_status_t st = err;
-        if (st == IBEX_OK && c->fast.takes(c, d.op)) {
+        if (st == IBEX_OK && !d.scheduled && c->direct.takes(d.op)) {
+            c->direct.begin(d.op);
+            st = c->fast.start(c, c->direct.sub());
+            d.fast = st == IBEX_OK;
+        } else if (st == IBEX_OK && !d.scheduled && c->fast.takes(c, d.op)) {
             st = c->fast.start(c, d.op);
             d.fast = st == IBEX_OK;
         } else if (st == IBEX_OK) {
@@ -189,8 +213,9 @@ Pass drive_pass(ibex_comm *c, int fast_polls = 128) {
         ibex_status_t st = IBEX_OK;
         // Sharing cores, spinning here only delays the peer that has to write the word.
         if (!c->opt.own_core) fast_polls = 1;
+        const Op &boxed = c->direct.active() ? c->direct.sub() : d.op;
         for (int i = 0; i < fast_polls && st == IBEX_OK && !done; ++i) {
-            st = c->fast.poll(d.op, &done, &moved);
+            st = c->fast.poll(boxed, &done, &moved);
             if (!done) __builtin_ia32_pause();
         }
         if (st != IBEX_OK) {
@@ -373,6 +398,7 @@ void progress_main(ibex_comm *c) {
     if (d.have) {
         c->exec.finish();
         d.gpu.abandon();
+        c->direct.abandon();
         complete(d.op.req, IBEX_ERR_INVALID_STATE, "communicator aborted");
         d.have = false;
     }

@@ -22,6 +22,7 @@ struct DriveState {
     bool fast = false;  // ... and it runs over the fast boxes (allreduce/fastbox.h), not the executor
     GpuStaging gpu;     // the op has GPU buffers: op.args are the running chunk's host copies
     bool gpu_draining = false; // ... every chunk ran; the copies back to the GPU are in flight
+    bool scheduled = false;    // the op (or GPU chunk) runs the scheduled way: direct fell back
     unsigned idle_passes = 0;
     unsigned quiet_passes = 0; // looks at the fast boxes that found nothing new
     std::chrono::steady_clock::time_point last_activity, last_move, last_boot_check;

@@ -1,0 +1,225 @@
+#include "allreduce/shm_direct.h"
+
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "allreduce/algorithms/algorithms.h"
+#include "allreduce/comm.h"
+#include "allreduce/cpu/reduce.h"
+#include "runtime/base/config.h"
+#include "runtime/base/cuda_memory.h"
+#include "runtime/base/log.h"
+#include "runtime/base/status.h"
+
+namespace ibex::coll {
+namespace {
+
+constexpr size_t kDefaultMin = 64 << 10;
+constexpr size_t kBlockBytes = 256 << 10; // a peer's block and its reduction stay in cache
+
+struct Hello {
+    int32_t pid;
+    uint32_t want; // this rank's IBEX_SHM_DIRECT_MIN, 0: off
+    uint64_t probe_addr, probe_value;
+    uint32_t reads_all; // second round: this rank read every peer's probe
+    uint32_t pad;
+};
+
+uint32_t call_of(const Op &op) { return uint32_t(op.args.type) | uint32_t(op.args.op) << 8; }
+const char *type_name(uint32_t call) {
+    const uint32_t t = call & 0xff;
+    return t < IBEX_DATATYPE_COUNT ? ibex_datatype_name(static_cast<ibex_datatype_t>(t)) : "?";
+}
+const char *op_name(uint32_t call) {
+    const uint32_t o = call >> 8;
+    return o < IBEX_REDOP_COUNT ? ibex_redop_name(static_cast<ibex_redop_t>(o)) : "?";
+}
+
+} // namespace
+
+ibex_status_t ShmDirect::open(ibex_comm *c) {
+    min_bytes_ = 0;
+    rank_ = c->rank;
+    nranks_ = c->nranks;
+    // Decided together: a rank without fast boxes (or with IBEX_SHM_DIRECT_MIN=0) turns
+    // the path off for all.
+    const uint64_t probe = 0x1bec5eed0000ull ^ static_cast<uint64_t>(getpid());
+    Hello mine{};
+    mine.pid = static_cast<int32_t>(getpid());
+    mine.want = c->fast.max_bytes()
+                    ? static_cast<uint32_t>(config::get_int("IBEX_SHM_DIRECT_MIN", kDefaultMin, 0, int64_t(1) << 30))
+                    : 0;
+    mine.probe_addr = reinterpret_cast<uintptr_t>(&probe);
+    mine.probe_value = probe;
+    const size_t n = static_cast<size_t>(nranks_);
+    std::vector<Hello> all(n);
+    IBEX_TRY(c->boot->allgather(&mine, sizeof mine, all.data(), c->opt.timeout_ms));
+    bool want = true;
+    for (const Hello &h : all) want = want && h.want;
+    if (!want) return IBEX_OK; // every rank saw the same
+    mine.reads_all = 1;
+    for (size_t q = 0; q < n; ++q) {
+        if (static_cast<int>(q) == rank_) continue;
+        uint64_t got = 0;
+        iovec loc{&got, sizeof got}, rem{reinterpret_cast<void *>(all[q].probe_addr), sizeof got};
+        if (process_vm_readv(all[q].pid, &loc, 1, &rem, 1, 0) != sizeof got || got != all[q].probe_value) {
+            IBEX_LOG(info, "communicator rank %d: cannot read rank %zu's memory (process_vm_readv: %s): large "
+                           "allreduces go through the transport",
+                     rank_, q, std::strerror(errno));
+            mine.reads_all = 0;
+        }
+    }
+    std::vector<Hello> second(n);
+    IBEX_TRY(c->boot->allgather(&mine, sizeof mine, second.data(), c->opt.timeout_ms)); // probe stays alive until here
+    size_t min = 0;
+    for (const Hello &h : second) {
+        if (!h.reads_all) return IBEX_OK;
+        min = std::max<size_t>(min, h.want);
+    }
+    min_bytes_ = std::max(min, c->fast.max_bytes() + 1);
+    all_.resize(n);
+    if (rank_ == 0)
+        IBEX_LOG(info, "communicator: allreduces of %zu bytes and more read the peers' buffers directly "
+                       "(process_vm_readv)",
+                 min_bytes_);
+    return IBEX_OK;
+}
+
+bool ShmDirect::takes(const Op &op) const {
+    return min_bytes_ && op.kind == OpKind::allreduce &&
+           op.args.count * ibex_datatype_size(op.args.type) >= min_bytes_;
+}
+
+void ShmDirect::begin(const Op &op) {
+    mine_ = {};
+    mine_.send = reinterpret_cast<uintptr_t>(op.args.sendbuf);
+    mine_.recv = reinterpret_cast<uintptr_t>(op.args.recvbuf);
+    mine_.count = op.args.count;
+    mine_.pid = static_cast<int32_t>(getpid());
+    mine_.call = call_of(op);
+    mine_.plain = cuda::memory_kind(op.args.sendbuf) == cuda::MemoryKind::kHost &&
+                  cuda::memory_kind(op.args.recvbuf) == cuda::MemoryKind::kHost;
+    sub_ = Op{};
+    sub_.kind = OpKind::allgather;
+    sub_.args.sendbuf = &mine_;
+    sub_.args.recvbuf = all_.data();
+    sub_.args.count = sizeof(Announce);
+    sub_.args.type = IBEX_U8;
+    phase_ = Phase::announce;
+}
+
+ibex_status_t ShmDirect::read_from(int q, void *dst, uint64_t remote, size_t bytes) const {
+    auto *d = static_cast<uint8_t *>(dst);
+    while (bytes) {
+        iovec loc{d, bytes}, rem{reinterpret_cast<void *>(remote), bytes};
+        const ssize_t got = process_vm_readv(all_[static_cast<size_t>(q)].pid, &loc, 1, &rem, 1, 0);
+        if (got <= 0)
+            return fail_errno(IBEX_ERR_REMOTE, got < 0 ? errno : EIO,
+                              "allreduce: reading rank %d's buffer at 0x%llx (%zu bytes) failed", q,
+                              static_cast<unsigned long long>(remote), bytes);
+        d += got;
+        remote += static_cast<uint64_t>(got);
+        bytes -= static_cast<size_t>(got);
+    }
+    return IBEX_OK;
+}
+
+ibex_status_t ShmDirect::reduce_segment(const Op &op) {
+    const CollArgs &a = op.args;
+    const size_t elem = ibex_datatype_size(a.type);
+    size_t off = 0, len = 0;
+    chunk_range(a.count, nranks_, rank_, &off, &len);
+    const size_t per = std::max<size_t>(1, kBlockBytes / elem);
+    for (auto &b : block_)
+        if (b.size() < per * elem) b.resize(per * elem);
+    const bool in_place = a.sendbuf == a.recvbuf;
+    for (size_t first = off; first < off + len; first += per) {
+        const size_t cnt = std::min(per, off + len - first), bytes = cnt * elem, at = first * elem;
+        auto *out = static_cast<uint8_t *>(a.recvbuf) + at;
+        const auto *own = static_cast<const uint8_t *>(a.sendbuf) + at;
+        if (in_place) { // the first reduction overwrites it
+            std::memcpy(block_[2].data(), own, bytes);
+            own = block_[2].data();
+        }
+        auto load = [&](int q, std::vector<uint8_t> &buf, const uint8_t **p) -> ibex_status_t {
+            if (q == rank_) {
+                *p = own;
+                return IBEX_OK;
+            }
+            *p = buf.data();
+            return read_from(q, buf.data(), all_[static_cast<size_t>(q)].send + at, bytes);
+        };
+        const uint8_t *x = nullptr, *y = nullptr;
+        IBEX_TRY(load(0, block_[0], &x));
+        IBEX_TRY(load(1, block_[1], &y));
+        reduce_into(out, x, y, cnt, a.type, a.op); // rank order, as every other path
+        for (int q = 2; q < nranks_; ++q) {
+            IBEX_TRY(load(q, block_[0], &x));
+            reduce_into(out, out, x, cnt, a.type, a.op);
+        }
+        if (a.op == IBEX_AVG) finalize_avg(out, cnt, a.type, nranks_);
+    }
+    return IBEX_OK;
+}
+
+ibex_status_t ShmDirect::gather_segments(const Op &op) {
+    const CollArgs &a = op.args;
+    const size_t elem = ibex_datatype_size(a.type);
+    for (int q = 0; q < nranks_; ++q) {
+        if (q == rank_) continue;
+        size_t off = 0, len = 0;
+        chunk_range(a.count, nranks_, q, &off, &len);
+        if (!len) continue;
+        IBEX_TRY(read_from(q, static_cast<uint8_t *>(a.recvbuf) + off * elem, all_[static_cast<size_t>(q)].recv + off * elem,
+                           len * elem));
+    }
+    return IBEX_OK;
+}
+
+ibex_status_t ShmDirect::advance(const Op &op, bool *done, bool *fallback) {
+    *done = *fallback = false;
+    switch (phase_) {
+    case Phase::announce: {
+        bool plain = true;
+        for (int q = 0; q < nranks_; ++q) {
+            const Announce &t = all_[static_cast<size_t>(q)];
+            if (t.count != mine_.count || t.call != mine_.call)
+                return fail(IBEX_ERR_INVALID_ARGUMENT,
+                            "rank %d called allreduce of %llu %s (%s) where this rank called %llu %s (%s): the ranks "
+                            "called different collectives, counts or types",
+                            q, static_cast<unsigned long long>(t.count), type_name(t.call), op_name(t.call),
+                            static_cast<unsigned long long>(mine_.count), type_name(mine_.call), op_name(mine_.call));
+            plain = plain && t.plain;
+        }
+        if (!plain) { // every rank saw the same announcements
+            phase_ = Phase::idle;
+            *fallback = true;
+            return IBEX_OK;
+        }
+        IBEX_TRY(reduce_segment(op));
+        sub_ = Op{};
+        sub_.kind = OpKind::barrier;
+        phase_ = Phase::reduced;
+        return IBEX_OK;
+    }
+    case Phase::reduced:
+        IBEX_TRY(gather_segments(op));
+        sub_ = Op{};
+        sub_.kind = OpKind::barrier;
+        phase_ = Phase::gathered;
+        return IBEX_OK;
+    case Phase::gathered:
+        phase_ = Phase::idle;
+        ++taken_;
+        *done = true;
+        return IBEX_OK;
+    case Phase::idle: break;
+    }
+    return fail(IBEX_ERR_INTERNAL, "direct allreduce advanced while idle");
+}
+
+} // namespace ibex::coll

@@ -1,0 +1,82 @@
+// Large allreduces among the ranks of one host, single-copy: every rank reads its peers'
+// buffers straight out of their address spaces with process_vm_readv (cross-memory
+// attach), as Open MPI's vader does, instead of sending slices through the transport.
+//
+// Three fast-box rounds (allreduce/fastbox.h) frame two local phases:
+//   1. announce: an allgather of each rank's pid, buffer addresses and call, so a rank
+//      knows where its peers' data is and that they have entered the collective;
+//   2. reduce-scatter: rank r reads segment r of every peer's send buffer, block by
+//      block into a cache-sized buffer, and reduces the segments in rank order into its
+//      own receive buffer (every segment is computed once, by one rank: the same bits
+//      everywhere); then a fast-box barrier;
+//   3. allgather: rank r reads segment q of rank q's receive buffer straight into its own;
+//      then a fast-box barrier, after which no peer reads this rank's buffers any more
+//      and the call may return.
+// Per rank that moves (n-1)/n of the buffer across address spaces twice, once per phase,
+// with no intermediate copy.
+//
+// When it applies: an allreduce of at least IBEX_SHM_DIRECT_MIN bytes (default 64 KiB)
+// where the fast boxes are on and every rank could read every peer's memory at creation
+// (agreed over the bootstrap). Those conditions are the same on every rank. What may
+// differ per rank is the memory behind the buffers: the announce round carries whether
+// each rank's buffers are plain host memory, and if any rank's are not (pinned or
+// device-mapped memory, which process_vm_readv may refuse), every rank sees it and all of
+// them run the scheduled algorithm instead.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include <ibex/coll.h>
+
+#include "allreduce/op.h"
+
+namespace ibex::coll {
+
+class ShmDirect {
+public:
+    // Collective over the bootstrap, after the fast boxes opened: exchanges pids and checks
+    // that every rank can read every peer (off everywhere otherwise).
+    ibex_status_t open(ibex_comm *c);
+    bool enabled() const { return min_bytes_ != 0; }
+    size_t min_bytes() const { return min_bytes_; }
+
+    // The same answer on every rank for the same call.
+    bool takes(const Op &op) const;
+    // Starts op: the fast-box op to run first is sub().
+    void begin(const Op &op);
+    bool active() const { return phase_ != Phase::idle; }
+    const Op &sub() const { return sub_; }
+    // The fast-box round sub() finished: runs the next local phase and sets up the next
+    // round (*done false), or ends (*done true). *fallback: some rank's buffers cannot be
+    // read this way; op must run the scheduled way (the same on every rank).
+    ibex_status_t advance(const Op &op, bool *done, bool *fallback);
+    void abandon() { phase_ = Phase::idle; }
+    // Allreduces that ran this way to the end on this communicator.
+    uint64_t taken() const { return taken_; }
+
+private:
+    enum class Phase { idle, announce, reduced, gathered };
+    struct Announce {
+        uint64_t send, recv, count;
+        int32_t pid;
+        uint32_t call; // type | op << 8
+        uint32_t plain; // both buffers are ordinary host memory
+        uint32_t pad;
+    };
+    ibex_status_t read_from(int q, void *dst, uint64_t remote, size_t bytes) const;
+    ibex_status_t reduce_segment(const Op &op);
+    ibex_status_t gather_segments(const Op &op);
+
+    size_t min_bytes_ = 0; // 0: off
+    int rank_ = 0, nranks_ = 1;
+    Phase phase_ = Phase::idle;
+    Op sub_;
+    Announce mine_{};
+    std::vector<Announce> all_;
+    std::vector<uint8_t> block_[3]; // peers' blocks, and this rank's own when in place
+    uint64_t taken_ = 0;
+};
+
+} // namespace ibex::coll

@@ -1,0 +1,167 @@
+// Large allreduces read straight from the peers' memory (allreduce/shm_direct.h), on
+// forked ranks of one host: every type and op at the threshold and at an odd count, in
+// place and out of place, against the reference and with the same bits on every rank; one
+// element below the threshold goes the scheduled way; ranks calling different counts are
+// told so; a killed rank fails the others; IBEX_SHM_DIRECT_MIN=0 on any rank turns the
+// path off for all.
+#include <gtest/gtest.h>
+
+#include <sys/mman.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "allreduce/comm.h"
+#include "tests/allreduce/matrix/matrix.h"
+
+namespace {
+
+using ibex::test::ms_since;
+using ibex::test::RankCtx;
+using namespace ibex::test::matrix;
+
+constexpr size_t kMin = 65536; // IBEX_SHM_DIRECT_MIN's default
+
+ibex_status_t init(RankCtx &ctx, ibex_comm_t **comm, int timeout_ms = 20000) {
+    ibex_comm_config_t cfg = IBEX_COMM_CONFIG_INIT;
+    cfg.device = "udp:lo"; // the ranks of this host reach each other over shm
+    cfg.timeout_ms = timeout_ms;
+    return ibex_comm_init_rank(comm, ctx.nranks, &ctx.id, ctx.rank, &cfg);
+}
+
+int matrix_body(RankCtx &ctx) {
+    ibex_comm_t *comm = nullptr;
+    RANK_CHECK_OK(ctx, init(ctx, &comm));
+    RANK_CHECK(ctx, comm->direct.enabled() && comm->direct.min_bytes() == kMin, "direct path off (min %zu)",
+               comm->direct.min_bytes());
+    RANK_CHECK(ctx, std::strcmp(ibex_comm_allreduce_algo(comm, kMin), "direct") == 0 &&
+                        std::strcmp(ibex_comm_allreduce_algo(comm, kMin - 1), "direct") != 0,
+               "algorithm names: %s at the threshold, %s below", ibex_comm_allreduce_algo(comm, kMin),
+               ibex_comm_allreduce_algo(comm, kMin - 1));
+    int id = 0, failures = 0;
+    uint64_t hash = 0, expect = comm->direct.taken();
+    for (int t = 0; t < IBEX_DATATYPE_COUNT && !failures; ++t) {
+        const auto type = static_cast<ibex_datatype_t>(t);
+        const size_t at_min = kMin / ibex_datatype_size(type);
+        for (int op = 0; op < IBEX_REDOP_COUNT && !failures; ++op) {
+            for (size_t count : {at_min, size_t(100003)}) {
+                const Combo c{id++, Coll::allreduce, type, static_cast<ibex_redop_t>(op), count, 0};
+                std::vector<uint8_t> oop, ip;
+                if (!run_combo(ctx, comm, c, false, &oop) || !run_combo(ctx, comm, c, true, &ip)) {
+                    ++failures;
+                    break;
+                }
+                expect += 2;
+                if (comm->direct.taken() != expect) {
+                    ctx.say("rank %d: %s %s count %zu did not read directly", ctx.rank, ibex_datatype_name(type),
+                            ibex_redop_name(c.op), count);
+                    ++failures;
+                }
+                if (oop != ip) {
+                    ctx.say("rank %d: %s %s count %zu: in-place and out-of-place bits differ", ctx.rank,
+                            ibex_datatype_name(type), ibex_redop_name(c.op), count);
+                    ++failures;
+                }
+                hash = mix(hash ^ fnv1a(oop.data(), oop.size()));
+            }
+        }
+    }
+    // One element below the threshold: the scheduled way, still right.
+    const Combo below{id++, Coll::allreduce, IBEX_U8, IBEX_SUM, kMin - 1, 0};
+    std::vector<uint8_t> got;
+    if (!failures && !run_combo(ctx, comm, below, false, &got)) ++failures;
+    RANK_CHECK(ctx, comm->direct.taken() == expect, "%zu bytes read directly", kMin - 1);
+    ctx.say("H %d %016llx", id, static_cast<unsigned long long>(hash));
+    if (failures) {
+        ibex_comm_abort(comm);
+        return 12;
+    }
+    RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
+    return 0;
+}
+
+class ShmDirectMatrix : public ::testing::TestWithParam<int> {};
+
+TEST_P(ShmDirectMatrix, EveryTypeAndOpAtTheThresholdAndAnOddCount) {
+    const auto out = ibex::test::run_ranks(GetParam(), matrix_body, 200);
+    ibex::test::expect_all_passed(out);
+    std::string first;
+    for (size_t r = 0; r < out.size(); ++r) {
+        const size_t at = out[r].text.find("H ");
+        ASSERT_NE(at, std::string::npos) << "rank " << r << " reported no hash";
+        const std::string h = out[r].text.substr(at, out[r].text.find('\n', at) - at);
+        if (r == 0) first = h;
+        EXPECT_EQ(h, first) << "rank " << r << " holds other bits";
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, ShmDirectMatrix, ::testing::Values(2, 3, 4));
+
+TEST(ShmDirect, MismatchedCountsAreNamed) {
+    ibex::test::expect_mismatch_named(ibex::test::run_ranks(
+        3, [](RankCtx &ctx) { return ibex::test::mismatched_count_body(ctx, 100000, 90000); }, 60));
+}
+
+int killed_body(RankCtx &ctx, std::atomic<int> *ready) {
+    constexpr int kTimeoutMs = 20000, kVictim = 1;
+    ibex_comm_t *comm = nullptr;
+    RANK_CHECK_OK(ctx, init(ctx, &comm, kTimeoutMs));
+    std::vector<float> x(1 << 20, 1.0f), y(x.size());
+    RANK_CHECK_OK(ctx, ibex_allreduce(x.data(), y.data(), x.size(), IBEX_F32, IBEX_SUM, comm, nullptr));
+    RANK_CHECK(ctx, comm->direct.taken() == 1, "the warm-up did not read directly");
+    ready->fetch_add(1);
+    if (ctx.rank == kVictim) {
+        for (int i = 0; i < 10000 && ready->load() < ctx.nranks; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        std::this_thread::sleep_for(std::chrono::milliseconds(50)); // the others are waiting by now
+        ::raise(SIGKILL);
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    const ibex_status_t st = ibex_allreduce(x.data(), y.data(), x.size(), IBEX_F32, IBEX_SUM, comm, nullptr);
+    const long took = ms_since(t0);
+    RANK_CHECK(ctx, st == IBEX_ERR_REMOTE || st == IBEX_ERR_TIMEOUT, "rank %d: allreduce returned %s (%s)", ctx.rank,
+               ibex_strerror(st), ibex_last_error());
+    ctx.say("rank %d: error after %ld ms: %s", ctx.rank, took, ibex_last_error());
+    RANK_CHECK(ctx, took < kTimeoutMs / 2, "rank %d: error only after %ld ms", ctx.rank, took);
+    ibex_comm_abort(comm);
+    return 0;
+}
+
+TEST(ShmDirect, KilledRankFailsTheOthers) {
+    void *shared = ::mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(shared, MAP_FAILED);
+    auto *ready = new (shared) std::atomic<int>(0);
+    const auto out = ibex::test::run_ranks(3, [&](RankCtx &ctx) { return killed_body(ctx, ready); }, 60);
+    ::munmap(shared, sizeof(std::atomic<int>));
+    for (size_t r = 0; r < out.size(); ++r) {
+        if (r == 1)
+            EXPECT_EQ(out[r].code, 256 + SIGKILL) << out[r].text;
+        else
+            EXPECT_EQ(out[r].code, 0) << "rank " << r << ": " << out[r].text;
+    }
+}
+
+TEST(ShmDirect, OffOnOneRankIsOffForAll) {
+    ibex::test::expect_all_passed(ibex::test::run_ranks(
+        2,
+        [](RankCtx &ctx) {
+            if (ctx.rank == 1) ::setenv("IBEX_SHM_DIRECT_MIN", "0", 1);
+            ibex_comm_t *comm = nullptr;
+            RANK_CHECK_OK(ctx, init(ctx, &comm));
+            RANK_CHECK(ctx, !comm->direct.enabled(), "rank %d: direct path on", ctx.rank);
+            std::vector<float> x(1 << 18, 1.0f), y(x.size());
+            RANK_CHECK_OK(ctx, ibex_allreduce(x.data(), y.data(), x.size(), IBEX_F32, IBEX_SUM, comm, nullptr));
+            RANK_CHECK(ctx, y.back() == 2.0f && comm->direct.taken() == 0, "sum %g, taken %llu",
+                       static_cast<double>(y.back()), static_cast<unsigned long long>(comm->direct.taken()));
+            RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
+            return 0;
+        },
+        60));
+}
+
+} // namespace
