@@ -128,6 +128,22 @@ ibex_status_t ShmDirect::read_from(int q, void *dst, uint64_t remote, size_t byt
     return IBEX_OK;
 }
 
+ibex_status_t ShmDirect::write_to(int q, uint64_t remote, const void *src, size_t bytes) const {
+    const auto *p = static_cast<const uint8_t *>(src);
+    while (bytes) {
+        iovec loc{const_cast<uint8_t *>(p), bytes}, rem{reinterpret_cast<void *>(remote), bytes};
+        const ssize_t put = process_vm_writev(all_[static_cast<size_t>(q)].pid, &loc, 1, &rem, 1, 0);
+        if (put <= 0)
+            return fail_errno(IBEX_ERR_REMOTE, put < 0 ? errno : EIO,
+                              "allreduce: writing rank %d's buffer at 0x%llx (%zu bytes) failed", q,
+                              static_cast<unsigned long long>(remote), bytes);
+        p += put;
+        remote += static_cast<uint64_t>(put);
+        bytes -= static_cast<size_t>(put);
+    }
+    return IBEX_OK;
+}
+
 ibex_status_t ShmDirect::reduce_segment(const Op &op) {
     const CollArgs &a = op.args;
     const size_t elem = ibex_datatype_size(a.type);
@@ -162,20 +178,9 @@ ibex_status_t ShmDirect::reduce_segment(const Op &op) {
             reduce_into(out, out, x, cnt, a.type, a.op);
         }
         if (a.op == IBEX_AVG) finalize_avg(out, cnt, a.type, nranks_);
-    }
-    return IBEX_OK;
-}
-
-ibex_status_t ShmDirect::gather_segments(const Op &op) {
-    const CollArgs &a = op.args;
-    const size_t elem = ibex_datatype_size(a.type);
-    for (int q = 0; q < nranks_; ++q) {
-        if (q == rank_) continue;
-        size_t off = 0, len = 0;
-        chunk_range(a.count, nranks_, q, &off, &len);
-        if (!len) continue;
-        IBEX_TRY(read_from(q, static_cast<uint8_t *>(a.recvbuf) + off * elem, all_[static_cast<size_t>(q)].recv + off * elem,
-                           len * elem));
+        // Straight from cache into every peer's receive buffer: nobody else writes there.
+        for (int q = 0; q < nranks_; ++q)
+            if (q != rank_) IBEX_TRY(write_to(q, all_[static_cast<size_t>(q)].recv + at, out, bytes));
     }
     return IBEX_OK;
 }
@@ -207,12 +212,6 @@ ibex_status_t ShmDirect::advance(const Op &op, bool *done, bool *fallback) {
         return IBEX_OK;
     }
     case Phase::reduced:
-        IBEX_TRY(gather_segments(op));
-        sub_ = Op{};
-        sub_.kind = OpKind::barrier;
-        phase_ = Phase::gathered;
-        return IBEX_OK;
-    case Phase::gathered:
         phase_ = Phase::idle;
         ++taken_;
         *done = true;

@@ -1,27 +1,31 @@
 // Large allreduces among the ranks of one host, single-copy: every rank reads its peers'
-// buffers straight out of their address spaces with process_vm_readv (cross-memory
-// attach), as Open MPI's vader does, instead of sending slices through the transport.
+// buffers straight out of their address spaces with process_vm_readv, and writes its
+// results straight into theirs with process_vm_writev (cross-memory attach, as Open MPI's
+// vader uses it), instead of sending slices through the transport.
 //
-// Three fast-box rounds (allreduce/fastbox.h) frame two local phases:
+// Two fast-box rounds (allreduce/fastbox.h) frame one local phase:
 //   1. announce: an allgather of each rank's pid, buffer addresses and call, so a rank
 //      knows where its peers' data is and that they have entered the collective;
-//   2. reduce-scatter: rank r reads segment r of every peer's send buffer, block by
-//      block into a cache-sized buffer, and reduces the segments in rank order into its
-//      own receive buffer (every segment is computed once, by one rank: the same bits
-//      everywhere); then a fast-box barrier;
-//   3. allgather: rank r reads segment q of rank q's receive buffer straight into its own;
-//      then a fast-box barrier, after which no peer reads this rank's buffers any more
-//      and the call may return.
-// Per rank that moves (n-1)/n of the buffer across address spaces twice, once per phase,
-// with no intermediate copy.
+//   2. reduce and push: rank r takes segment r block by block (256 KiB): it reads that
+//      block of every peer's send buffer, reduces the blocks in rank order into its own
+//      receive buffer (every segment is computed once, by one rank: the same bits
+//      everywhere), and writes the result, still in cache, into every peer's receive
+//      buffer at the same place. Nobody else reads or writes segment r of anyone's buffers,
+//      in place or not, so no rank waits on another inside the phase;
+//   3. a barrier: every segment has reached every rank, and nobody touches this rank's
+//      buffers any more, so the call may return.
+// Per rank that moves (n-1)/n of the buffer in and (n-1)/n out across address spaces,
+// with no intermediate copy. (Reading the results back instead of pushing them, as a third
+// phase after a second barrier, measured bimodal here: 2.8 or 8.7 GB/s busbw at 1 MiB
+// from run to run on 2 ranks, where pushing stayed at 7.7-8.6.)
 //
 // When it applies: an allreduce of at least IBEX_SHM_DIRECT_MIN bytes (default 64 KiB)
 // where the fast boxes are on and every rank could read every peer's memory at creation
 // (agreed over the bootstrap). Those conditions are the same on every rank. What may
 // differ per rank is the memory behind the buffers: the announce round carries whether
 // each rank's buffers are plain host memory, and if any rank's are not (pinned or
-// device-mapped memory, which process_vm_readv may refuse), every rank sees it and all of
-// them run the scheduled algorithm instead.
+// device-mapped memory, which cross-memory attach may refuse), every rank sees it and all
+// of them run the scheduled algorithm instead.
 #pragma once
 
 #include <cstddef>
@@ -57,7 +61,7 @@ public:
     uint64_t taken() const { return taken_; }
 
 private:
-    enum class Phase { idle, announce, reduced, gathered };
+    enum class Phase { idle, announce, reduced };
     struct Announce {
         uint64_t send, recv, count;
         int32_t pid;
@@ -66,8 +70,8 @@ private:
         uint32_t pad;
     };
     ibex_status_t read_from(int q, void *dst, uint64_t remote, size_t bytes) const;
+    ibex_status_t write_to(int q, uint64_t remote, const void *src, size_t bytes) const;
     ibex_status_t reduce_segment(const Op &op);
-    ibex_status_t gather_segments(const Op &op);
 
     size_t min_bytes_ = 0; // 0: off
     int rank_ = 0, nranks_ = 1;
