@@ -41,11 +41,13 @@ ibex_status_t GpuStaging::grow(ibex_comm *c, Pinned &b, size_t bytes) {
     if (bytes <= b.bytes) return IBEX_OK;
     if (b.p) {
         c->caches.remove(b.p);
-        cuda::free_pinned(b.p);
+        cuda::free_pinned_mapped(b.p);
         b = {};
     }
     const size_t want = std::max<size_t>((bytes + 4095) & ~size_t(4095), 1 << 20);
-    b.p = cuda::alloc_pinned(want);
+    // Pinned by registration, so that the direct path (allreduce/shm_direct.h) can read
+    // and write it across processes.
+    b.p = cuda::alloc_pinned_mapped(want);
     if (!b.p) return fail(IBEX_ERR_NO_MEMORY, "GPU collective: %zu bytes of pinned staging memory: %s", want, ibex_last_error());
     b.bytes = want;
     return c->caches.add(b.p, want);
@@ -162,7 +164,7 @@ void GpuStaging::release(ibex_comm *c) {
     for (Pinned *b : {&send_, &recv_}) {
         if (!b->p) continue;
         c->caches.remove(b->p);
-        cuda::free_pinned(b->p);
+        cuda::free_pinned_mapped(b->p);
         *b = {};
     }
 }

@@ -25,9 +25,17 @@ struct Hello {
     int32_t pid;
     uint32_t want; // this rank's IBEX_SHM_DIRECT_MIN, 0: off
     uint64_t probe_addr, probe_value;
-    uint32_t reads_all; // second round: this rank read every peer's probe
-    uint32_t pad;
+    uint64_t pinned_addr; // the probe value again, in registered pinned memory (0: no CUDA)
+    uint32_t reads_all;   // second round: this rank read every peer's probe
+    uint32_t reads_pinned; // ... and every peer's pinned probe
 };
+
+// A peer's word at addr equals value.
+bool peer_word_is(int pid, uint64_t addr, uint64_t value) {
+    uint64_t got = 0;
+    iovec loc{&got, sizeof got}, rem{reinterpret_cast<void *>(addr), sizeof got};
+    return process_vm_readv(pid, &loc, 1, &rem, 1, 0) == sizeof got && got == value;
+}
 
 uint32_t call_of(const Op &op) { return uint32_t(op.args.type) | uint32_t(op.args.op) << 8; }
 const char *type_name(uint32_t call) {
@@ -55,29 +63,45 @@ ibex_status_t ShmDirect::open(ibex_comm *c) {
                     : 0;
     mine.probe_addr = reinterpret_cast<uintptr_t>(&probe);
     mine.probe_value = probe;
+    // GPU collectives stage through registered pinned memory (allreduce/gpu_staging.h):
+    // whether the peers can read that too is checked on a page of it.
+    struct PinnedProbe {
+        void *p = cuda::available() ? cuda::alloc_pinned_mapped(4096) : nullptr;
+        ~PinnedProbe() { cuda::free_pinned_mapped(p); }
+    } pinned;
+    if (pinned.p) {
+        std::memcpy(pinned.p, &probe, sizeof probe);
+        mine.pinned_addr = reinterpret_cast<uintptr_t>(pinned.p);
+    }
     const size_t n = static_cast<size_t>(nranks_);
     std::vector<Hello> all(n);
     IBEX_TRY(c->boot->allgather(&mine, sizeof mine, all.data(), c->opt.timeout_ms));
     bool want = true;
     for (const Hello &h : all) want = want && h.want;
     if (!want) return IBEX_OK; // every rank saw the same
-    mine.reads_all = 1;
+    mine.reads_all = mine.reads_pinned = 1;
     for (size_t q = 0; q < n; ++q) {
         if (static_cast<int>(q) == rank_) continue;
-        uint64_t got = 0;
-        iovec loc{&got, sizeof got}, rem{reinterpret_cast<void *>(all[q].probe_addr), sizeof got};
-        if (process_vm_readv(all[q].pid, &loc, 1, &rem, 1, 0) != sizeof got || got != all[q].probe_value) {
+        if (!peer_word_is(all[q].pid, all[q].probe_addr, all[q].probe_value)) {
             IBEX_LOG(info, "communicator rank %d: cannot read rank %zu's memory (process_vm_readv: %s): large "
                            "allreduces go through the transport",
                      rank_, q, std::strerror(errno));
             mine.reads_all = 0;
         }
+        if (all[q].pinned_addr && !peer_word_is(all[q].pid, all[q].pinned_addr, all[q].probe_value)) {
+            IBEX_LOG(info, "communicator rank %d: cannot read rank %zu's pinned memory (process_vm_readv: %s): GPU "
+                           "allreduces go through the transport",
+                     rank_, q, std::strerror(errno));
+            mine.reads_pinned = 0;
+        }
     }
     std::vector<Hello> second(n);
-    IBEX_TRY(c->boot->allgather(&mine, sizeof mine, second.data(), c->opt.timeout_ms)); // probe stays alive until here
+    IBEX_TRY(c->boot->allgather(&mine, sizeof mine, second.data(), c->opt.timeout_ms)); // probes stay alive until here
     size_t min = 0;
+    pinned_ok_ = true;
     for (const Hello &h : second) {
         if (!h.reads_all) return IBEX_OK;
+        pinned_ok_ = pinned_ok_ && h.reads_pinned;
         min = std::max<size_t>(min, h.want);
     }
     min_bytes_ = std::max(min, c->fast.max_bytes() + 1);
@@ -101,8 +125,14 @@ void ShmDirect::begin(const Op &op) {
     mine_.count = op.args.count;
     mine_.pid = static_cast<int32_t>(getpid());
     mine_.call = call_of(op);
-    mine_.plain = cuda::memory_kind(op.args.sendbuf) == cuda::MemoryKind::kHost &&
-                  cuda::memory_kind(op.args.recvbuf) == cuda::MemoryKind::kHost;
+    // Memory the peers can reach: ordinary host memory, or the GPU staging buffers where
+    // every rank could read a page of such memory at creation.
+    auto reachable = [this](const void *p) {
+        const cuda::MemoryKind k = cuda::memory_kind(p);
+        return k == cuda::MemoryKind::kHost ||
+               (k == cuda::MemoryKind::kPinnedHost && pinned_ok_ && cuda::is_pinned_mapped(p));
+    };
+    mine_.plain = reachable(op.args.sendbuf) && reachable(op.args.recvbuf);
     sub_ = Op{};
     sub_.kind = OpKind::allgather;
     sub_.args.sendbuf = &mine_;

@@ -23,7 +23,9 @@
 // where the fast boxes are on and every rank could read every peer's memory at creation
 // (agreed over the bootstrap). Those conditions are the same on every rank. What may
 // differ per rank is the memory behind the buffers: the announce round carries whether
-// each rank's buffers are plain host memory, and if any rank's are not (pinned or
+// each rank's buffers are memory its peers can reach — ordinary host memory, or the GPU
+// staging buffers (pinned by registration) where every rank could read a page of such
+// memory from every peer at creation — and if any rank's are not (cudaHostAlloc'd or
 // device-mapped memory, which cross-memory attach may refuse), every rank sees it and all
 // of them run the scheduled algorithm instead.
 #pragma once
@@ -81,6 +83,7 @@ private:
     std::vector<Announce> all_;
     std::vector<uint8_t> block_[3]; // peers' blocks, and this rank's own when in place
     uint64_t taken_ = 0;
+    bool pinned_ok_ = false; // every rank can read registered pinned memory of every peer
 };
 
 } // namespace ibex::coll

@@ -1,7 +1,14 @@
 #include "runtime/base/cuda_memory.h"
 
+#include <sys/mman.h>
+
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "runtime/base/simulated_device.h"
 #include "runtime/base/status.h"
@@ -163,6 +170,15 @@ static void hw_free_pinned(void *p) {
     if (p) cudaFreeHost(p);
 }
 
+static ibex_status_t hw_host_register(void *p, size_t bytes) {
+    const cudaError_t e = cudaHostRegister(p, bytes, cudaHostRegisterPortable);
+    return e == cudaSuccess ? IBEX_OK : cuda_fail(e, "cudaHostRegister");
+}
+
+static void hw_host_unregister(void *p) {
+    if (cudaHostUnregister(p) != cudaSuccess) cudaGetLastError();
+}
+
 static ibex_status_t hw_copy_async(void *dst, const void *src, size_t bytes, int device) {
     State &s = state();
     if (!s.ok) return fail(IBEX_ERR_NOT_SUPPORTED, "device copy: %s", unavailable_reason());
@@ -269,6 +285,8 @@ static void *hw_alloc_pinned(size_t) {
     return nullptr;
 }
 static void hw_free_pinned(void *) {}
+static ibex_status_t hw_host_register(void *, size_t) { return IBEX_OK; }
+static void hw_host_unregister(void *) {}
 static ibex_status_t hw_copy_async(void *, const void *, size_t, int) {
     return fail(IBEX_ERR_NOT_SUPPORTED, "device copy: %s", unavailable_reason());
 }
@@ -307,6 +325,54 @@ void *alloc_pinned(size_t bytes) {
 void free_pinned(void *p) {
     if (!available()) std::free(p);
     else hw_free_pinned(p);
+}
+
+namespace {
+std::mutex g_mapped_mutex;
+std::vector<std::pair<uintptr_t, size_t>> g_mapped; // live alloc_pinned_mapped ranges
+} // namespace
+
+void *alloc_pinned_mapped(size_t bytes) {
+    const size_t len = (bytes ? bytes + 4095 : 4096) & ~size_t(4095);
+    void *p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        fail_errno(IBEX_ERR_NO_MEMORY, errno, "staging memory of %zu bytes", len);
+        return nullptr;
+    }
+    if (available() && hw_host_register(p, len) != IBEX_OK) {
+        const std::string why = ibex_last_error();
+        munmap(p, len);
+        fail(IBEX_ERR_NO_MEMORY, "pinning %zu bytes of staging memory: %s", len, why.c_str());
+        return nullptr;
+    }
+    std::lock_guard<std::mutex> l(g_mapped_mutex);
+    g_mapped.emplace_back(reinterpret_cast<uintptr_t>(p), len);
+    return p;
+}
+
+void free_pinned_mapped(void *p) {
+    if (!p) return;
+    size_t len = 0;
+    {
+        std::lock_guard<std::mutex> l(g_mapped_mutex);
+        for (auto it = g_mapped.begin(); it != g_mapped.end(); ++it)
+            if (it->first == reinterpret_cast<uintptr_t>(p)) {
+                len = it->second;
+                g_mapped.erase(it);
+                break;
+            }
+    }
+    if (!len) return;
+    if (available()) hw_host_unregister(p);
+    munmap(p, len);
+}
+
+bool is_pinned_mapped(const void *p) {
+    const auto a = reinterpret_cast<uintptr_t>(p);
+    std::lock_guard<std::mutex> l(g_mapped_mutex);
+    for (const auto &[start, len] : g_mapped)
+        if (a >= start && a < start + len) return true;
+    return false;
 }
 
 ibex_status_t copy_async(void *dst, const void *src, size_t bytes, int device) {

@@ -44,6 +44,14 @@ ibex_status_t export_dmabuf(uint64_t base, uint64_t size, int *fd);
 void *alloc_pinned(size_t bytes);
 void free_pinned(void *p);
 
+// Page-locked host memory made of ordinary anonymous pages (mmap, then cudaHostRegister):
+// other processes can reach it with process_vm_readv/writev, which cudaHostAlloc's
+// driver-mapped pages may refuse. memory_kind() says kPinnedHost for it (kHost without
+// CUDA); is_pinned_mapped() tells it apart. nullptr on failure, detail recorded.
+void *alloc_pinned_mapped(size_t bytes);
+void free_pinned_mapped(void *p);
+bool is_pinned_mapped(const void *p);
+
 // Queues a copy between host and device memory (either direction, cudaMemcpyDefault) on
 // this library's own stream of `device`; wait_copies() blocks until every copy this
 // thread queued has finished. The stream is a blocking one, so copies are ordered after

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <vector>
 
+#include "allreduce/comm.h"
 #include "runtime/base/cuda_memory.h"
 #include "runtime/base/simulated_device.h"
 #include "tests/allreduce/ranks.h"
@@ -61,7 +62,7 @@ private:
 
 float value(int rank, size_t i) { return static_cast<float>((rank * 7 + i * 3) % 11) - 5; }
 
-int body(RankCtx &ctx, bool all_collectives) {
+int body(RankCtx &ctx, bool all_collectives, bool expect_direct) {
     const size_t n = static_cast<size_t>(ctx.nranks), bytes = kCount * 4;
     // Leads like the crash's: 0xe00 puts chunk 2 of a 3-rank ring at page offset 0x314.
     SimulatedBuffer dsend(bytes, 0xe00), drecv(bytes, 0x500), dall(bytes * n, 0x100);
@@ -77,6 +78,10 @@ int body(RankCtx &ctx, bool all_collectives) {
     dsend.upload(send.data(), bytes);
 
     RANK_CHECK_OK(ctx, ibex_allreduce(dsend.data(), drecv.data(), kCount, IBEX_F32, IBEX_SUM, comm, nullptr));
+    // Over shm with the cost model's choice, the staged chunks are read directly
+    // (allreduce/shm_direct.h): the staging memory is reachable from the peers.
+    RANK_CHECK(ctx, !expect_direct || comm->direct.taken() > 0, "rank %d: the GPU allreduce's chunks were not read directly",
+               ctx.rank);
     RANK_CHECK_OK(ctx, ibex_allreduce(send.data(), host_out.data(), kCount, IBEX_F32, IBEX_SUM, comm, nullptr));
     drecv.download(got.data(), bytes);
     for (size_t i = 0; i < kCount; ++i) {
@@ -163,7 +168,8 @@ void run(int n, const char *algo, bool shm, size_t chunk, int late_copies = 0) {
             setenv("IBEX_SHM", shm ? "1" : "0", 1);
             if (chunk) setenv("IBEX_GPU_CHUNK", std::to_string(chunk).c_str(), 1);
             ibex::cuda::simulated::set_deferred_copies(late_copies);
-            return body(ctx, std::strcmp(algo, "ring") == 0 || std::strcmp(algo, "auto") == 0);
+            const bool automatic = std::strcmp(algo, "auto") == 0;
+            return body(ctx, std::strcmp(algo, "ring") == 0 || automatic, automatic && shm);
         },
         150);
     ibex::test::expect_all_passed(out);
