@@ -37,13 +37,18 @@ bool peer_word_is(int pid, uint64_t addr, uint64_t value) {
     return process_vm_readv(pid, &loc, 1, &rem, 1, 0) == sizeof got && got == value;
 }
 
-uint32_t call_of(const Op &op) { return uint32_t(op.args.type) | uint32_t(op.args.op) << 8; }
+bool reduces(OpKind k) { return k == OpKind::allreduce || k == OpKind::reduce_scatter || k == OpKind::reduce; }
+// type | op << 8 | kind << 16 (op only where the collective reduces)
+uint32_t call_of(const Op &op) {
+    return uint32_t(op.args.type) | (reduces(op.kind) ? uint32_t(op.args.op) << 8 : 0) | uint32_t(op.kind) << 16;
+}
+const char *kind_name(uint32_t call) { return op_kind_name(static_cast<OpKind>(call >> 16)); }
 const char *type_name(uint32_t call) {
     const uint32_t t = call & 0xff;
     return t < IBEX_DATATYPE_COUNT ? ibex_datatype_name(static_cast<ibex_datatype_t>(t)) : "?";
 }
 const char *op_name(uint32_t call) {
-    const uint32_t o = call >> 8;
+    const uint32_t o = (call >> 8) & 0xff;
     return o < IBEX_REDOP_COUNT ? ibex_redop_name(static_cast<ibex_redop_t>(o)) : "?";
 }
 
@@ -107,15 +112,25 @@ ibex_status_t ShmDirect::open(ibex_comm *c) {
     min_bytes_ = std::max(min, c->fast.max_bytes() + 1);
     all_.resize(n);
     if (rank_ == 0)
-        IBEX_LOG(info, "communicator: allreduces of %zu bytes and more read the peers' buffers directly "
-                       "(process_vm_readv)",
+        IBEX_LOG(info, "communicator: collectives of %zu bytes and more read and write the peers' buffers directly "
+                       "(process_vm_readv/writev)",
                  min_bytes_);
     return IBEX_OK;
 }
 
 bool ShmDirect::takes(const Op &op) const {
-    return min_bytes_ && op.kind == OpKind::allreduce &&
-           op.args.count * ibex_datatype_size(op.args.type) >= min_bytes_;
+    if (!min_bytes_ || !op.args.count) return false;
+    size_t bytes = op.args.count * ibex_datatype_size(op.args.type);
+    switch (op.kind) {
+    case OpKind::allreduce:
+    case OpKind::broadcast:
+    case OpKind::reduce: break;
+    case OpKind::reduce_scatter:
+    case OpKind::allgather: bytes *= static_cast<size_t>(nranks_); break; // the whole input or output
+    case OpKind::barrier:
+    case OpKind::probe: return false;
+    }
+    return bytes >= min_bytes_;
 }
 
 void ShmDirect::begin(const Op &op) {
@@ -125,14 +140,20 @@ void ShmDirect::begin(const Op &op) {
     mine_.count = op.args.count;
     mine_.pid = static_cast<int32_t>(getpid());
     mine_.call = call_of(op);
-    // Memory the peers can reach: ordinary host memory, or the GPU staging buffers where
-    // every rank could read a page of such memory at creation.
+    mine_.root = op.kind == OpKind::broadcast || op.kind == OpKind::reduce ? op.args.root : -1;
+    // The buffers the peers touch must be memory they can reach: ordinary host memory, or
+    // the GPU staging buffers where every rank could read a page of such memory at
+    // creation. Peers read a send buffer (all but a broadcast off its root) and write a
+    // receive buffer (allreduce, allgather, a reduce's root).
     auto reachable = [this](const void *p) {
         const cuda::MemoryKind k = cuda::memory_kind(p);
         return k == cuda::MemoryKind::kHost ||
                (k == cuda::MemoryKind::kPinnedHost && pinned_ok_ && cuda::is_pinned_mapped(p));
     };
-    mine_.plain = reachable(op.args.sendbuf) && reachable(op.args.recvbuf);
+    const bool read = op.kind != OpKind::allgather && (op.kind != OpKind::broadcast || rank_ == op.args.root);
+    const bool written = op.kind == OpKind::allreduce || op.kind == OpKind::allgather ||
+                         (op.kind == OpKind::reduce && rank_ == op.args.root);
+    mine_.plain = (!read || reachable(op.args.sendbuf)) && (!written || reachable(op.args.recvbuf));
     sub_ = Op{};
     sub_.kind = OpKind::allgather;
     sub_.args.sendbuf = &mine_;
@@ -149,7 +170,7 @@ ibex_status_t ShmDirect::read_from(int q, void *dst, uint64_t remote, size_t byt
         const ssize_t got = process_vm_readv(all_[static_cast<size_t>(q)].pid, &loc, 1, &rem, 1, 0);
         if (got <= 0)
             return fail_errno(IBEX_ERR_REMOTE, got < 0 ? errno : EIO,
-                              "allreduce: reading rank %d's buffer at 0x%llx (%zu bytes) failed", q,
+                              "reading rank %d's buffer at 0x%llx (%zu bytes) failed", q,
                               static_cast<unsigned long long>(remote), bytes);
         d += got;
         remote += static_cast<uint64_t>(got);
@@ -165,7 +186,7 @@ ibex_status_t ShmDirect::write_to(int q, uint64_t remote, const void *src, size_
         const ssize_t put = process_vm_writev(all_[static_cast<size_t>(q)].pid, &loc, 1, &rem, 1, 0);
         if (put <= 0)
             return fail_errno(IBEX_ERR_REMOTE, put < 0 ? errno : EIO,
-                              "allreduce: writing rank %d's buffer at 0x%llx (%zu bytes) failed", q,
+                              "writing rank %d's buffer at 0x%llx (%zu bytes) failed", q,
                               static_cast<unsigned long long>(remote), bytes);
         p += put;
         remote += static_cast<uint64_t>(put);
@@ -174,20 +195,17 @@ ibex_status_t ShmDirect::write_to(int q, uint64_t remote, const void *src, size_
     return IBEX_OK;
 }
 
-ibex_status_t ShmDirect::reduce_segment(const Op &op) {
+ibex_status_t ShmDirect::reduce_blocks(const Op &op, size_t src, uint8_t *out, size_t count, int push_to) {
     const CollArgs &a = op.args;
     const size_t elem = ibex_datatype_size(a.type);
-    size_t off = 0, len = 0;
-    chunk_range(a.count, nranks_, rank_, &off, &len);
     const size_t per = std::max<size_t>(1, kBlockBytes / elem);
     for (auto &b : block_)
         if (b.size() < per * elem) b.resize(per * elem);
-    const bool in_place = a.sendbuf == a.recvbuf;
-    for (size_t first = off; first < off + len; first += per) {
-        const size_t cnt = std::min(per, off + len - first), bytes = cnt * elem, at = first * elem;
-        auto *out = static_cast<uint8_t *>(a.recvbuf) + at;
+    for (size_t done = 0; done < count; done += per) {
+        const size_t cnt = std::min(per, count - done), bytes = cnt * elem, at = src + done * elem;
+        uint8_t *dst = out ? out + done * elem : block_[3].data();
         const auto *own = static_cast<const uint8_t *>(a.sendbuf) + at;
-        if (in_place) { // the first reduction overwrites it
+        if (own == dst) { // in place: the first reduction overwrites it
             std::memcpy(block_[2].data(), own, bytes);
             own = block_[2].data();
         }
@@ -202,15 +220,48 @@ ibex_status_t ShmDirect::reduce_segment(const Op &op) {
         const uint8_t *x = nullptr, *y = nullptr;
         IBEX_TRY(load(0, block_[0], &x));
         IBEX_TRY(load(1, block_[1], &y));
-        reduce_into(out, x, y, cnt, a.type, a.op); // rank order, as every other path
+        reduce_into(dst, x, y, cnt, a.type, a.op); // rank order, as every other path
         for (int q = 2; q < nranks_; ++q) {
             IBEX_TRY(load(q, block_[0], &x));
-            reduce_into(out, out, x, cnt, a.type, a.op);
+            reduce_into(dst, dst, x, cnt, a.type, a.op);
         }
-        if (a.op == IBEX_AVG) finalize_avg(out, cnt, a.type, nranks_);
-        // Straight from cache into every peer's receive buffer: nobody else writes there.
+        if (a.op == IBEX_AVG) finalize_avg(dst, cnt, a.type, nranks_);
+        // Straight from cache into the peers' receive buffers: nobody else writes there.
         for (int q = 0; q < nranks_; ++q)
-            if (q != rank_) IBEX_TRY(write_to(q, all_[static_cast<size_t>(q)].recv + at, out, bytes));
+            if (q != rank_ && (push_to == kEveryone || push_to == q))
+                IBEX_TRY(write_to(q, all_[static_cast<size_t>(q)].recv + at, dst, bytes));
+    }
+    return IBEX_OK;
+}
+
+ibex_status_t ShmDirect::run_local(const Op &op) {
+    const CollArgs &a = op.args;
+    const size_t elem = ibex_datatype_size(a.type), bytes = a.count * elem;
+    auto *recv = static_cast<uint8_t *>(a.recvbuf);
+    size_t off = 0, len = 0;
+    chunk_range(a.count, nranks_, rank_, &off, &len);
+    switch (op.kind) {
+    case OpKind::allreduce: return len ? reduce_blocks(op, off * elem, recv + off * elem, len, kEveryone) : IBEX_OK;
+    case OpKind::reduce:
+        if (!len) return IBEX_OK;
+        if (rank_ == a.root) return reduce_blocks(op, off * elem, recv + off * elem, len, kNobody);
+        return reduce_blocks(op, off * elem, nullptr, len, a.root);
+    case OpKind::reduce_scatter: return reduce_blocks(op, static_cast<size_t>(rank_) * bytes, recv, a.count, kNobody);
+    case OpKind::allgather: {
+        uint8_t *mine = recv + static_cast<size_t>(rank_) * bytes;
+        if (mine != a.sendbuf) std::memmove(mine, a.sendbuf, bytes);
+        for (int q = 0; q < nranks_; ++q)
+            if (q != rank_) IBEX_TRY(write_to(q, all_[static_cast<size_t>(q)].recv + rank_ * bytes, mine, bytes));
+        return IBEX_OK;
+    }
+    case OpKind::broadcast:
+        if (rank_ == a.root) {
+            if (recv != a.sendbuf) std::memmove(recv, a.sendbuf, bytes);
+            return IBEX_OK;
+        }
+        return read_from(a.root, recv, all_[static_cast<size_t>(a.root)].send, bytes);
+    case OpKind::barrier:
+    case OpKind::probe: break;
     }
     return IBEX_OK;
 }
@@ -222,12 +273,13 @@ ibex_status_t ShmDirect::advance(const Op &op, bool *done, bool *fallback) {
         bool plain = true;
         for (int q = 0; q < nranks_; ++q) {
             const Announce &t = all_[static_cast<size_t>(q)];
-            if (t.count != mine_.count || t.call != mine_.call)
+            if (t.count != mine_.count || t.call != mine_.call || t.root != mine_.root)
                 return fail(IBEX_ERR_INVALID_ARGUMENT,
-                            "rank %d called allreduce of %llu %s (%s) where this rank called %llu %s (%s): the ranks "
-                            "called different collectives, counts or types",
-                            q, static_cast<unsigned long long>(t.count), type_name(t.call), op_name(t.call),
-                            static_cast<unsigned long long>(mine_.count), type_name(mine_.call), op_name(mine_.call));
+                            "rank %d called %s of %llu %s (%s, root %d) where this rank called %s of %llu %s (%s, root "
+                            "%d): the ranks called different collectives, counts or types",
+                            q, kind_name(t.call), static_cast<unsigned long long>(t.count), type_name(t.call),
+                            op_name(t.call), t.root, kind_name(mine_.call), static_cast<unsigned long long>(mine_.count),
+                            type_name(mine_.call), op_name(mine_.call), mine_.root);
             plain = plain && t.plain;
         }
         if (!plain) { // every rank saw the same announcements
@@ -235,7 +287,7 @@ ibex_status_t ShmDirect::advance(const Op &op, bool *done, bool *fallback) {
             *fallback = true;
             return IBEX_OK;
         }
-        IBEX_TRY(reduce_segment(op));
+        IBEX_TRY(run_local(op));
         sub_ = Op{};
         sub_.kind = OpKind::barrier;
         phase_ = Phase::reduced;
@@ -248,7 +300,7 @@ ibex_status_t ShmDirect::advance(const Op &op, bool *done, bool *fallback) {
         return IBEX_OK;
     case Phase::idle: break;
     }
-    return fail(IBEX_ERR_INTERNAL, "direct allreduce advanced while idle");
+    return fail(IBEX_ERR_INTERNAL, "direct collective advanced while idle");
 }
 
 } // namespace ibex::coll

@@ -1,25 +1,31 @@
-// Large allreduces among the ranks of one host, single-copy: every rank reads its peers'
-// buffers straight out of their address spaces with process_vm_readv, and writes its
-// results straight into theirs with process_vm_writev (cross-memory attach, as Open MPI's
-// vader uses it), instead of sending slices through the transport.
+// Large collectives among the ranks of one host, single-copy: every rank reads its peers'
+// buffers straight out of their address spaces with process_vm_readv, and writes results
+// straight into theirs with process_vm_writev (cross-memory attach, as Open MPI's vader
+// uses it), instead of sending slices through the transport.
 //
 // Two fast-box rounds (allreduce/fastbox.h) frame one local phase:
 //   1. announce: an allgather of each rank's pid, buffer addresses and call, so a rank
 //      knows where its peers' data is and that they have entered the collective;
-//   2. reduce and push: rank r takes segment r block by block (256 KiB): it reads that
-//      block of every peer's send buffer, reduces the blocks in rank order into its own
-//      receive buffer (every segment is computed once, by one rank: the same bits
-//      everywhere), and writes the result, still in cache, into every peer's receive
-//      buffer at the same place. Nobody else reads or writes segment r of anyone's buffers,
-//      in place or not, so no rank waits on another inside the phase;
-//   3. a barrier: every segment has reached every rank, and nobody touches this rank's
-//      buffers any more, so the call may return.
-// Per rank that moves (n-1)/n of the buffer in and (n-1)/n out across address spaces,
-// with no intermediate copy. (Reading the results back instead of pushing them, as a third
-// phase after a second barrier, measured bimodal here: 2.8 or 8.7 GB/s busbw at 1 MiB
-// from run to run on 2 ranks, where pushing stayed at 7.7-8.6.)
+//   2. the local phase, where only rank r touches segment (or block) r of anyone's
+//      buffers, in place or not, so no rank waits on another inside it:
+//      - allreduce: rank r takes segment r block by block (256 KiB): it reads that block
+//        of every peer's send buffer, reduces the blocks in rank order into its own
+//        receive buffer (every segment is computed once, by one rank: the same bits
+//        everywhere) and writes the result, still in cache, into every peer's receive
+//        buffer at the same place;
+//      - reduce: the same, pushing to the root only; reduce-scatter: rank r reduces block
+//        r of every send buffer into its own receive buffer;
+//      - allgather: rank r writes its block into every peer's receive buffer;
+//      - broadcast: every rank reads the root's buffer;
+//   3. a barrier: every result is in place and nobody touches this rank's buffers any
+//      more, so the call may return.
+// Per rank an allreduce moves (n-1)/n of the buffer in and (n-1)/n out across address
+// spaces, with no intermediate copy. (Reading the results back instead of pushing them, in
+// a third phase after a second barrier, measured bimodal here: 2.8 or 8.7 GB/s busbw at
+// 1 MiB from run to run on 2 ranks, where pushing stayed at 7.7-8.6.)
 //
-// When it applies: an allreduce of at least IBEX_SHM_DIRECT_MIN bytes (default 64 KiB)
+// When it applies: a collective of at least IBEX_SHM_DIRECT_MIN bytes (default 64 KiB; the
+// whole input or output for reduce-scatter and allgather)
 // where the fast boxes are on and every rank could read every peer's memory at creation
 // (agreed over the bootstrap). Those conditions are the same on every rank. What may
 // differ per rank is the memory behind the buffers: the announce round carries whether
@@ -67,13 +73,19 @@ private:
     struct Announce {
         uint64_t send, recv, count;
         int32_t pid;
-        uint32_t call; // type | op << 8
-        uint32_t plain; // both buffers are ordinary host memory
-        uint32_t pad;
+        uint32_t call;  // type | op << 8 | kind << 16
+        uint32_t plain; // the buffers the peers touch are memory they can reach
+        int32_t root;   // broadcast, reduce; else -1
     };
+    static constexpr int kEveryone = -1, kNobody = -2;
     ibex_status_t read_from(int q, void *dst, uint64_t remote, size_t bytes) const;
     ibex_status_t write_to(int q, uint64_t remote, const void *src, size_t bytes) const;
-    ibex_status_t reduce_segment(const Op &op);
+    // The local phase of op on this rank.
+    ibex_status_t run_local(const Op &op);
+    // Reduces count elements at byte offset src of every rank's send buffer, in rank order
+    // and block by block, into out (nullptr: a scratch block), pushing each result block to
+    // the same offset of push_to's receive buffer (a rank, kEveryone or kNobody).
+    ibex_status_t reduce_blocks(const Op &op, size_t src, uint8_t *out, size_t count, int push_to);
 
     size_t min_bytes_ = 0; // 0: off
     int rank_ = 0, nranks_ = 1;
@@ -81,7 +93,7 @@ private:
     Op sub_;
     Announce mine_{};
     std::vector<Announce> all_;
-    std::vector<uint8_t> block_[3]; // peers' blocks, and this rank's own when in place
+    std::vector<uint8_t> block_[4]; // peers' blocks, this rank's own when in place, a result not kept
     uint64_t taken_ = 0;
     bool pinned_ok_ = false; // every rank can read registered pinned memory of every peer
 };

@@ -1,7 +1,7 @@
-// Large allreduces read straight from the peers' memory (allreduce/shm_direct.h), on
-// forked ranks of one host: every type and op at the threshold and at an odd count, in
-// place and out of place, against the reference and with the same bits on every rank; one
-// element below the threshold goes the scheduled way; ranks calling different counts are
+// Large collectives read and write straight in the peers' memory (allreduce/shm_direct.h),
+// on forked ranks of one host: every collective, type and op at the threshold and at an
+// odd count, in place and out of place, against the reference and with the same bits on
+// every rank (rotating roots); one element below the threshold goes the scheduled way; ranks calling different counts are
 // told so; a killed rank fails the others; IBEX_SHM_DIRECT_MIN=0 on any rank turns the
 // path off for all.
 #include <gtest/gtest.h>
@@ -46,29 +46,36 @@ int matrix_body(RankCtx &ctx) {
                ibex_comm_allreduce_algo(comm, kMin - 1));
     int id = 0, failures = 0;
     uint64_t hash = 0, expect = comm->direct.taken();
-    for (int t = 0; t < IBEX_DATATYPE_COUNT && !failures; ++t) {
-        const auto type = static_cast<ibex_datatype_t>(t);
-        const size_t at_min = kMin / ibex_datatype_size(type);
-        for (int op = 0; op < IBEX_REDOP_COUNT && !failures; ++op) {
-            for (size_t count : {at_min, size_t(100003)}) {
-                const Combo c{id++, Coll::allreduce, type, static_cast<ibex_redop_t>(op), count, 0};
-                std::vector<uint8_t> oop, ip;
-                if (!run_combo(ctx, comm, c, false, &oop) || !run_combo(ctx, comm, c, true, &ip)) {
-                    ++failures;
-                    break;
+    const size_t n = static_cast<size_t>(ctx.nranks);
+    for (Coll coll : {Coll::allreduce, Coll::reduce_scatter, Coll::allgather, Coll::broadcast, Coll::reduce}) {
+        // reduce-scatter and allgather count per rank: the threshold is on the whole buffer
+        const size_t share = coll == Coll::reduce_scatter || coll == Coll::allgather ? n : 1;
+        for (int t = 0; t < IBEX_DATATYPE_COUNT && !failures; ++t) {
+            const auto type = static_cast<ibex_datatype_t>(t);
+            const size_t at_min = (kMin / ibex_datatype_size(type) + share - 1) / share;
+            for (int op = 0; op < (reduces(coll) ? IBEX_REDOP_COUNT : 1) && !failures; ++op) {
+                for (size_t count : {at_min, size_t(100003) / share}) {
+                    const Combo c{id, coll, type, static_cast<ibex_redop_t>(op), count, id % ctx.nranks};
+                    ++id;
+                    std::vector<uint8_t> oop, ip;
+                    if (!run_combo(ctx, comm, c, false, &oop) || !run_combo(ctx, comm, c, true, &ip)) {
+                        ++failures;
+                        break;
+                    }
+                    expect += 2;
+                    if (comm->direct.taken() != expect) {
+                        ctx.say("rank %d: %s %s %s count %zu did not go direct", ctx.rank, name(coll),
+                                ibex_datatype_name(type), ibex_redop_name(c.op), count);
+                        ++failures;
+                    }
+                    if (oop != ip) {
+                        ctx.say("rank %d: %s %s %s count %zu: in-place and out-of-place bits differ", ctx.rank,
+                                name(coll), ibex_datatype_name(type), ibex_redop_name(c.op), count);
+                        ++failures;
+                    }
+                    if (coll == Coll::allreduce || coll == Coll::allgather || coll == Coll::broadcast)
+                        hash = mix(hash ^ fnv1a(oop.data(), oop.size()));
                 }
-                expect += 2;
-                if (comm->direct.taken() != expect) {
-                    ctx.say("rank %d: %s %s count %zu did not read directly", ctx.rank, ibex_datatype_name(type),
-                            ibex_redop_name(c.op), count);
-                    ++failures;
-                }
-                if (oop != ip) {
-                    ctx.say("rank %d: %s %s count %zu: in-place and out-of-place bits differ", ctx.rank,
-                            ibex_datatype_name(type), ibex_redop_name(c.op), count);
-                    ++failures;
-                }
-                hash = mix(hash ^ fnv1a(oop.data(), oop.size()));
             }
         }
     }
@@ -88,7 +95,7 @@ int matrix_body(RankCtx &ctx) {
 
 class ShmDirectMatrix : public ::testing::TestWithParam<int> {};
 
-TEST_P(ShmDirectMatrix, EveryTypeAndOpAtTheThresholdAndAnOddCount) {
+TEST_P(ShmDirectMatrix, EveryCollectiveTypeAndOpAtTheThresholdAndAnOddCount) {
     const auto out = ibex::test::run_ranks(GetParam(), matrix_body, 200);
     ibex::test::expect_all_passed(out);
     std::string first;
