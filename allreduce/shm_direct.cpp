@@ -163,36 +163,28 @@ void ShmDirect::begin(const Op &op) {
     phase_ = Phase::announce;
 }
 
-ibex_status_t ShmDirect::read_from(int q, void *dst, uint64_t remote, size_t bytes) const {
-    auto *d = static_cast<uint8_t *>(dst);
+ibex_status_t ShmDirect::cross(int q, void *local, uint64_t remote, size_t bytes, bool write) const {
+    auto *p = static_cast<uint8_t *>(local);
+    const int pid = all_[static_cast<size_t>(q)].pid;
     while (bytes) {
-        iovec loc{d, bytes}, rem{reinterpret_cast<void *>(remote), bytes};
-        const ssize_t got = process_vm_readv(all_[static_cast<size_t>(q)].pid, &loc, 1, &rem, 1, 0);
-        if (got <= 0)
-            return fail_errno(IBEX_ERR_REMOTE, got < 0 ? errno : EIO,
-                              "reading rank %d's buffer at 0x%llx (%zu bytes) failed", q,
-                              static_cast<unsigned long long>(remote), bytes);
-        d += got;
-        remote += static_cast<uint64_t>(got);
-        bytes -= static_cast<size_t>(got);
+        iovec loc{p, bytes}, rem{reinterpret_cast<void *>(remote), bytes};
+        const ssize_t moved = write ? process_vm_writev(pid, &loc, 1, &rem, 1, 0) : process_vm_readv(pid, &loc, 1, &rem, 1, 0);
+        if (moved <= 0)
+            return fail_errno(IBEX_ERR_REMOTE, moved < 0 ? errno : EIO, "%s rank %d's buffer at 0x%llx (%zu bytes) failed",
+                              write ? "writing" : "reading", q, static_cast<unsigned long long>(remote), bytes);
+        p += moved;
+        remote += static_cast<uint64_t>(moved);
+        bytes -= static_cast<size_t>(moved);
     }
     return IBEX_OK;
 }
 
+ibex_status_t ShmDirect::read_from(int q, void *dst, uint64_t remote, size_t bytes) const {
+    return cross(q, dst, remote, bytes, false);
+}
+
 ibex_status_t ShmDirect::write_to(int q, uint64_t remote, const void *src, size_t bytes) const {
-    const auto *p = static_cast<const uint8_t *>(src);
-    while (bytes) {
-        iovec loc{const_cast<uint8_t *>(p), bytes}, rem{reinterpret_cast<void *>(remote), bytes};
-        const ssize_t put = process_vm_writev(all_[static_cast<size_t>(q)].pid, &loc, 1, &rem, 1, 0);
-        if (put <= 0)
-            return fail_errno(IBEX_ERR_REMOTE, put < 0 ? errno : EIO,
-                              "writing rank %d's buffer at 0x%llx (%zu bytes) failed", q,
-                              static_cast<unsigned long long>(remote), bytes);
-        p += put;
-        remote += static_cast<uint64_t>(put);
-        bytes -= static_cast<size_t>(put);
-    }
-    return IBEX_OK;
+    return cross(q, const_cast<void *>(src), remote, bytes, true); // process_vm_writev only reads it
 }
 
 ibex_status_t ShmDirect::reduce_blocks(const Op &op, size_t src, uint8_t *out, size_t count, int push_to) {

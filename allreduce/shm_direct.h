@@ -78,6 +78,9 @@ private:
         int32_t root;   // broadcast, reduce; else -1
     };
     static constexpr int kEveryone = -1, kNobody = -2;
+    // process_vm_readv/writev of bytes between this rank's local and rank q's remote, to
+    // the end (the kernel may move less per call).
+    ibex_status_t cross(int q, void *local, uint64_t remote, size_t bytes, bool write) const;
     ibex_status_t read_from(int q, void *dst, uint64_t remote, size_t bytes) const;
     ibex_status_t write_to(int q, uint64_t remote, const void *src, size_t bytes) const;
     // The local phase of op on this rank.

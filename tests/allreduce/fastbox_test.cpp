@@ -24,17 +24,11 @@
 namespace {
 
 using ibex::test::ms_since;
+using ibex::test::init_host_comm;
 using ibex::test::RankCtx;
 using namespace ibex::test::matrix;
 
 constexpr size_t kLimit = 4096; // IBEX_FASTBOX_MAX's default
-
-ibex_status_t init(RankCtx &ctx, ibex_comm_t **comm, int timeout_ms = 20000) {
-    ibex_comm_config_t cfg = IBEX_COMM_CONFIG_INIT;
-    cfg.device = "udp:lo"; // the ranks of this host reach each other over shm
-    cfg.timeout_ms = timeout_ms;
-    return ibex_comm_init_rank(comm, ctx.nranks, &ctx.id, ctx.rank, &cfg);
-}
 
 // Element counts from one to the limit (per rank's slot), and one past it.
 std::vector<size_t> counts_for(ibex_datatype_t t) {
@@ -46,51 +40,19 @@ std::vector<size_t> counts_for(ibex_datatype_t t) {
 // first size past the limit. Each rank reports "H <id> <hash>" for results all ranks hold.
 int matrix_body(RankCtx &ctx) {
     ibex_comm_t *comm = nullptr;
-    RANK_CHECK_OK(ctx, init(ctx, &comm));
+    RANK_CHECK_OK(ctx, init_host_comm(ctx, &comm));
     RANK_CHECK(ctx, comm->fast.max_bytes() == kLimit, "fast boxes limit %zu, expected %zu", comm->fast.max_bytes(),
                kLimit);
     RANK_CHECK(ctx, std::strcmp(ibex_comm_allreduce_algo(comm, kLimit), "fastbox") == 0 &&
                         std::strcmp(ibex_comm_allreduce_algo(comm, kLimit + 1), "fastbox") != 0,
                "algorithm names: %s at the limit, %s past it", ibex_comm_allreduce_algo(comm, kLimit),
                ibex_comm_allreduce_algo(comm, kLimit + 1));
-    int id = 0, failures = 0;
-    uint64_t shared_hash = 0, shared = 0; // over the results every rank holds in full
-    uint64_t expect_taken = comm->fast.taken();
-    for (Coll coll : {Coll::allreduce, Coll::reduce_scatter, Coll::allgather, Coll::broadcast, Coll::reduce}) {
-        for (int t = 0; t < IBEX_DATATYPE_COUNT && failures == 0; ++t) {
-            const auto type = static_cast<ibex_datatype_t>(t);
-            for (int op = 0; op < (reduces(coll) ? IBEX_REDOP_COUNT : 1) && failures == 0; ++op) {
-                for (size_t count : counts_for(type)) {
-                    const Combo c{id, coll, type, static_cast<ibex_redop_t>(op), count, id % ctx.nranks};
-                    ++id;
-                    std::vector<uint8_t> oop, ip;
-                    if (!run_combo(ctx, comm, c, false, &oop) || !run_combo(ctx, comm, c, true, &ip)) {
-                        ++failures;
-                        break;
-                    }
-                    expect_taken += 2;
-                    if (comm->fast.taken() != expect_taken) {
-                        ctx.say("rank %d: %s %s count %zu did not take the fast boxes (%llu taken, expected %llu)",
-                                ctx.rank, name(coll), ibex_datatype_name(type), count,
-                                static_cast<unsigned long long>(comm->fast.taken()),
-                                static_cast<unsigned long long>(expect_taken));
-                        ++failures;
-                        break;
-                    }
-                    if (oop != ip) {
-                        ctx.say("rank %d: %s %s count %zu: in-place and out-of-place bits differ", ctx.rank, name(coll),
-                                ibex_datatype_name(type), count);
-                        ++failures;
-                    }
-                    if (coll == Coll::allreduce || coll == Coll::allgather || coll == Coll::broadcast) {
-                        const uint64_t h = fnv1a(oop.data(), oop.size());
-                        shared_hash = mix(shared_hash ^ h);
-                        ++shared;
-                    }
-                }
-            }
-        }
-    }
+    const PathTally t = run_path_matrix(
+        ctx, comm, "fast boxes", [](Coll, ibex_datatype_t type) { return counts_for(type); },
+        [comm] { return comm->fast.taken(); });
+    int id = t.next_id, failures = t.failures;
+    const uint64_t shared_hash = t.hash, shared = t.shared;
+    const uint64_t expect_taken = comm->fast.taken();
     // One element past the limit goes the scheduled way, and is still right.
     for (Coll coll : {Coll::allreduce, Coll::allgather}) {
         const Combo c{id++, coll, IBEX_F32, IBEX_SUM, kLimit / 4 + 1, 0};
@@ -146,7 +108,7 @@ INSTANTIATE_TEST_SUITE_P(Ranks, FastboxMatrix, ::testing::Values(2, 3, 4),
 // result is checked exactly (integer sums of values that differ per rank, op and element).
 int back_to_back_body(RankCtx &ctx) {
     ibex_comm_t *comm = nullptr;
-    RANK_CHECK_OK(ctx, init(ctx, &comm));
+    RANK_CHECK_OK(ctx, init_host_comm(ctx, &comm));
     const int n = ctx.nranks;
     constexpr int kOps = 3000, kBurst = 7;
     constexpr size_t kMost = kLimit / 8;
@@ -209,7 +171,7 @@ TEST(Fastbox, ThousandsBackToBackBlockingAndQueued) {
 int killed_body(RankCtx &ctx, std::atomic<int> *ready, bool queued) {
     constexpr int kTimeoutMs = 20000, kVictim = 1;
     ibex_comm_t *comm = nullptr;
-    RANK_CHECK_OK(ctx, init(ctx, &comm, kTimeoutMs));
+    RANK_CHECK_OK(ctx, init_host_comm(ctx, &comm, kTimeoutMs));
     int64_t x = ctx.rank, y = 0;
     for (int i = 0; i < 10; ++i) RANK_CHECK_OK(ctx, ibex_allreduce(&x, &y, 1, IBEX_I64, IBEX_SUM, comm, nullptr));
     const uint64_t before = comm->fast.taken();
@@ -257,7 +219,7 @@ TEST(Fastbox, RankKilledWhileOthersWaitInAFastCollective) {
 int silent_body(RankCtx &ctx) {
     constexpr int kTimeoutMs = 800;
     ibex_comm_t *comm = nullptr;
-    RANK_CHECK_OK(ctx, init(ctx, &comm, kTimeoutMs));
+    RANK_CHECK_OK(ctx, init_host_comm(ctx, &comm, kTimeoutMs));
     if (ctx.rank == 2) {
         std::this_thread::sleep_for(std::chrono::milliseconds(3 * kTimeoutMs));
         ibex_comm_abort(comm);
@@ -297,7 +259,7 @@ TEST(Fastbox, MismatchedCallsAreNamed) {
 int off_body(RankCtx &ctx, const char *var, const char *value) {
     ::setenv(var, value, 1);
     ibex_comm_t *comm = nullptr;
-    RANK_CHECK_OK(ctx, init(ctx, &comm));
+    RANK_CHECK_OK(ctx, init_host_comm(ctx, &comm));
     RANK_CHECK(ctx, comm->fast.max_bytes() == 0, "%s=%s: fast boxes on", var, value);
     int64_t x = ctx.rank + 1, y = 0;
     for (int i = 0; i < 20; ++i) RANK_CHECK_OK(ctx, ibex_allreduce(&x, &y, 1, IBEX_I64, IBEX_SUM, comm, nullptr));
@@ -320,7 +282,7 @@ TEST(Fastbox, RanksAgreeOnTheSmallestLimit) {
     const auto out = ibex::test::run_ranks(2, [](RankCtx &ctx) {
         ::setenv("IBEX_FASTBOX_MAX", ctx.rank == 0 ? "1024" : "2048", 1);
         ibex_comm_t *comm = nullptr;
-        RANK_CHECK_OK(ctx, init(ctx, &comm));
+        RANK_CHECK_OK(ctx, init_host_comm(ctx, &comm));
         RANK_CHECK(ctx, comm->fast.max_bytes() == 1024, "limit %zu", comm->fast.max_bytes());
         std::vector<float> x(512, 1.0f), y(512, 0.0f);
         RANK_CHECK_OK(ctx, ibex_allreduce(x.data(), y.data(), 256, IBEX_F32, IBEX_SUM, comm, nullptr));

@@ -23,62 +23,30 @@
 namespace {
 
 using ibex::test::ms_since;
+using ibex::test::init_host_comm;
 using ibex::test::RankCtx;
 using namespace ibex::test::matrix;
 
 constexpr size_t kMin = 65536; // IBEX_SHM_DIRECT_MIN's default
 
-ibex_status_t init(RankCtx &ctx, ibex_comm_t **comm, int timeout_ms = 20000) {
-    ibex_comm_config_t cfg = IBEX_COMM_CONFIG_INIT;
-    cfg.device = "udp:lo"; // the ranks of this host reach each other over shm
-    cfg.timeout_ms = timeout_ms;
-    return ibex_comm_init_rank(comm, ctx.nranks, &ctx.id, ctx.rank, &cfg);
-}
-
 int matrix_body(RankCtx &ctx) {
     ibex_comm_t *comm = nullptr;
-    RANK_CHECK_OK(ctx, init(ctx, &comm));
+    RANK_CHECK_OK(ctx, init_host_comm(ctx, &comm));
     RANK_CHECK(ctx, comm->direct.enabled() && comm->direct.min_bytes() == kMin, "direct path off (min %zu)",
                comm->direct.min_bytes());
     RANK_CHECK(ctx, std::strcmp(ibex_comm_allreduce_algo(comm, kMin), "direct") == 0 &&
                         std::strcmp(ibex_comm_allreduce_algo(comm, kMin - 1), "direct") != 0,
                "algorithm names: %s at the threshold, %s below", ibex_comm_allreduce_algo(comm, kMin),
                ibex_comm_allreduce_algo(comm, kMin - 1));
-    int id = 0, failures = 0;
-    uint64_t hash = 0, expect = comm->direct.taken();
     const size_t n = static_cast<size_t>(ctx.nranks);
-    for (Coll coll : {Coll::allreduce, Coll::reduce_scatter, Coll::allgather, Coll::broadcast, Coll::reduce}) {
-        // reduce-scatter and allgather count per rank: the threshold is on the whole buffer
+    // At the threshold (the whole buffer for reduce-scatter and allgather) and an odd count.
+    const auto counts = [n](Coll coll, ibex_datatype_t type) {
         const size_t share = coll == Coll::reduce_scatter || coll == Coll::allgather ? n : 1;
-        for (int t = 0; t < IBEX_DATATYPE_COUNT && !failures; ++t) {
-            const auto type = static_cast<ibex_datatype_t>(t);
-            const size_t at_min = (kMin / ibex_datatype_size(type) + share - 1) / share;
-            for (int op = 0; op < (reduces(coll) ? IBEX_REDOP_COUNT : 1) && !failures; ++op) {
-                for (size_t count : {at_min, size_t(100003) / share}) {
-                    const Combo c{id, coll, type, static_cast<ibex_redop_t>(op), count, id % ctx.nranks};
-                    ++id;
-                    std::vector<uint8_t> oop, ip;
-                    if (!run_combo(ctx, comm, c, false, &oop) || !run_combo(ctx, comm, c, true, &ip)) {
-                        ++failures;
-                        break;
-                    }
-                    expect += 2;
-                    if (comm->direct.taken() != expect) {
-                        ctx.say("rank %d: %s %s %s count %zu did not go direct", ctx.rank, name(coll),
-                                ibex_datatype_name(type), ibex_redop_name(c.op), count);
-                        ++failures;
-                    }
-                    if (oop != ip) {
-                        ctx.say("rank %d: %s %s %s count %zu: in-place and out-of-place bits differ", ctx.rank,
-                                name(coll), ibex_datatype_name(type), ibex_redop_name(c.op), count);
-                        ++failures;
-                    }
-                    if (coll == Coll::allreduce || coll == Coll::allgather || coll == Coll::broadcast)
-                        hash = mix(hash ^ fnv1a(oop.data(), oop.size()));
-                }
-            }
-        }
-    }
+        return std::vector<size_t>{(kMin / ibex_datatype_size(type) + share - 1) / share, size_t(100003) / share};
+    };
+    const PathTally t = run_path_matrix(ctx, comm, "direct path", counts, [comm] { return comm->direct.taken(); });
+    int id = t.next_id, failures = t.failures;
+    const uint64_t hash = t.hash, expect = comm->direct.taken();
     // One element below the threshold: the scheduled way, still right.
     const Combo below{id++, Coll::allreduce, IBEX_U8, IBEX_SUM, kMin - 1, 0};
     std::vector<uint8_t> got;
@@ -118,7 +86,7 @@ TEST(ShmDirect, MismatchedCountsAreNamed) {
 int killed_body(RankCtx &ctx, std::atomic<int> *ready) {
     constexpr int kTimeoutMs = 20000, kVictim = 1;
     ibex_comm_t *comm = nullptr;
-    RANK_CHECK_OK(ctx, init(ctx, &comm, kTimeoutMs));
+    RANK_CHECK_OK(ctx, init_host_comm(ctx, &comm, kTimeoutMs));
     std::vector<float> x(1 << 20, 1.0f), y(x.size());
     RANK_CHECK_OK(ctx, ibex_allreduce(x.data(), y.data(), x.size(), IBEX_F32, IBEX_SUM, comm, nullptr));
     RANK_CHECK(ctx, comm->direct.taken() == 1, "the warm-up did not read directly");
@@ -159,7 +127,7 @@ TEST(ShmDirect, OffOnOneRankIsOffForAll) {
         [](RankCtx &ctx) {
             if (ctx.rank == 1) ::setenv("IBEX_SHM_DIRECT_MIN", "0", 1);
             ibex_comm_t *comm = nullptr;
-            RANK_CHECK_OK(ctx, init(ctx, &comm));
+            RANK_CHECK_OK(ctx, init_host_comm(ctx, &comm));
             RANK_CHECK(ctx, !comm->direct.enabled(), "rank %d: direct path on", ctx.rank);
             std::vector<float> x(1 << 18, 1.0f), y(x.size());
             RANK_CHECK_OK(ctx, ibex_allreduce(x.data(), y.data(), x.size(), IBEX_F32, IBEX_SUM, comm, nullptr));

@@ -255,6 +255,58 @@ inline int run_matrix(RankCtx &ctx, ibex_comm_t *comm) {
     return failures;
 }
 
+// What run_path_matrix hands back: failures, the next combination id, and a hash over the
+// results every rank holds in full (with how many went into it).
+struct PathTally {
+    int failures = 0;
+    int next_id = 0;
+    uint64_t hash = 0, shared = 0;
+};
+
+// Every collective x type x op at counts(coll, type), out of place then in place, on a
+// path (fast boxes, direct reads) whose counter taken() must grow by two per combination:
+// results against the reference, in-place bits equal to out-of-place ones. Stops at the
+// first failure (the communicator may be broken), each reported through ctx.
+template <class Counts, class Taken>
+inline PathTally run_path_matrix(RankCtx &ctx, ibex_comm_t *comm, const char *path, Counts counts, Taken taken) {
+    PathTally t;
+    uint64_t expect = taken();
+    for (Coll coll : {Coll::allreduce, Coll::reduce_scatter, Coll::allgather, Coll::broadcast, Coll::reduce}) {
+        for (int ty = 0; ty < IBEX_DATATYPE_COUNT && !t.failures; ++ty) {
+            const auto type = static_cast<ibex_datatype_t>(ty);
+            for (int op = 0; op < (reduces(coll) ? IBEX_REDOP_COUNT : 1) && !t.failures; ++op) {
+                for (size_t count : counts(coll, type)) {
+                    const Combo c{t.next_id, coll, type, static_cast<ibex_redop_t>(op), count, t.next_id % ctx.nranks};
+                    ++t.next_id;
+                    std::vector<uint8_t> oop, ip;
+                    if (!run_combo(ctx, comm, c, false, &oop) || !run_combo(ctx, comm, c, true, &ip)) {
+                        ++t.failures;
+                        break;
+                    }
+                    expect += 2;
+                    if (taken() != expect) {
+                        ctx.say("rank %d: %s %s %s count %zu did not take the %s (%llu taken, expected %llu)", ctx.rank,
+                                name(coll), ibex_datatype_name(type), ibex_redop_name(c.op), count, path,
+                                static_cast<unsigned long long>(taken()), static_cast<unsigned long long>(expect));
+                        ++t.failures;
+                        break;
+                    }
+                    if (oop != ip) {
+                        ctx.say("rank %d: %s %s %s count %zu: in-place and out-of-place bits differ", ctx.rank,
+                                name(coll), ibex_datatype_name(type), ibex_redop_name(c.op), count);
+                        ++t.failures;
+                    }
+                    if (coll == Coll::allreduce || coll == Coll::allgather || coll == Coll::broadcast) {
+                        t.hash = mix(t.hash ^ fnv1a(oop.data(), oop.size()));
+                        ++t.shared;
+                    }
+                }
+            }
+        }
+    }
+    return t;
+}
+
 // Ranks holding the same result hold the same bits (from the hashes each rank reported).
 inline void expect_same_bits(const std::vector<RankOutcome> &out, int n) {
     std::vector<std::map<int, std::string>> hashes(static_cast<size_t>(n));

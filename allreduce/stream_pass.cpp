@@ -1,0 +1,360 @@
+#include "allreduce/stream_pass.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <iterator>
+#include <poll.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include "allreduce/comm.h"
+#include "allreduce/op_start.h"
+#include "runtime/base/log.h"
+#include "runtime/base/status.h"
+
+namespace ibex::coll {
+
+
+int64_t ms_since(Clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+}
+
+void complete(ibex_request *r, ibex_status_t st, const std::string &detail) {
+    if (!r) return;
+    {
+        std::lock_guard l(r->mu);
+        r->status = st;
+        r->detail = detail;
+        r->done = true;
+        r->cv.notify_all();
+    }
+    r->release();
+}
+
+void wake(ibex_comm *c) {
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(c->wake_fd, &one, sizeof one);
+}
+
+// Puts the communicator in its error state (first error wins), tells the other ranks when
+// the error is this rank's own, and fails the running and queued ops.
+void enter_error(ibex_comm *c, ibex_status_t st, const std::string &detail, bool local, Op *running) {
+    std::deque<Op> failed;
+    std::string msg;
+    {
+        std::lock_guard l(c->mu);
+        if (c->error == IBEX_OK) {
+            c->error = st;
+            c->error_detail = detail;
+            IBEX_LOG(info, "communicator rank %d: %s", c->rank, detail.c_str());
+        }
+        st = c->error;
+        msg = c->error_detail;
+        failed.swap(c->queue);
+    }
+    if (local && c->boot) c->boot->send_abort(st, detail.c_str());
+    c->exec.shut_down();
+    if (running == &c->drive.op) {
+        c->drive.gpu.abandon();
+        c->direct.abandon();
+        c->drive.gpu_draining = false;
+    }
+    if (running) {
+        complete(running->req, st, msg);
+        running->req = nullptr;
+    }
+    for (Op &op : failed) complete(op.req, st, msg);
+    std::lock_guard l(c->mu);
+    c->running_op = false;
+    c->idle_cv.notify_all();
+}
+
+namespace {
+
+// The running op has finished: its request completes and the stream may take the next.
+void finish_running(ibex_comm *c) {
+    DriveState &d = c->drive;
+    complete(d.op.req, IBEX_OK, "");
+    d.op.req = nullptr;
+    d.have = false;
+    // A caller issuing one collective after another submits the next within
+    // microseconds: keep polling for it rather than sleep and be woken.
+    d.last_move = Clock::now();
+    std::lock_guard l(c->mu);
+    c->running_op = false;
+    c->idle_cv.notify_all();
+}
+
+// The running op's collective finished. A GPU op goes on with its next chunk, or waits for
+// its copies back to the GPU; any other op is done.
+void collective_finished(ibex_comm *c) {
+    DriveState &d = c->drive;
+    if (c->direct.active()) {
+        // A fast-box round of a direct allreduce (allreduce/shm_direct.h): its next phase.
+        bool done = false, fallback = false;
+        ibex_status_t st = c->direct.advance(d.op, &done, &fallback);
+        if (st == IBEX_OK && !done && !fallback) st = c->fast.start(c, c->direct.sub());
+        if (st != IBEX_OK) {
+            enter_error(c, st, std::string(op_kind_name(d.op.kind)) + ": " + ibex_last_error(), true, &d.op);
+            d.have = false;
+            return;
+        }
+        d.last_move = Clock::now();
+        if (!done) {
+            d.fast = !fallback;
+            d.scheduled = fallback; // the next pass starts it the scheduled way
+            return;
+        }
+    }
+    d.fast = false;
+    d.scheduled = false;
+    if (!d.gpu.active()) return finish_running(c);
+    bool more = false;
+    if (ibex_status_t st = d.gpu.chunk_done(d.op, &more); st != IBEX_OK) {
+        enter_error(c, st, std::string(op_kind_name(d.op.kind)) + ": " + ibex_last_error(), true, &d.op);
+        d.have = false;
+        return;
+    }
+    d.gpu_draining = !more;
+    d.last_move = Clock::now();
+}
+
+} // namespace
+
+// One step of the stream: takes the next op, starts it, polls the executor, finishes or
+// fails it. Caller holds drive_mu. stop: aborting, or stopping with nothing left to run.
+// fast_polls: how many times to look at the fast boxes before calling the pass idle (the
+// peers' words are usually a cache-line transfer away).
+Pass drive_pass(ibex_comm *c, int fast_polls) {
+    DriveState &d = c->drive;
+    bool taken = false;
+    {
+        std::lock_guard l(c->mu);
+        if (c->aborting) return Pass::stop;
+        if (!d.have && !c->queue.empty()) {
+            d.op = std::move(c->queue.front());
+            c->queue.pop_front();
+            d.have = taken = true;
+            d.fast = false;
+            d.scheduled = false;
+            c->running_op = true;
+        }
+        if (!d.have && c->stopping) return Pass::stop;
+    }
+    if (taken && GpuStaging::needs(d.op, c->rank, c->nranks)) {
+        bool in_error;
+        {
+            std::lock_guard l(c->mu);
+            in_error = c->error != IBEX_OK;
+        }
+        // (a communicator in error fails the op below, before it would be staged)
+        if (!in_error) {
+            if (ibex_status_t st = d.gpu.begin(c, d.op); st != IBEX_OK) {
+                enter_error(c, st, std::string(op_kind_name(d.op.kind)) + ": " + ibex_last_error(), true, &d.op);
+                d.have = false;
+                return Pass::moved;
+            }
+            d.gpu_draining = false;
+        }
+    }
+    if (d.have && d.gpu.active()) {
+        // Between the chunks of a GPU op: its input still copying in, or its results out.
+        if (d.gpu_draining) {
+            if (!d.gpu.drained()) return Pass::idle;
+            d.gpu_draining = false;
+            finish_running(c);
+            return Pass::moved;
+        }
+        if (!d.fast && !c->exec.active() && !d.gpu.ready()) return Pass::idle;
+    }
+    if (d.have && !d.fast && !c->exec.active()) {
+        ibex_status_t err;
+        std::string err_detail;
+        {
+            std::lock_guard l(c->mu);
+            err = c->error;
+            err_detail = c->error_detail;
+        }
+        bool empty = false;
+        ibex_status_t st = err;
+        if (st == IBEX_OK && !d.scheduled && c->direct.takes(d.op)) {
+            c->direct.begin(d.op);
+            st = c->fast.start(c, c->direct.sub());
+            d.fast = st == IBEX_OK;
+        } else if (st == IBEX_OK && !d.scheduled && c->fast.takes(c, d.op)) {
+            st = c->fast.start(c, d.op);
+            d.fast = st == IBEX_OK;
+        } else if (st == IBEX_OK) {
+            st = start_op(c, d.op, &empty);
+        }
+        if (err != IBEX_OK) {
+            enter_error(c, err, err_detail, false, &d.op);
+            d.have = false;
+            return Pass::moved;
+        }
+        if (st != IBEX_OK) {
+            enter_error(c, st, std::string(op_kind_name(d.op.kind)) + ": " + ibex_last_error(), true, &d.op);
+            d.have = false;
+            return Pass::moved;
+        }
+        if (empty) {
+            complete(d.op.req, IBEX_OK, "");
+            d.have = false;
+            std::lock_guard l(c->mu);
+            c->running_op = false;
+            c->idle_cv.notify_all();
+            return Pass::moved;
+        }
+        d.last_activity = d.last_move = Clock::now(); // a new op: its first replies are a latency away
+    }
+    if (d.have && d.fast) {
+        bool done = false, moved = false;
+        ibex_status_t st = IBEX_OK;
+        // Sharing cores, spinning here only delays the peer that has to write the word.
+        if (!c->opt.own_core) fast_polls = 1;
+        const Op &boxed = c->direct.active() ? c->direct.sub() : d.op;
+        for (int i = 0; i < fast_polls && st == IBEX_OK && !done; ++i) {
+            st = c->fast.poll(boxed, &done, &moved);
+            if (!done) __builtin_ia32_pause();
+        }
+        if (st != IBEX_OK) {
+            enter_error(c, st, std::string(op_kind_name(d.op.kind)) + ": " + ibex_last_error(), true, &d.op);
+            d.have = false;
+            return Pass::moved;
+        }
+        if (done) {
+            collective_finished(c);
+            return Pass::moved;
+        }
+        if (moved)
+            d.last_activity = d.last_move = Clock::now();
+        else if ((++d.quiet_passes & 15) != 0)
+            return Pass::idle; // the clock, the CQ and the timeout only every 16th quiet look
+    }
+    // Also while a fast-box op runs: stray completions are drained, and a WRITE that had to
+    // queue (not in place) is served.
+    bool did = false;
+    if (ibex_status_t st = c->exec.progress(&did); st != IBEX_OK) {
+        enter_error(c, st, ibex_last_error(), true, d.have ? &d.op : nullptr);
+        d.have = false;
+        return Pass::moved;
+    }
+    if (d.have && c->exec.finished()) {
+        if (d.op.times) *d.op.times = c->exec.done_times();
+        c->exec.finish();
+        collective_finished(c);
+        return Pass::moved;
+    }
+    const auto now = Clock::now();
+    if (did) {
+        d.last_activity = now;
+        d.last_move = now;
+        return Pass::moved;
+    }
+    if (d.have && ms_since(d.last_activity) > c->opt.timeout_ms) {
+        const int peer = d.fast ? c->fast.waiting_on() : c->exec.waiting_on();
+        char buf[192];
+        std::snprintf(buf, sizeof buf, "%s made no progress for %d ms (waiting on rank %d)", op_kind_name(d.op.kind),
+                      c->opt.timeout_ms, peer);
+        IBEX_LOG(info, "communicator rank %d: %s: %s", c->rank, buf,
+                 (d.fast ? c->fast.stall_detail() : c->exec.stall_detail()).c_str());
+        enter_error(c, IBEX_ERR_TIMEOUT, buf, true, &d.op);
+        d.have = false;
+        return Pass::moved;
+    }
+    return Pass::idle;
+}
+
+// Nothing moved: busy-poll for spin_us after the last movement (the next slice is usually
+// one message latency away, the next op one call away); then sleep until a completion, a
+// new op, a bootstrap message or the next deadline. dl holds drive_mu and is released while
+// asleep or yielding, so a caller can take the stream over.
+// own_core: this thread has a core to itself (a caller on a host whose ranks fit its
+// cores): it spins on the CPU's pause instruction and yields only now and then, as MPI's
+// busy-polling does; otherwise every idle pass yields the core.
+void drive_idle(ibex_comm *c, std::unique_lock<std::mutex> &dl, int spin_us, bool own_core) {
+    DriveState &d = c->drive;
+    // A GPU op between chunks waits for copies (a few hundred microseconds), which wake no
+    // descriptor: yield rather than nap.
+    if (d.have && d.gpu.active() && !d.fast && !c->exec.active()) {
+        dl.unlock();
+        sched_yield();
+        dl.lock();
+        return;
+    }
+    // A fast-box op is not woken by a completion: sharing cores, keep yielding to the peer
+    // a while longer before napping (see run_inline).
+    if (d.have && d.fast && !own_core) spin_us = std::max(spin_us, 2000);
+    if (own_core && d.have && d.fast && (d.quiet_passes & 15) != 0) {
+        for (int i = 0; i < 16; ++i) __builtin_ia32_pause(); // the clock only every 16th pass
+        return;
+    }
+    if (Clock::now() < d.last_move + std::chrono::microseconds(spin_us)) {
+        // A fast-box op is polled, not woken: yielding gains it nothing.
+        if (own_core && ((++d.idle_passes & 63) != 0 || (d.have && d.fast))) {
+            for (int i = 0; i < 16; ++i) __builtin_ia32_pause();
+            return;
+        }
+        dl.unlock();
+        sched_yield();
+        dl.lock();
+        return;
+    }
+    if (!c->exec.arm()) return;
+    // Announce the nap before the last look at the queue: a submission either lands in that
+    // look or sees the flag and writes wake_fd.
+    c->driver_asleep.store(true, std::memory_order_seq_cst);
+    {
+        std::lock_guard l(c->mu);
+        if (!c->queue.empty() || c->aborting || c->stopping) {
+            c->driver_asleep.store(false, std::memory_order_relaxed);
+            return;
+        }
+    }
+    pollfd pfd[8];
+    nfds_t n = 0;
+    pfd[n++] = {c->wake_fd, POLLIN, 0};
+    for (int fd : c->exec.cq_fds()) pfd[n++] = {fd, POLLIN, 0}; // at most Executor::kMaxLinks
+    const nfds_t drained = n;
+    for (int fd : c->boot->fds())
+        if (n < std::size(pfd)) pfd[n++] = {fd, POLLIN, 0};
+    int wait_ms = 100;
+    if (d.have)
+        wait_ms = static_cast<int>(std::clamp<int64_t>(c->opt.timeout_ms - ms_since(d.last_activity) + 1, 1, 100));
+    // A peer's fast-box word raises no completion to wake this poll: nap briefly.
+    if (d.have && d.fast) wait_ms = 1;
+    dl.unlock();
+    const int r = ::poll(pfd, n, wait_ms);
+    c->driver_asleep.store(false, std::memory_order_relaxed);
+    dl.lock();
+    bool boot_ready = ms_since(d.last_boot_check) >= 100;
+    if (r > 0) {
+        uint64_t v;
+        for (nfds_t i = 0; i < drained; ++i)
+            if (pfd[i].revents & POLLIN) [[maybe_unused]] ssize_t x = ::read(pfd[i].fd, &v, sizeof v);
+        for (nfds_t i = drained; i < n; ++i)
+            if (pfd[i].revents) boot_ready = true;
+    }
+    if (!boot_ready) return;
+    d.last_boot_check = Clock::now();
+    ibex_status_t st;
+    std::string detail;
+    if (!c->boot->healthy(&st, &detail)) {
+        bool already;
+        {
+            std::lock_guard l(c->mu);
+            already = c->error != IBEX_OK;
+        }
+        if (!already || d.have) {
+            enter_error(c, st, detail, false, d.have ? &d.op : nullptr);
+            d.have = false;
+        }
+    }
+}
+
+bool request_done(ibex_request *r) {
+    std::lock_guard l(r->mu);
+    return r->done;
+}
+
+} // namespace ibex::coll
