@@ -73,7 +73,7 @@ void teardown(ibex_comm *c) {
                      static_cast<unsigned long long>(k.rnr_nak_received));
     }
     if (c->wake_fd >= 0) ::close(c->wake_fd);
-    c->drive.gpu.release(c);
+    c->gpu.release(c);
     c->caches.clear();
     std::free(c->scratch);
     c->boot.reset();

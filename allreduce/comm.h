@@ -19,6 +19,7 @@
 #include "allreduce/comm_topology.h"
 #include "allreduce/executor.h"
 #include "allreduce/fastbox.h"
+#include "allreduce/gpu_staging.h"
 #include "allreduce/op.h"
 #include "allreduce/reg_cache.h"
 #include "allreduce/selector.h"
@@ -36,7 +37,6 @@ struct ibex_comm {
     ibex::coll::RegCaches caches; // one per executor link
     ibex::coll::Selector selector;
     ibex::coll::Fastbox fast; // after exec: its box goes before the executor's PD
-    ibex::coll::ShmDirect direct;
     std::vector<int> peers;
 
     // Scratch for partial results (reduce-scatter, reduce) and the probe; grows on demand.
@@ -68,6 +68,11 @@ struct ibex_comm {
     bool aborting = false;
     ibex_status_t error = IBEX_OK;
     std::string error_detail;
+
+    // Touched only by the stream's driver, at the start and end of ops: kept after the
+    // fields the caller and the progress thread share on every op.
+    ibex::coll::ShmDirect direct;
+    ibex::coll::GpuStaging gpu; // the running op's GPU chunks
 };
 
 namespace ibex::coll {

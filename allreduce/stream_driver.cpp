@@ -53,7 +53,7 @@ void progress_main(ibex_comm *c) {
     // Aborting or stopping: nothing runs any more.
     if (d.have) {
         c->exec.finish();
-        d.gpu.abandon();
+        c->gpu.abandon();
         c->direct.abandon();
         complete(d.op.req, IBEX_ERR_INVALID_STATE, "communicator aborted");
         d.have = false;

@@ -10,7 +10,6 @@
 
 #include <ibex/coll.h>
 
-#include "allreduce/gpu_staging.h"
 #include "allreduce/op.h"
 
 namespace ibex::coll {
@@ -20,7 +19,7 @@ struct DriveState {
     Op op;
     bool have = false; // op is the running one
     bool fast = false;  // ... and it runs over the fast boxes (allreduce/fastbox.h), not the executor
-    GpuStaging gpu;     // the op has GPU buffers: op.args are the running chunk's host copies
+    // With ibex_comm::gpu active, op.args are the running chunk's host copies (GPU buffers).
     bool gpu_draining = false; // ... every chunk ran; the copies back to the GPU are in flight
     bool scheduled = false;    // the op (or GPU chunk) runs the scheduled way: direct fell back
     unsigned idle_passes = 0;

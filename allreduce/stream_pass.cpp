@@ -55,7 +55,7 @@ void enter_error(ibex_comm *c, ibex_status_t st, const std::string &detail, bool
     if (local && c->boot) c->boot->send_abort(st, detail.c_str());
     c->exec.shut_down();
     if (running == &c->drive.op) {
-        c->drive.gpu.abandon();
+        c->gpu.abandon();
         c->direct.abandon();
         c->drive.gpu_draining = false;
     }
@@ -108,9 +108,9 @@ void collective_finished(ibex_comm *c) {
     }
     d.fast = false;
     d.scheduled = false;
-    if (!d.gpu.active()) return finish_running(c);
+    if (!c->gpu.active()) return finish_running(c);
     bool more = false;
-    if (ibex_status_t st = d.gpu.chunk_done(d.op, &more); st != IBEX_OK) {
+    if (ibex_status_t st = c->gpu.chunk_done(d.op, &more); st != IBEX_OK) {
         enter_error(c, st, std::string(op_kind_name(d.op.kind)) + ": " + ibex_last_error(), true, &d.op);
         d.have = false;
         return;
@@ -149,7 +149,7 @@ Pass drive_pass(ibex_comm *c, int fast_polls) {
         }
         // (a communicator in error fails the op below, before it would be staged)
         if (!in_error) {
-            if (ibex_status_t st = d.gpu.begin(c, d.op); st != IBEX_OK) {
+            if (ibex_status_t st = c->gpu.begin(c, d.op); st != IBEX_OK) {
                 enter_error(c, st, std::string(op_kind_name(d.op.kind)) + ": " + ibex_last_error(), true, &d.op);
                 d.have = false;
                 return Pass::moved;
@@ -157,15 +157,15 @@ Pass drive_pass(ibex_comm *c, int fast_polls) {
             d.gpu_draining = false;
         }
     }
-    if (d.have && d.gpu.active()) {
+    if (d.have && c->gpu.active()) {
         // Between the chunks of a GPU op: its input still copying in, or its results out.
         if (d.gpu_draining) {
-            if (!d.gpu.drained()) return Pass::idle;
+            if (!c->gpu.drained()) return Pass::idle;
             d.gpu_draining = false;
             finish_running(c);
             return Pass::moved;
         }
-        if (!d.fast && !c->exec.active() && !d.gpu.ready()) return Pass::idle;
+        if (!d.fast && !c->exec.active() && !c->gpu.ready()) return Pass::idle;
     }
     if (d.have && !d.fast && !c->exec.active()) {
         ibex_status_t err;
@@ -276,7 +276,7 @@ void drive_idle(ibex_comm *c, std::unique_lock<std::mutex> &dl, int spin_us, boo
     DriveState &d = c->drive;
     // A GPU op between chunks waits for copies (a few hundred microseconds), which wake no
     // descriptor: yield rather than nap.
-    if (d.have && d.gpu.active() && !d.fast && !c->exec.active()) {
+    if (d.have && c->gpu.active() && !d.fast && !c->exec.active()) {
         dl.unlock();
         sched_yield();
         dl.lock();

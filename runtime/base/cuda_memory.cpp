@@ -106,7 +106,11 @@ ibex_status_t cuda_fail(cudaError_t e, const char *what) {
 } // namespace
 
 bool built() { return true; }
-bool available() { return state().ok; }
+// Asked on every collective (memory_kind): the answer is cached past state()'s call_once.
+bool available() {
+    static const bool ok = state().ok;
+    return ok;
+}
 const char *unavailable_reason() { return state().ok ? "" : state().reason.c_str(); }
 
 static MemoryKind hw_memory_kind(const void *p) {
