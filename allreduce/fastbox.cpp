@@ -195,9 +195,12 @@ ibex_status_t Fastbox::start(ibex_comm *c, const Op &op) {
         // A reduce's data matters to the root only; the others get the description alone.
         const size_t bytes = sends_data && (op.kind != OpKind::reduce || p == a.root) ? b : 0;
         const uint64_t remote = peer_addr_[static_cast<size_t>(p)] + static_cast<uint64_t>(inbox(seq, rank_) - box_);
-        // From the slot's start: the sequence word it carries is this slot's previous one
-        // (s-2, or 0), which the peer's slot already holds, never s.
-        IBEX_TRY(write(p, src, kData + bytes, remote));
+        // Description and data, not the slot's sequence word: a WRITE that cannot go in
+        // place is copied later, after this rank has set that word to s below, and a copy
+        // from the slot's start would land s ahead of the data (a peer then read the first
+        // part of the data new and the rest from s-2, under load). Only the word's own
+        // WRITE, queued behind this one, ever writes the peer's word.
+        IBEX_TRY(write(p, src + kMeta, kData - kMeta + bytes, remote + kMeta));
     }
     // The sequence words, after every peer's data: each follows its data on the same QP,
     // and shm performs one QP's WRITEs in order. Done in place (the usual case), both are
