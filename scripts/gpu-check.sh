@@ -8,14 +8,15 @@
 #     same tool on host memory (udp:lo, 256 KiB and 1 MiB); ibex_allreduce_perf with GPU
 #     against host buffers (2 and 4 ranks, 1 to 64 MiB, over shm and over udp:lo), whose
 #     #wrong must be 0, and
-#     torch.distributed's gloo on CUDA tensors at the same sizes where torch has CUDA.
+#     torch.distributed's gloo on CUDA tensors at the same sizes where torch has CUDA;
+#   - a real NCCL (system or torch's) loading the ibex net plugin (NcclNetPlugin.RealNcclLoadsIt).
 # Benchmark figures are the median of GPU_CHECK_REPEAT runs (default 3) with the spread;
 # the ratios are GPU over host in the same script run. They are reported, not asserted.
 # Where there is no usable GPU (or ibex was built without CUDA) it prints
 # "gpu-check: no GPU: <why>" and exits 0, so CI can call it on any host.
 # --probe: only say whether there is a GPU ("gpu-check: no GPU: <why>" or
 # "gpu-check: GPU present") and exit 0.
-# GPU_CHECK_PARTS picks what runs (default: "tests kernels perftest allreduce gloo").
+# GPU_CHECK_PARTS picks what runs (default: "tests kernels perftest allreduce gloo nccl").
 # Exit status: 0 passed (or no GPU), 1 a test or a benchmark failed or found wrong
 # results, 2 the build is missing or a bad argument.
 set -uo pipefail
@@ -52,7 +53,7 @@ if [[ $probe_only -eq 1 ]]; then
     exit 0
 fi
 
-PARTS=" ${GPU_CHECK_PARTS:-tests kernels perftest allreduce gloo} "
+PARTS=" ${GPU_CHECK_PARTS:-tests kernels perftest allreduce gloo nccl} "
 part() { [[ $PARTS == *" $1 "* ]]; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -195,6 +196,45 @@ elif "$py" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1
     done
 else
     note "gloo: not run (no python3 with torch and CUDA)"
+fi
+
+# ---- a real NCCL loads the plugin (NcclNetPlugin.RealNcclLoadsIt), with the libnccl.so.2
+# and libcudart of the installed torch when there is no system NCCL
+plugin_test=$BUILD/tests/plugins/nccl-net/test_nccl_net_plugin
+if part nccl && [[ -x $plugin_test ]]; then
+    echo "== a real NCCL loads libnccl-net-ibex.so"
+    dirs=$("$py" - 2>/dev/null <<'PY'
+import glob, os
+roots = []
+try:
+    import torch
+    roots.append(os.path.dirname(torch.__file__))
+except Exception:
+    pass
+try:
+    import nvidia
+    roots += list(nvidia.__path__)
+except Exception:
+    pass
+found = set()
+for r in roots:
+    for pat in ("libnccl.so*", "libcudart.so*"):
+        found.update(os.path.dirname(p) for p in glob.glob(os.path.join(r, "**", pat), recursive=True))
+print(":".join(sorted(found)))
+PY
+)
+    LD_LIBRARY_PATH=${dirs:+$dirs:}${LD_LIBRARY_PATH:-} "$plugin_test" --gtest_filter='NcclNetPlugin.RealNcclLoadsIt' \
+        >"$work/nccl.log" 2>&1
+    nccl_rc=$?
+    tail -5 "$work/nccl.log"
+    if grep -q '\[  SKIPPED \]' "$work/nccl.log"; then
+        note "nccl: skipped ($(grep -m1 -A1 'Skipped' "$work/nccl.log" | tail -1))"
+    elif [[ $nccl_rc -eq 0 ]]; then
+        note "nccl: a real NCCL loaded and initialised the ibex net plugin"
+    else
+        note "nccl: FAILED (see the log above)"
+        failed=1
+    fi
 fi
 
 echo

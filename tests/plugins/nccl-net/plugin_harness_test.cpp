@@ -512,7 +512,10 @@ TEST(NcclNetPlugin, RealNcclLoadsIt) {
     if (nccl == nullptr)
         GTEST_SKIP() << "libnccl.so.2 is not installed here (no CUDA host with NCCL): the check that "
                         "a real NCCL loads libnccl-net-ibex.so cannot run";
-    void *cudart = dlopen("libcudart.so", RTLD_NOW | RTLD_LOCAL);
+    // A toolkit installs libcudart.so; a pip-installed torch only the versioned name.
+    void *cudart = nullptr;
+    for (const char *name : {"libcudart.so", "libcudart.so.13", "libcudart.so.12"})
+        if (!cudart) cudart = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     using GetCount = int (*)(int *);
     auto get_count = cudart ? reinterpret_cast<GetCount>(dlsym(cudart, "cudaGetDeviceCount")) : nullptr;
     int gpus = 0;
