@@ -43,6 +43,7 @@ Op make_op(OpKind kind, const void *sendbuf, void *recvbuf, size_t count, ibex_d
 // Queues the op; with req == NULL waits for it.
 ibex_status_t run(ibex_comm *comm, Op &&op, ibex_request **req) {
     if (req) *req = nullptr;
+    op.on_gpu = GpuStaging::needs(op, comm->rank, comm->nranks);
     if (ibex_status_t st; !req && run_inline(comm, op, &st)) return st;
     ibex_request *r = nullptr;
     const bool small = comm->fast.takes(comm, op);

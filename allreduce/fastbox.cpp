@@ -6,7 +6,6 @@
 
 #include "allreduce/comm.h"
 #include "allreduce/cpu/reduce.h"
-#include "allreduce/gpu_staging.h"
 #include "runtime/base/config.h"
 #include "runtime/base/log.h"
 #include "runtime/base/status.h"
@@ -137,6 +136,7 @@ ibex_status_t Fastbox::open(ibex_comm *c) {
 }
 
 bool Fastbox::takes(const ibex_comm *c, const Op &op) const {
+    (void)c;
     if (!max_bytes_) return false;
     switch (op.kind) {
     case OpKind::probe: return false;
@@ -146,9 +146,9 @@ bool Fastbox::takes(const ibex_comm *c, const Op &op) const {
     const CollArgs &a = op.args;
     if (a.count == 0 || slot_payload(op) > max_bytes_) return false;
     // GPU buffers are staged first (allreduce/gpu_staging.h), and their chunks come back
-    // here with host buffers. Only the buffers this rank uses count: every rank must
-    // answer alike, whatever a rank passes for a buffer it does not use.
-    return !GpuStaging::needs(op, c->rank, c->nranks);
+    // here with host buffers. on_gpu looks only at the buffers this rank uses: every rank
+    // must answer alike, whatever a rank passes for a buffer it does not use.
+    return !op.on_gpu;
 }
 
 Fastbox::Meta Fastbox::describe(const Op &op) {

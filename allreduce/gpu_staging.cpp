@@ -123,6 +123,7 @@ ibex_status_t GpuStaging::begin(ibex_comm *c, Op &op) {
         }
     }
     point_at(op, chunks_[0]);
+    op.on_gpu = false; // the chunks are host memory
     return IBEX_OK;
 }
 

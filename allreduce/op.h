@@ -38,6 +38,10 @@ struct Op {
     OpKind kind = OpKind::allreduce;
     CollArgs args;
     ibex_request *req = nullptr;
+    // A buffer this rank uses is GPU memory, so the op is staged (allreduce/gpu_staging.h)
+    // before anything runs it. Asked once, at submission: the memory-type query is a driver
+    // call on a GPU host, and the paths below would otherwise each ask again per op.
+    bool on_gpu = false;
     // probe only
     int pings = 0;
     size_t bulk = 0;

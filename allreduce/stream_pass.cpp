@@ -141,7 +141,7 @@ Pass drive_pass(ibex_comm *c, int fast_polls) {
         }
         if (!d.have && c->stopping) return Pass::stop;
     }
-    if (taken && GpuStaging::needs(d.op, c->rank, c->nranks)) {
+    if (taken && d.op.on_gpu) {
         bool in_error;
         {
             std::lock_guard l(c->mu);
