@@ -6,34 +6,9 @@
 #include "runtime/base/status.h"
 
 namespace ibex::coll {
-namespace {
-
-// The send and receive bytes of an op on this rank, and whether it reduces or copies
-// element by element (so it may run chunk by chunk).
-struct Extent {
-    size_t send = 0, recv = 0;
-    bool elementwise = false;
-};
-
-Extent extent(const Op &op, int rank, int nranks) {
-    const size_t elem = ibex_datatype_size(op.args.type);
-    const size_t bytes = op.args.count * elem, n = static_cast<size_t>(nranks);
-    switch (op.kind) {
-    case OpKind::allreduce: return {bytes, bytes, true};
-    case OpKind::broadcast: return {rank == op.args.root ? bytes : 0, bytes, true};
-    case OpKind::reduce: return {bytes, rank == op.args.root ? bytes : 0, true};
-    case OpKind::reduce_scatter: return {n * bytes, bytes, false};
-    case OpKind::allgather: return {bytes, n * bytes, false};
-    case OpKind::barrier:
-    case OpKind::probe: break;
-    }
-    return {};
-}
-
-} // namespace
 
 bool GpuStaging::needs(const Op &op, int rank, int nranks) {
-    const Extent e = extent(op, rank, nranks);
+    const OpBytes e = op_bytes(op, rank, nranks);
     return (e.send && cuda::is_device_pointer(op.args.sendbuf)) || (e.recv && cuda::is_device_pointer(op.args.recvbuf));
 }
 
@@ -75,7 +50,7 @@ void GpuStaging::point_at(Op &op, const Chunk &k) const {
 }
 
 ibex_status_t GpuStaging::begin(ibex_comm *c, Op &op) {
-    const Extent e = extent(op, c->rank, c->nranks);
+    const OpBytes e = op_bytes(op, c->rank, c->nranks);
     orig_ = op.args;
     has_send_ = e.send && op.args.sendbuf;
     has_recv_ = e.recv && op.args.recvbuf;

@@ -49,4 +49,13 @@ struct Op {
     std::vector<uint64_t> *times = nullptr;
 };
 
+// The bytes an op reads from its send buffer and writes to its receive buffer on this rank
+// (0 for a buffer the rank does not use; barrier and probe: none), and whether it works
+// element by element, so that it may run chunk by chunk.
+struct OpBytes {
+    size_t send = 0, recv = 0;
+    bool elementwise = false;
+};
+OpBytes op_bytes(const Op &op, int rank, int nranks);
+
 } // namespace ibex::coll

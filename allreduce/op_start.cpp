@@ -9,22 +9,12 @@ ibex_status_t start_op(ibex_comm *c, Op &op, bool *empty) {
     CollArgs a = op.args;
     a.rank = c->rank;
     a.nranks = c->nranks;
-    const size_t n = static_cast<size_t>(c->nranks);
     const size_t elem = op.kind == OpKind::probe ? 1 : ibex_datatype_size(a.type);
-    size_t send_bytes = a.count * elem, recv_bytes = a.count * elem, scratch = 0;
+    const OpBytes bytes = op_bytes(op, c->rank, c->nranks);
+    size_t send_bytes = bytes.send, recv_bytes = bytes.recv, scratch = 0;
     switch (op.kind) {
-    case OpKind::reduce_scatter:
-        send_bytes = n * a.count * elem;
-        scratch = send_bytes;
-        break;
-    case OpKind::allgather: recv_bytes = n * a.count * elem; break;
-    case OpKind::broadcast:
-        if (a.rank != a.root) send_bytes = 0;
-        break;
-    case OpKind::reduce:
-        scratch = a.count * elem;
-        if (a.rank != a.root) recv_bytes = 0;
-        break;
+    case OpKind::reduce_scatter: scratch = send_bytes; break;
+    case OpKind::reduce: scratch = a.count * elem; break;
     case OpKind::barrier:
         a.sendbuf = c->small;
         a.recvbuf = c->small + 8;
@@ -34,7 +24,9 @@ ibex_status_t start_op(ibex_comm *c, Op &op, bool *empty) {
         send_bytes = recv_bytes = 1;
         break;
     case OpKind::probe: scratch = probe_buffer_bytes(op.pings, op.bulk); break;
-    case OpKind::allreduce: break;
+    case OpKind::allreduce:
+    case OpKind::allgather:
+    case OpKind::broadcast: break;
     }
     const Algo algo = comm_algo(c, a.count * elem);
     *empty = false;

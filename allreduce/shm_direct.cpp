@@ -119,18 +119,11 @@ ibex_status_t ShmDirect::open(ibex_comm *c) {
 }
 
 bool ShmDirect::takes(const Op &op) const {
-    if (!min_bytes_ || !op.args.count) return false;
-    size_t bytes = op.args.count * ibex_datatype_size(op.args.type);
-    switch (op.kind) {
-    case OpKind::allreduce:
-    case OpKind::broadcast:
-    case OpKind::reduce: break;
-    case OpKind::reduce_scatter:
-    case OpKind::allgather: bytes *= static_cast<size_t>(nranks_); break; // the whole input or output
-    case OpKind::barrier:
-    case OpKind::probe: return false;
-    }
-    return bytes >= min_bytes_;
+    if (!min_bytes_) return false;
+    // The larger side is the whole buffer (the input of a reduce-scatter, the output of an
+    // allgather), the same on every rank whichever side a rank leaves unused.
+    const OpBytes b = op_bytes(op, rank_, nranks_);
+    return std::max(b.send, b.recv) >= min_bytes_;
 }
 
 void ShmDirect::begin(const Op &op) {
