@@ -65,11 +65,15 @@ void teardown(ibex_comm *c) {
         if (ibex_query_counters(c->exec.context(link), &k) == IBEX_OK)
             IBEX_LOG(info,
                      "communicator rank %d/%d, %s: %llu packets out, %llu in, %llu retransmitted, %llu timeouts, "
+                     "%llu sequence NAKs sent, %llu out of sequence, %llu ICRC errors, %llu malformed, "
                      "%llu RNR NAKs received",
                      c->rank, c->nranks, ibex_context_device_name(c->exec.context(link)),
                      static_cast<unsigned long long>(k.tx_packets),
                      static_cast<unsigned long long>(k.rx_packets), static_cast<unsigned long long>(k.retransmitted_packets),
                      static_cast<unsigned long long>(k.local_ack_timeout_err),
+                     static_cast<unsigned long long>(k.seq_naks_sent), static_cast<unsigned long long>(k.out_of_sequence),
+                     static_cast<unsigned long long>(k.rx_icrc_errors),
+                     static_cast<unsigned long long>(k.rx_dropped_malformed),
                      static_cast<unsigned long long>(k.rnr_nak_received));
     }
     if (c->wake_fd >= 0) ::close(c->wake_fd);

@@ -341,7 +341,11 @@ void on_acknowledge(SoftContext &ctx, SoftQp &qp, const PacketView &pv, uint64_t
     }
 }
 
-void emit_request(SoftContext &ctx, SoftQp &qp, SendWqe &w, uint32_t k) {
+// `fills_window`: no request follows this one until an acknowledgement opens the window,
+// so it asks for one; otherwise a window that ends between two periodic AckReqs leaves
+// its tail unacknowledged until the transport timer fires (the responder acknowledges
+// only what asks for it), and the QP moves one window per timeout.
+void emit_request(SoftContext &ctx, SoftQp &qp, SendWqe &w, uint32_t k, bool fills_window) {
     auto &slot = ctx.begin_tx();
     const uint32_t psn = psn_add(w.first_psn, k);
     const uint32_t total = w.local.total;
@@ -351,7 +355,7 @@ void emit_request(SoftContext &ctx, SoftQp &qp, SendWqe &w, uint32_t k) {
     const bool last = k + 1 == w.npkts;
     const uint8_t op = request_opcode(w, first, last);
     const uint16_t flags = op_info(op).flags;
-    const bool ack_req = last || ((k + 1) % ctx.config().ack_req_every == 0);
+    const bool ack_req = last || fills_window || ((k + 1) % ctx.config().ack_req_every == 0);
     size_t h = put_bth(slot.hdr, op, qp.dest_qpn, psn, ack_req, pad_for(len), last && w.solicited);
     if (flags & kHasReth) {
         encode_reth(slot.hdr + h, {w.remote_addr, w.rkey, total});
@@ -479,7 +483,7 @@ void requester_transmit(SoftContext &ctx, SoftQp &qp, uint64_t now, uint32_t &bu
             if (is_atomic(w))
                 emit_atomic(ctx, qp, w);
             else
-                emit_request(ctx, qp, w, qp.tx_pkt);
+                emit_request(ctx, qp, w, qp.tx_pkt, inflight + 1 >= window);
             ++qp.tx_pkt;
         }
         --budget;
