@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "allreduce/calibration.h"
+#include "allreduce/comm_rail.h"
 #include "runtime/bootstrap/unique_id.h"
 #include "runtime/base/config.h"
 #include "runtime/base/log.h"
@@ -139,18 +140,26 @@ ibex_status_t comm_create(int nranks, const char *id_text, int rank, const CommO
         c->opt.wait_spin_us = c->opt.own_core ? 10000 : c->opt.spin_us;
     }
     if (ibex_status_t st = learn_topology(c, &c->topo); st != IBEX_OK) return bail(st);
+    if (is_rail_device(c->opt.device)) {
+        const HostLayout &l = c->topo.layout;
+        const int local_size = static_cast<int>(l.members[static_cast<size_t>(l.host_of[static_cast<size_t>(rank)])].size());
+        const std::string spec = c->opt.device;
+        if (ibex_status_t st = rail_device(spec, l.local_rank(rank), local_size, &c->opt.device); st != IBEX_OK)
+            return bail(st);
+    }
     c->peers = needed_peers(rank, nranks, c->topo.layout);
     if (Fastbox::wanted(c)) { // the fast boxes talk to every rank
         c->peers.clear();
         for (int p = 0; p < nranks; ++p)
             if (p != rank) c->peers.push_back(p);
     }
-    if (ibex_status_t st = c->exec.open(opt.device.c_str(), c->topo.shm ? "shm" : nullptr, rank, nranks, c->peers,
+    if (ibex_status_t st = c->exec.open(c->opt.device.c_str(), c->topo.shm ? "shm" : nullptr, rank, nranks, c->peers,
                                         c->topo.local, opt.exec);
         st != IBEX_OK) {
         // The device's own errors mostly name it already.
         const std::string detail = ibex_last_error();
-        const std::string d = detail.rfind(opt.device, 0) == 0 ? detail : "opening " + opt.device + ": " + detail;
+        const std::string &dev = c->opt.device;
+        const std::string d = detail.rfind(dev, 0) == 0 ? detail : "opening " + dev + ": " + detail;
         fail(st, "%s", d.c_str());
         return bail(st);
     }

@@ -197,6 +197,73 @@ TEST(HierarchicalHostsNoShm, EveryPeerOverTheNetwork) {
     ibex::test::expect_all_passed(out);
 }
 
+// IBEX_DEVICE=rail: each local rank opens the NIC ibex_topo_bind gives it. Every host has
+// the two NICs of a topology fixture (numa_unknown.xml: local rank 0 binds NIC0,
+// enp4s0np0; local rank 1 NIC1, enp130s0np0) as veths on the bridge, so each rail crosses
+// on its own interface: the peer devices name it, and the allreduce is right.
+TEST(HierarchicalRails, EachLocalRankCrossesOnItsOwnNic) {
+    BridgedHosts hosts;
+    std::string why;
+    if (!hosts.create(2, &why)) GTEST_SKIP() << why;
+    const char *nic[2] = {"enp4s0np0", "enp130s0np0"};
+    for (int h = 0; h < 2; ++h)
+        for (const char *name : nic)
+            if (!hosts.add_nic(h, name, &why)) GTEST_SKIP() << why;
+    ::setenv("IBEX_BOOTSTRAP_ADDR", hosts.bridge_ip().c_str(), 1);
+    const std::string fixture = std::string(IBEX_TEST_DATA_DIR) + "/topology/numa_unknown.xml";
+    const std::vector<int> host_of = {0, 0, 1, 1};
+    const auto out = ibex::test::run_ranks(4, [&](RankCtx &ctx) {
+        const int h = host_of[static_cast<size_t>(ctx.rank)], local = ctx.rank % 2;
+        RANK_CHECK(ctx, ibex::test::enter_netns(hosts.ns(h)), "rank %d: cannot enter %s", ctx.rank, hosts.ns(h).c_str());
+        ::setenv("IBEX_TOPO_FILE", fixture.c_str(), 1);
+        ibex_comm_config_t cfg = IBEX_COMM_CONFIG_INIT;
+        cfg.device = "rail";
+        cfg.algo = "hierarchical";
+        ibex_comm_t *comm = nullptr;
+        RANK_CHECK_OK(ctx, ibex_comm_init_rank(&comm, ctx.nranks, &ctx.id, ctx.rank, &cfg));
+        const std::string want = std::string("udp:") + nic[local] + ":" + std::to_string(4791 + local);
+        for (int p = 0; p < ctx.nranks; ++p) {
+            const char *dev = ibex_comm_peer_device(comm, p);
+            if (p == ctx.rank || !dev || host_of[static_cast<size_t>(p)] == h) continue;
+            RANK_CHECK(ctx, want == dev, "rank %d (local %d) reaches rank %d over %s, want %s", ctx.rank, local, p, dev,
+                       want.c_str());
+        }
+        if (int rc = check_large(ctx, comm); rc) return rc;
+        RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
+        return 0;
+    }, 120);
+    ::unsetenv("IBEX_BOOTSTRAP_ADDR");
+    ibex::test::expect_all_passed(out);
+}
+
+// A rail spec that is not one, or a topology without a NIC (no_nic.xml), is refused with
+// the reason, on every rank.
+TEST(HierarchicalRails, BadSpecOrNoNicIsAClearError) {
+    const std::string fixture = std::string(IBEX_TEST_DATA_DIR) + "/topology/no_nic.xml";
+    struct Case {
+        const char *device;
+        ibex_status_t want;
+        const char *says;
+    };
+    for (const Case &k : {Case{"rail:ib", IBEX_ERR_INVALID_ARGUMENT, "rail:udp"},
+                          Case{"rail", IBEX_ERR_NO_DEVICE, "no_nic.xml) has no NIC"}}) {
+        SCOPED_TRACE(k.device);
+        const auto out = ibex::test::run_ranks(2, [&](RankCtx &ctx) {
+            ::setenv("IBEX_TOPO_FILE", fixture.c_str(), 1);
+            ibex_comm_config_t cfg = IBEX_COMM_CONFIG_INIT;
+            cfg.device = k.device;
+            ibex_comm_t *comm = nullptr;
+            const ibex_status_t st = ibex_comm_init_rank(&comm, ctx.nranks, &ctx.id, ctx.rank, &cfg);
+            RANK_CHECK(ctx, st == k.want, "rank %d: %s gave %s: %s", ctx.rank, k.device, ibex_strerror(st),
+                       ibex_last_error());
+            RANK_CHECK(ctx, std::strstr(ibex_last_error(), k.says) != nullptr, "rank %d: \"%s\"", ctx.rank,
+                       ibex_last_error());
+            return 0;
+        }, 60);
+        ibex::test::expect_all_passed(out);
+    }
+}
+
 // A rank killed in the middle of a hierarchical allreduce: the others get an error well
 // within the timeout, whether the victim was their shm peer or on another host.
 void killed_across_hosts(int victim) {

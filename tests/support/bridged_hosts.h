@@ -78,6 +78,23 @@ public:
         return true;
     }
 
+    // One more NIC for host h: a veth named `name` inside ns(h) (names are per namespace,
+    // so every host may have the same ones, as machines of one model do), on the same
+    // bridge, with its own address. Call after create().
+    bool add_nic(int h, const std::string &name, std::string *why) {
+        const std::string k = std::to_string(extra_++), id = bridge_.substr(3);
+        const std::string tmp = "vt" + id + "_" + k, outer = "vx" + id + "_" + k, ns = ns_[static_cast<size_t>(h)];
+        const std::string ip = bridge_ip_.substr(0, bridge_ip_.rfind('.') + 1) + std::to_string(100 + extra_);
+        outer_.push_back(outer);
+        for (const std::string &c : {"ip link add " + outer + " type veth peer name " + tmp, "ip link set " + tmp + " netns " + ns,
+                                     "ip -n " + ns + " link set " + tmp + " name " + name,
+                                     "ip link set " + outer + " master " + bridge_, "ip link set " + outer + " up",
+                                     "ip -n " + ns + " addr add " + ip + "/24 dev " + name,
+                                     "ip -n " + ns + " link set " + name + " up"})
+            if (!sh(c)) return no(why, "failed: " + c);
+        return true;
+    }
+
     int hosts() const { return static_cast<int>(ns_.size()); }
     const std::string &ns(int h) const { return ns_[static_cast<size_t>(h)]; }
     const std::string &ifname(int h) const { return if_[static_cast<size_t>(h)]; } // inside ns(h)
@@ -93,6 +110,7 @@ private:
 
     std::string bridge_, bridge_ip_;
     std::vector<std::string> ns_, if_, ip_, outer_;
+    int extra_ = 0;
 };
 
 } // namespace ibex::test

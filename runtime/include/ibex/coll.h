@@ -76,7 +76,9 @@ typedef struct ibex_comm_config {
     uint32_t magic; /* IBEX_MAGIC_COMM_CONFIG */
     uint32_t version;
     uint32_t reserved0;
-    /* Device every rank opens, e.g. "udp:lo" (NULL: IBEX_DEVICE, else the first listed). */
+    /* Device every rank opens, e.g. "udp:lo" (NULL: IBEX_DEVICE, else the first listed).
+     * "rail" ("rail:udp", "rail:verbs"): each rank opens the NIC that ibex_topo_bind gives
+     * its local rank (its RDMA device where verbs lists it, else udp on its netdev). */
     const char *device;
     /* Milliseconds a collective may wait on a peer before failing (0: IBEX_TIMEOUT_MS,
      * else 30000). */

@@ -273,9 +273,16 @@ def onboard_vga():
     return machine("onboard-vga", [s0], cores_per_socket=8, smt=1)
 
 
+def no_nic():
+    """1 socket, 1 GPU, no network function: nothing for a rail to bind to."""
+    s0 = [HostBridge(0x00, [root_port(gpu(0, "NVIDIA L4", "27b8"))])]
+    return machine("no-nic", [s0], cores_per_socket=4, smt=1)
+
+
 if __name__ == "__main__":
     here = os.path.dirname(os.path.abspath(__file__))
     for name, text in [("dgx_like.xml", dgx_like()), ("single_nic.xml", single_nic()),
-                       ("numa_unknown.xml", numa_unknown()), ("onboard_vga.xml", onboard_vga())]:
+                       ("numa_unknown.xml", numa_unknown()), ("onboard_vga.xml", onboard_vga()),
+                       ("no_nic.xml", no_nic())]:
         with open(os.path.join(here, name), "w") as f:
             f.write(text)
