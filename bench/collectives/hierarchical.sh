@@ -6,10 +6,13 @@
 # default), and ring with IBEX_SHM=0 (every byte over udp). --repeat runs of each,
 # interleaved; per size the median time, its spread (min-max) and the ratio ring /
 # hierarchical, and the cost model's predicted time (printed by ibex_allreduce_perf) over
-# the measured median. Needs root and iproute2.
+# the measured median. --dpdk PMD (af_packet) adds hierarchical with the network side over
+# the DPDK port on the same veths (each rank its own address on its host's veth; its frames
+# go through the tbf qdisc too, IBEX_AF_PACKET_QDISC=1). Needs root and iproute2.
 #
 # usage: bench/collectives/hierarchical.sh [--build DIR] [--rate 10gbit] [--repeat 3]
 #                                          [--min 1M] [--max 64M] [--iters 5] [--out DIR]
+#                                          [--dpdk af_packet]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -20,6 +23,7 @@ MIN=1M
 MAX=64M
 ITERS=5
 OUT=
+DPDK=
 while [[ $# -gt 0 ]]; do
     case $1 in
     --build) BUILD=$2; shift 2 ;;
@@ -29,7 +33,8 @@ while [[ $# -gt 0 ]]; do
     --max) MAX=$2; shift 2 ;;
     --iters) ITERS=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    --dpdk) DPDK=$2; shift 2 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "hierarchical.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -64,14 +69,16 @@ for h in 0 1; do
     ip netns exec "$ns" tc qdisc add dev "hv${ID}_$h" root tbf rate "$RATE" burst 4mb latency 100ms
 done
 
-# run TAG ALGO SHM: one 4-rank run; rank 0's table in $OUT/TAG.txt.
+# run TAG ALGO SHM DEV: one 4-rank run; rank 0's table in $OUT/TAG.txt.
 run() {
-    local tag=$1 algo=$2 shm=$3 pids=() r h
+    local tag=$1 algo=$2 shm=$3 dev=$4 pids=() r h device
     for r in 0 1 2 3; do
         h=$((r / 2))
-        ip netns exec "${NS[$h]}" env IBEX_RANK=$r IBEX_NRANKS=4 IBEX_ROOT_ADDR="$NET.1:$((29500 + ID % 1000))" \
+        device="udp:hv${ID}_$h:$((4791 + r))"
+        [[ $dev == udp ]] || device="dpdk:$dev:hv${ID}_$h,ip=$NET.$((10 + r))/24"
+        ip netns exec "${NS[$h]}" env IBEX_AF_PACKET_QDISC=1 IBEX_RANK=$r IBEX_NRANKS=4 IBEX_ROOT_ADDR="$NET.1:$((29500 + ID % 1000))" \
             IBEX_SHM="$shm" timeout 600 "$PERF" -b "$MIN" -e "$MAX" -f 2 -n "$ITERS" -w 1 -d float -o sum \
-            --algo "$algo" --device "udp:hv${ID}_$h:$((4791 + r))" >"$OUT/$tag.r$r.txt" 2>"$OUT/$tag.r$r.err" &
+            --algo "$algo" --device "$device" >"$OUT/$tag.r$r.txt" 2>"$OUT/$tag.r$r.err" &
         pids+=($!)
     done
     local ok=0
@@ -81,11 +88,12 @@ run() {
 }
 
 echo "# $(date -u '+%F %T UTC'), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); 2 hosts x 2 ranks, links $RATE; raw output in $OUT"
-CONFIGS=("hier hierarchical 1" "ring ring 1" "ring_udp ring 0")
+CONFIGS=("hier hierarchical 1 udp" "ring ring 1 udp" "ring_udp ring 0 udp")
+[[ -z $DPDK ]] || CONFIGS+=("hier_dpdk hierarchical 1 $DPDK")
 for ((k = 1; k <= REPEAT; k++)); do
     for c in "${CONFIGS[@]}"; do
-        read -r tag algo shm <<<"$c"
-        run "${tag}_$k" "$algo" "$shm" || echo "hierarchical.sh: run ${tag}_$k failed (see $OUT/${tag}_$k.r*.err)" >&2
+        read -r tag algo shm dev <<<"$c"
+        run "${tag}_$k" "$algo" "$shm" "$dev" || echo "hierarchical.sh: run ${tag}_$k failed (see $OUT/${tag}_$k.r*.err)" >&2
     done
 done
 grep -h '^# Topology\|^# Cost model' "$OUT/hier_1.txt" || true
@@ -93,7 +101,7 @@ grep -h '^# Topology\|^# Cost model' "$OUT/hier_1.txt" || true
 # Per config and size: median, min, max of the out-of-place time over the runs, and the
 # median of the predicted times.
 for c in "${CONFIGS[@]}"; do
-    read -r tag _ _ <<<"$c"
+    read -r tag _ _ _ <<<"$c"
     for ((k = 1; k <= REPEAT; k++)); do
         f=$OUT/${tag}_$k.txt
         awk -v k="$k" '/^# Predicted/ { for (i = 6; i <= NF; i++) { split($i, p, ":"); pred[p[1]] = p[2] } }
@@ -122,3 +130,11 @@ printf "%10s  %26s  %26s  %26s  %8s  %8s  %12s  %10s\n" size hierarchical "ring 
 join <(sort -k1,1 "$OUT/hier.sum") <(sort -k1,1 "$OUT/ring.sum") | join - <(sort -k1,1 "$OUT/ring_udp.sum") | sort -n |
     awk '{ printf "%10s  %9.0f (%6.0f-%6.0f)  %9.0f (%6.0f-%6.0f)  %9.0f (%6.0f-%6.0f)  %8.2f  %8.2f  %12.0f  %10.2f\n",
                   $1, $2, $3, $4, $6, $7, $8, $10, $11, $12, $6 / $2, $10 / $2, $5, $5 / $2 }'
+if [[ -n $DPDK ]]; then
+    summary "$OUT/hier_dpdk.all" >"$OUT/hier_dpdk.sum"
+    echo
+    echo "## hierarchical with the network side over dpdk:$DPDK (same veths), median (min-max) in us; ratio = dpdk / udp time"
+    printf "%10s  %26s  %10s\n" size "hierarchical (dpdk)" dpdk/udp
+    join <(sort -k1,1 "$OUT/hier_dpdk.sum") <(sort -k1,1 "$OUT/hier.sum") | sort -n |
+        awk '{ printf "%10s  %9.0f (%6.0f-%6.0f)  %10.2f\n", $1, $2, $3, $4, $2 / $6 }'
+fi

@@ -148,6 +148,9 @@ ibex_status_t attach_device(const DeviceSpec &spec, const std::string &device, O
             const uint32_t block = std::max<uint32_t>(frame, page > 0 ? static_cast<uint32_t>(page) : 4096u);
             args = "iface=" + spec.name + ",qpairs=1,blocksz=" + std::to_string(block) +
                    ",framesz=" + std::to_string(frame) + ",framecnt=1024";
+            // The PMD bypasses the interface's qdisc by default (faster); traffic control
+            // on the interface (a shaper, priority queues) then never sees the port's frames.
+            if (config::get_bool("IBEX_AF_PACKET_QDISC", false)) args += ",qdisc_bypass=0";
         }
         break;
     case Target::kAfXdp:
