@@ -35,6 +35,7 @@ EngineConfig EngineConfig::from_env() {
     c.max_inflight_context =
         static_cast<uint32_t>(config::get_int("IBEX_MAX_INFLIGHT_CONTEXT", c.max_inflight_context, 16, 1 << 24));
     c.ack_req_every = static_cast<uint32_t>(config::get_int("IBEX_ACK_REQ_EVERY", c.ack_req_every, 1, 1 << 20));
+    c.ack_delay_us = static_cast<uint32_t>(config::get_int("IBEX_ACK_DELAY_US", c.ack_delay_us, 0, 10000));
     c.spin_us = static_cast<uint32_t>(config::get_int("IBEX_POLL_SPIN_US", c.spin_us, 0, 1000000));
     c.app_idle_us = static_cast<uint32_t>(config::get_int("IBEX_APP_IDLE_US", c.app_idle_us, 0, 1000000));
     c.progress_thread = config::get_bool("IBEX_PROGRESS_THREAD", c.progress_thread);
@@ -291,14 +292,11 @@ uint32_t SoftContext::service_qp(SoftQp &qp, uint64_t now, uint32_t max_packets)
     uint32_t budget = std::min(cfg_.tx_budget, max_packets);
     const uint32_t granted = budget;
     // New requests first: on loopback the kernel delivers a batch in order, so the peer
-    // sees a request (what its application waits for) before the ACKs behind it.
+    // sees a request (what its application waits for) before the ACKs behind it. A pending
+    // ACK then rides in the same batch, delayed or not (see EngineConfig::ack_delay_us).
     const uint64_t before = counters_.tx_packets;
     requester_transmit(*this, qp, now, budget);
-    // Outside a progress pass (post_send) a request just left towards the peer, which is
-    // busy answering it: the ACK waits for the next pass instead of delaying the request's
-    // sender by one more packet's trip through the kernel.
-    const bool hold_ack = !deferring_acks_ && counters_.tx_packets != before;
-    responder_transmit(*this, qp, budget, hold_ack);
+    responder_transmit(*this, qp, budget, now, counters_.tx_packets != before);
     return granted - budget;
 }
 
@@ -352,8 +350,10 @@ uint64_t SoftContext::next_deadline() const {
             const uint64_t soon = now_ns() + kStagingPollNs;
             if (!q || soon < q) q = soon;
         }
+        // A delayed ACK: when it is due.
+        if (qp->ack_pending && !qp->job_count && (!q || qp->ack_due < q)) q = std::max<uint64_t>(qp->ack_due, 2);
         if (q && (!d || q < d)) d = q;
-        if (qp->job_count || qp->ack_pending) return 1; // work to send now
+        if (qp->job_count) return 1; // work to send now
     }
     return d;
 }

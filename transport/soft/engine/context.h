@@ -25,6 +25,11 @@ struct EngineConfig {
     // descheduled for milliseconds at a time on a busy host, so ibex keeps more in flight.
     uint32_t max_inflight = 512;
     uint32_t ack_req_every = 16;     // AckReq at least every N packets of a message
+    // A plain ACK may wait this long, to acknowledge several requests at once or leave in
+    // the batch of a request of its QP (IBEX_ACK_DELAY_US; 0: it leaves with the next
+    // progress pass, as before). Completions of the peer's WRs can come that much later;
+    // its window (32 unacknowledged requests at most) never waits for it.
+    uint32_t ack_delay_us = 20;
     uint32_t spin_us = 50;           // progress thread busy-poll before blocking (IBEX_POLL_SPIN_US)
     // The application counts as driving progress this long after its last ibex call; the
     // progress thread sleeps meanwhile. Long enough that its wake-ups cost little CPU.

@@ -31,7 +31,8 @@ void responder_receive(SoftContext &ctx, SoftQp &qp, const roce::PacketView &pv,
 // the receive path then copies it there while it checks the ICRC. nullptr otherwise.
 // Changes nothing.
 uint8_t *responder_placement(SoftContext &ctx, const SoftQp &qp, const roce::PacketView &pv);
-void responder_transmit(SoftContext &ctx, SoftQp &qp, uint32_t &budget, bool hold_ack = false);
+// `now`: the pass's clock; `request_left`: a request of this QP is in the same batch.
+void responder_transmit(SoftContext &ctx, SoftQp &qp, uint32_t &budget, uint64_t now, bool request_left);
 
 // ibex_query_qp_retransmit (engine/retransmit_query.cpp).
 ibex_status_t query_qp_retransmit(ibex_qp *qp, ibex_qp_retransmit_t *out);

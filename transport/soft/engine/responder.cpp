@@ -16,6 +16,7 @@ using namespace ibex::roce;
 namespace {
 
 constexpr uint32_t kAckDeferLimit = 32;
+constexpr uint32_t kAckRideMin = 4;
 
 ResponseJob *push_job(SoftQp &qp) {
     if (qp.job_count == kResponseJobs) return nullptr;
@@ -54,6 +55,7 @@ void accepted(SoftContext &ctx, SoftQp &qp, uint32_t psn, bool ack_req) {
     qp.nak_sent = false;
     ++qp.unacked_rx;
     if (ack_req) {
+        if (!qp.ack_pending) qp.ack_due = ctx.config().ack_delay_us ? ctx.now_ns() + ctx.config().ack_delay_us * 1000ull : 0;
         qp.ack_pending = true;
         qp.ack_psn = psn;
         qp.ack_pass = ctx.pass();
@@ -251,6 +253,7 @@ void on_duplicate(SoftContext &ctx, SoftQp &qp, const PacketView &pv) {
         return;
     }
     qp.ack_pending = true;
+    qp.ack_due = 0; // the requester is retrying: answer at once
     qp.ack_psn = psn_add(qp.epsn, kPsnMask);
 }
 
@@ -399,7 +402,7 @@ void responder_receive(SoftContext &ctx, SoftQp &qp, const PacketView &pv, const
     if (!qp.ooo.empty()) drain_held(ctx, qp);
 }
 
-void responder_transmit(SoftContext &ctx, SoftQp &qp, uint32_t &budget, bool hold_ack) {
+void responder_transmit(SoftContext &ctx, SoftQp &qp, uint32_t &budget, uint64_t now, bool request_left) {
     while (budget && qp.job_count) {
         ResponseJob &j = qp.jobs[qp.job_head];
         if (j.kind == ResponseJob::Kind::kRead && j.len && j.epoch != ctx.mrs().epoch()) {
@@ -434,12 +437,18 @@ void responder_transmit(SoftContext &ctx, SoftQp &qp, uint32_t &budget, bool hol
             --qp.job_count;
         }
     }
-    // A plain ACK made pending by this very pass waits for the next one (a post_send or
-    // the next progress call), unless many requests are unacknowledged: the application
-    // then sees its data before ibex spends a send on the ACK, and the ACK usually leaves
-    // in the same batch as the application's reply.
-    const bool deferred =
-        ((ctx.deferring_acks() && qp.ack_pass == ctx.pass()) || hold_ack) && qp.unacked_rx < kAckDeferLimit;
+    // A plain ACK is delayed (EngineConfig::ack_delay_us) so that one acknowledges several
+    // requests: in software every ACK is a packet built, sent and received on the CPUs the
+    // application runs on. It leaves when due, when kAckDeferLimit requests wait for it,
+    // or with a request of this QP (request_left) once it has waited half its delay or
+    // covers kAckRideMin requests: two ranks exchanging small messages then send one ACK
+    // per few messages instead of one per message, in the batch of a message already
+    // going. An ACK made pending by this very pass also waits for the next pass (the
+    // application sees its data before ibex spends a send on the ACK).
+    const uint64_t delay = uint64_t(ctx.config().ack_delay_us) * 1000;
+    const bool rides = request_left && (qp.unacked_rx >= kAckRideMin || now + delay / 2 >= qp.ack_due);
+    const bool deferred = !rides && qp.unacked_rx < kAckDeferLimit &&
+                          ((ctx.deferring_acks() && qp.ack_pass == ctx.pass()) || now < qp.ack_due);
     if (qp.ack_pending && qp.job_count == 0 && budget && !deferred) {
         emit_ack(ctx, qp, kAcknowledge, qp.ack_psn, kAethAck | kAethCreditsUnlimited, nullptr);
         qp.ack_pending = false;

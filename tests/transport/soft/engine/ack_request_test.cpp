@@ -1,9 +1,11 @@
-// The requester asks for an acknowledgement whenever its window closes, not only every
+// Acknowledgements. The requester asks for one whenever its window closes, not only every
 // IBEX_ACK_REQ_EVERY packets of a message: a responder acknowledges only what asks, so a
 // window that ends between two periodic AckReqs would leave its tail unacknowledged until
 // the transport timer fires, and the QP would move one window per timeout. Congestion
 // control can shrink a window below the AckReq interval at any time (after a timeout it
-// does); here both are set so from the start.
+// does); here both are set so from the start. And the responder delays plain ACKs
+// (IBEX_ACK_DELAY_US) so that one covers several requests of a ping-pong.
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -52,6 +54,52 @@ TEST(AckRequest, AWindowSmallerThanTheAckIntervalNeverWaitsForTheTimer) {
     const ibex_counters_t ca = a.counters();
     EXPECT_EQ(ca.local_ack_timeout_err, 0u) << "the window's last packet did not ask for an acknowledgement";
     EXPECT_EQ(ca.retransmitted_packets, 0u);
+}
+
+// A WRITE ping-pong of kRounds messages each way; returns how many ACKs b sent (its
+// packets beyond its own WRITEs), after every WRITE of a has completed.
+uint64_t ping_pong_acks_from_b() {
+    constexpr int kRounds = 200;
+    Endpoint a, b;
+    a.open(4096);
+    b.open(4096);
+    connect_pair(a, b);
+    const uint64_t before = b.counters().tx_packets;
+    volatile uint8_t *at_a = a.buf.data(), *at_b = b.buf.data();
+    for (int i = 1; i <= kRounds; ++i) {
+        a.buf[64] = static_cast<uint8_t>(i);
+        EXPECT_EQ(a.post_rdma(IBEX_WR_RDMA_WRITE, uint64_t(i), 64, 1, b.va(0), ibex_mr_rkey(b.mr)), IBEX_OK);
+        for (int spin = 0; at_b[0] != static_cast<uint8_t>(i) && spin < 10000000; ++spin) ibex_progress(b.ctx);
+        b.buf[64] = static_cast<uint8_t>(i);
+        EXPECT_EQ(b.post_rdma(IBEX_WR_RDMA_WRITE, uint64_t(i), 64, 1, a.va(0), ibex_mr_rkey(a.mr)), IBEX_OK);
+        for (int spin = 0; at_a[0] != static_cast<uint8_t>(i) && spin < 10000000; ++spin) ibex_progress(a.ctx);
+        if (at_a[0] != static_cast<uint8_t>(i)) {
+            ADD_FAILURE() << "round " << i << " never came back";
+            return 0;
+        }
+    }
+    EXPECT_EQ(a.wait(kRounds).size(), size_t(kRounds)); // every WRITE of a acknowledged in the end
+    EXPECT_EQ(b.wait(kRounds).size(), size_t(kRounds));
+    return b.counters().tx_packets - before - kRounds;
+}
+
+TEST(AckCoalescing, APingPongAcknowledgesSeveralWritesPerAck) {
+    if (!test_device_injects_faults()) GTEST_SKIP() << "shm has no acknowledgements";
+    uint64_t at_once, delayed;
+    {
+        const ScopedEnv off("IBEX_ACK_DELAY_US", "0");
+        at_once = ping_pong_acks_from_b();
+    }
+    {
+        // Long enough that only kAckRideMin (4) unacknowledged WRITEs send it, however slow
+        // the machine; every completion still arrives (within 5 ms of its WRITE at most).
+        const ScopedEnv on("IBEX_ACK_DELAY_US", "5000");
+        delayed = ping_pong_acks_from_b();
+    }
+    std::printf("ACKs for 200 WRITEs: %llu without a delay, %llu with\n", static_cast<unsigned long long>(at_once),
+                static_cast<unsigned long long>(delayed));
+    EXPECT_GE(at_once, 190u) << "without a delay every WRITE of the ping-pong gets its own ACK";
+    EXPECT_LE(delayed, 100u) << "a delayed ACK should cover several WRITEs (" << at_once << " without the delay)";
 }
 
 } // namespace
