@@ -437,18 +437,21 @@ void responder_transmit(SoftContext &ctx, SoftQp &qp, uint32_t &budget, uint64_t
             --qp.job_count;
         }
     }
-    // A plain ACK is delayed (EngineConfig::ack_delay_us) so that one acknowledges several
-    // requests: in software every ACK is a packet built, sent and received on the CPUs the
-    // application runs on. It leaves when due, when kAckDeferLimit requests wait for it,
-    // or with a request of this QP (request_left) once it has waited half its delay or
-    // covers kAckRideMin requests: two ranks exchanging small messages then send one ACK
-    // per few messages instead of one per message, in the batch of a message already
-    // going. An ACK made pending by this very pass also waits for the next pass (the
-    // application sees its data before ibex spends a send on the ACK).
+    // A plain ACK that covers fewer than kAckRideMin packets is delayed
+    // (EngineConfig::ack_delay_us) so that one acknowledges several small messages: in
+    // software every ACK is a packet built, sent and received on the CPUs the application
+    // runs on. It leaves when due, or with a request of this QP (request_left) once it has
+    // waited half its delay or covers kAckRideMin packets: two ranks exchanging small
+    // messages then send one ACK per few messages, in the batch of a message already
+    // going. An ACK of more packets (a window's worth: its sender may be waiting for it)
+    // leaves at the next pass, or at once with a request. Any ACK made pending by this very
+    // pass waits for the next pass (the application sees its data before ibex spends a
+    // send on the ACK), unless kAckDeferLimit packets wait for it.
     const uint64_t delay = uint64_t(ctx.config().ack_delay_us) * 1000;
-    const bool rides = request_left && (qp.unacked_rx >= kAckRideMin || now + delay / 2 >= qp.ack_due);
+    const bool few = qp.unacked_rx < kAckRideMin;
+    const bool rides = request_left && (!few || now + delay / 2 >= qp.ack_due);
     const bool deferred = !rides && qp.unacked_rx < kAckDeferLimit &&
-                          ((ctx.deferring_acks() && qp.ack_pass == ctx.pass()) || now < qp.ack_due);
+                          ((ctx.deferring_acks() && qp.ack_pass == ctx.pass()) || (few && now < qp.ack_due));
     if (qp.ack_pending && qp.job_count == 0 && budget && !deferred) {
         emit_ack(ctx, qp, kAcknowledge, qp.ack_psn, kAethAck | kAethCreditsUnlimited, nullptr);
         qp.ack_pending = false;
