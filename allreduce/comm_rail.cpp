@@ -1,27 +1,14 @@
 #include "allreduce/comm_rail.h"
+#include "allreduce/comm_topology.h"
 
 #include <ibex/topology.h>
 
-#include <cstring>
 #include <memory>
 
 #include "runtime/base/log.h"
 #include "runtime/base/status.h"
 
 namespace ibex::coll {
-namespace {
-
-bool verbs_lists(const char *rdma_device) {
-    ibex_device_list_t *list = nullptr;
-    int count = 0;
-    bool found = false;
-    if (ibex_get_device_list(&list, &count) == IBEX_OK)
-        for (int i = 0; i < count && !found; ++i) found = std::strcmp(ibex_device_name(list, i), rdma_device) == 0;
-    if (list) ibex_free_device_list(list);
-    return found;
-}
-
-} // namespace
 
 bool is_rail_device(const std::string &spec) { return spec == "rail" || spec.rfind("rail:", 0) == 0; }
 
@@ -46,7 +33,7 @@ ibex_status_t rail_device(const std::string &spec, int local_rank, int local_siz
     nic.size = sizeof nic;
     IBEX_TRY(ibex_topo_device(topo.get(), b.nics[0], &nic));
     const bool has_rdma = nic.rdma_device && *nic.rdma_device;
-    if (kind == "verbs" || (kind.empty() && has_rdma && verbs_lists(nic.rdma_device))) {
+    if (kind == "verbs" || (kind.empty() && has_rdma && device_listed(nic.rdma_device))) {
         if (!has_rdma)
             return fail(IBEX_ERR_NO_DEVICE, "device \"%s\": local rank %d's NIC %s (%s) has no RDMA device",
                         spec.c_str(), local_rank, nic.label, nic.pci_busid);

@@ -22,17 +22,17 @@ struct Announce {
     uint32_t reserved;
 };
 
-bool shm_listed() {
+} // namespace
+
+bool device_listed(const char *name) {
     ibex_device_list_t *list = nullptr;
     int count = 0;
     bool found = false;
     if (ibex_get_device_list(&list, &count) == IBEX_OK)
-        for (int i = 0; i < count && !found; ++i) found = std::strcmp(ibex_device_name(list, i), kShmDevice) == 0;
+        for (int i = 0; i < count && !found; ++i) found = std::strcmp(ibex_device_name(list, i), name) == 0;
     if (list) ibex_free_device_list(list);
     return found;
 }
-
-} // namespace
 
 std::string host_identity() {
     if (const char *id = config::get_string("IBEX_HOST_ID", nullptr); id && *id) return id;
@@ -56,7 +56,7 @@ ibex_status_t learn_topology(ibex_comm *c, Topology *out) {
     std::snprintf(mine.host, sizeof mine.host, "%s", id.c_str() + skip);
     const bool own_is_shm = c->opt.device == kShmDevice;
     // GPU buffers reach no transport (allreduce/gpu_staging.h), so GPU hosts use shm too.
-    mine.wants_shm = config::get_bool("IBEX_SHM", true) && !own_is_shm && shm_listed();
+    mine.wants_shm = config::get_bool("IBEX_SHM", true) && !own_is_shm && device_listed(kShmDevice);
     std::vector<Announce> all(static_cast<size_t>(n));
     IBEX_TRY(c->boot->allgather(&mine, sizeof mine, all.data(), c->opt.timeout_ms));
     std::vector<std::string> keys;

@@ -16,6 +16,9 @@ namespace ibex::coll {
 // of one machine count as different hosts; IBEX_HOST_ID overrides it.
 std::string host_identity();
 
+// `name` is in this process's device list (a built-in provider, an RDMA device verbs sees).
+bool device_listed(const char *name);
+
 struct Topology {
     HostLayout layout;
     std::vector<uint8_t> local; // per rank: a peer of this host, reached over shm

@@ -50,12 +50,19 @@ void fatal_nak(SoftContext &ctx, SoftQp &qp, uint8_t code, uint32_t psn) {
     qp_to_error(qp);
 }
 
-void accepted(SoftContext &ctx, SoftQp &qp, uint32_t psn, bool ack_req) {
+// `flags`: the packet's (kFirst, kLast). Only the ACK of one-packet messages may be
+// delayed: the end of a longer message is what its requester's next step usually waits
+// for (a collective's phase, a window), and one ACK per such message costs little.
+void accepted(SoftContext &ctx, SoftQp &qp, uint32_t psn, bool ack_req, uint16_t flags) {
     qp.epsn = psn_add(psn, 1);
     qp.nak_sent = false;
     ++qp.unacked_rx;
     if (ack_req) {
-        if (!qp.ack_pending) qp.ack_due = ctx.config().ack_delay_us ? ctx.now_ns() + ctx.config().ack_delay_us * 1000ull : 0;
+        const bool one_packet = (flags & kFirst) && (flags & kLast);
+        if (!one_packet)
+            qp.ack_due = 0;
+        else if (!qp.ack_pending)
+            qp.ack_due = ctx.config().ack_delay_us ? ctx.now_ns() + ctx.config().ack_delay_us * 1000ull : 0;
         qp.ack_pending = true;
         qp.ack_psn = psn;
         qp.ack_pass = ctx.pass();
@@ -115,7 +122,7 @@ void on_send(SoftContext &ctx, SoftQp &qp, const PacketView &pv) {
         qp.in_msg = SoftQp::InMsg::kNone;
         ++qp.msn;
     }
-    accepted(ctx, qp, psn, pv.bth.ack_req);
+    accepted(ctx, qp, psn, pv.bth.ack_req, pv.flags);
 }
 
 // placed: the payload is in place already (responder_placement()).
@@ -160,7 +167,7 @@ void on_write(SoftContext &ctx, SoftQp &qp, const PacketView &pv, bool placed) {
         qp.in_msg = SoftQp::InMsg::kNone;
         ++qp.msn;
     }
-    accepted(ctx, qp, psn, pv.bth.ack_req);
+    accepted(ctx, qp, psn, pv.bth.ack_req, pv.flags);
 }
 
 // Checks a READ request and queues its responses. Returns false if it was refused.
@@ -437,16 +444,16 @@ void responder_transmit(SoftContext &ctx, SoftQp &qp, uint32_t &budget, uint64_t
             --qp.job_count;
         }
     }
-    // A plain ACK that covers fewer than kAckRideMin packets is delayed
-    // (EngineConfig::ack_delay_us) so that one acknowledges several small messages: in
-    // software every ACK is a packet built, sent and received on the CPUs the application
-    // runs on. It leaves when due, or with a request of this QP (request_left) once it has
-    // waited half its delay or covers kAckRideMin packets: two ranks exchanging small
-    // messages then send one ACK per few messages, in the batch of a message already
-    // going. An ACK of more packets (a window's worth: its sender may be waiting for it)
-    // leaves at the next pass, or at once with a request. Any ACK made pending by this very
-    // pass waits for the next pass (the application sees its data before ibex spends a
-    // send on the ACK), unless kAckDeferLimit packets wait for it.
+    // A plain ACK of one-packet messages covering fewer than kAckRideMin packets is delayed
+    // (EngineConfig::ack_delay_us, ack_due) so that one acknowledges several small
+    // messages: in software every ACK is a packet built, sent and received on the CPUs the
+    // application runs on. It leaves when due, or with a request of this QP (request_left)
+    // once it has waited half its delay or covers kAckRideMin packets: two ranks exchanging
+    // small messages then send one ACK per few messages, in the batch of a message already
+    // going. Any other ACK (a window's worth, the end of a longer message: its sender may
+    // be waiting for it) leaves at the next pass, or at once with a request. Any ACK made
+    // pending by this very pass waits for the next pass (the application sees its data
+    // before ibex spends a send on the ACK), unless kAckDeferLimit packets wait for it.
     const uint64_t delay = uint64_t(ctx.config().ack_delay_us) * 1000;
     const bool few = qp.unacked_rx < kAckRideMin;
     const bool rides = request_left && (!few || now + delay / 2 >= qp.ack_due);
