@@ -9,6 +9,7 @@
 // rail algorithm's own rule) and only copied after, so all ranks end bit-identical.
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 
 #include "allreduce/algorithms/algorithms.h"
 
@@ -90,45 +91,84 @@ std::vector<int> hierarchical_peers(int rank, const HostLayout &l) {
     return out;
 }
 
+// Pieces a large allreduce is cut into when it has both an in-host and a rail phase, so
+// that their phases overlap: each piece is at least kPieceBytes.
+constexpr size_t kPieceBytes = size_t(4) << 20;
+constexpr size_t kMaxPieces = 4;
+
+size_t hierarchical_pieces(const CollArgs &a, const HostLayout &l, size_t elem_bytes) {
+    if (l.hosts() < 2 || l.ranks_per_host() < 2) return 1;
+    return std::clamp<size_t>(a.count * elem_bytes / kPieceBytes, 1, kMaxPieces);
+}
+
+// The three phases of one piece (or of the whole buffer), built phase by phase over all
+// pieces: every channel then carries all pieces' in-host reduce-scatter before any
+// allgather, so piece j+1's in-host phase runs while piece j crosses the network, and
+// piece j's allgather while piece j+1 does. Each piece's rail phase waits for its own
+// reduce-scatter, its allgather for its own rail phase (step floors).
 void build_hierarchical_allreduce(const CollArgs &a, const HostLayout &l, ScheduleBuilder &b) {
     if (a.nranks == 1) return build_ring_allreduce(a, b);
-    Where w(a, l);
-    const int H = w.H, L = w.L;
-    const ChunkPlace chunk = [&](int c, size_t *off, size_t *len) { chunk_range(a.count, L, c, off, len); };
-    size_t off, len;
-    chunk_range(a.count, L, w.i, &off, &len);
-
-    // 1. Reduce-scatter inside the host: chunk i, summed over the host, lands in recvbuf.
-    int floor = -1;
-    std::vector<int> own;
-    if (L > 1) {
-        const size_t first = b.steps();
-        b.set_group(&w.local);
-        own = build_ring_placed_reduce_scatter(w.in_host, b, chunk, a.recvbuf, nullptr);
-        b.set_group(nullptr);
-        if (H > 1) keep_partial(*b.schedule(), first);
-        floor = own.back(); // one peer, reductions applied in order: the last slice means all
+    struct Piece {
+        CollArgs args;
+        std::unique_ptr<Where> w;
+        size_t off = 0, len = 0; // this rank's in-host chunk of the piece
+        int floor = -1;
+        std::vector<int> own;
+    };
+    const size_t n = hierarchical_pieces(a, l, b.elem_bytes());
+    std::vector<Piece> pieces(n);
+    for (size_t j = 0; j < n; ++j) {
+        Piece &p = pieces[j];
+        size_t poff, plen;
+        chunk_range(a.count, static_cast<int>(n), static_cast<int>(j), &poff, &plen);
+        p.args = a;
+        p.args.count = plen;
+        p.args.sendbuf = b.at(a.sendbuf, poff);
+        p.args.recvbuf = b.at(a.recvbuf, poff);
+        p.w = std::make_unique<Where>(p.args, l);
+        chunk_range(plen, p.w->L, p.w->i, &p.off, &p.len);
     }
-    // 2. Allreduce of chunk i along the rail, in place.
+    const int H = pieces[0].w->H, L = pieces[0].w->L;
+    // 1. Reduce-scatter inside the host: chunk i of each piece, summed over the host, lands
+    //    in recvbuf.
+    if (L > 1) {
+        for (Piece &p : pieces) {
+            const CollArgs &pa = p.args;
+            const ChunkPlace chunk = [&](int c, size_t *off, size_t *len) { chunk_range(pa.count, L, c, off, len); };
+            const size_t first = b.steps();
+            b.set_group(&p.w->local);
+            p.own = build_ring_placed_reduce_scatter(p.w->in_host, b, chunk, pa.recvbuf, nullptr);
+            b.set_group(nullptr);
+            if (H > 1) keep_partial(*b.schedule(), first);
+            p.floor = p.own.back(); // one peer, reductions applied in order: the last slice means all
+        }
+    }
+    // 2. Allreduce of each piece's chunk i along the rail, in place.
     if (H > 1) {
-        CollArgs &on_rail = w.on_rail;
-        on_rail.count = len;
-        on_rail.sendbuf = L > 1 ? b.at(a.recvbuf, off) : b.at(a.sendbuf, off);
-        on_rail.recvbuf = b.at(a.recvbuf, off);
-        const size_t first = b.steps();
-        b.set_group(&w.rail, floor);
-        if (power_of_two(H))
-            build_rhd_allreduce(on_rail, b);
-        else
-            build_ring_allreduce(on_rail, b);
-        b.set_group(nullptr);
-        floor = b.join(first);
+        for (Piece &p : pieces) {
+            CollArgs &on_rail = p.w->on_rail;
+            on_rail.count = p.len;
+            on_rail.sendbuf = L > 1 ? b.at(p.args.recvbuf, p.off) : b.at(p.args.sendbuf, p.off);
+            on_rail.recvbuf = b.at(p.args.recvbuf, p.off);
+            const size_t first = b.steps();
+            b.set_group(&p.w->rail, p.floor);
+            if (power_of_two(H))
+                build_rhd_allreduce(on_rail, b);
+            else
+                build_ring_allreduce(on_rail, b);
+            b.set_group(nullptr);
+            p.floor = b.join(first);
+        }
     }
     // 3. Allgather inside the host.
     if (L > 1) {
-        b.set_group(&w.local, floor);
-        build_ring_placed_allgather(w.in_host, b, chunk, H > 1 ? std::vector<int>{} : own);
-        b.set_group(nullptr);
+        for (Piece &p : pieces) {
+            const CollArgs &pa = p.args;
+            const ChunkPlace chunk = [&](int c, size_t *off, size_t *len) { chunk_range(pa.count, L, c, off, len); };
+            b.set_group(&p.w->local, p.floor);
+            build_ring_placed_allgather(p.w->in_host, b, chunk, H > 1 ? std::vector<int>{} : p.own);
+            b.set_group(nullptr);
+        }
     }
 }
 

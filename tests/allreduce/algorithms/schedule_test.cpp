@@ -347,6 +347,22 @@ TEST(Hierarchical, OpsTypesAndSlices) {
             }
 }
 
+// Large enough that the allreduce is cut into pieces whose phases overlap (2 and 4 pieces
+// of at least 4 MiB): every piece still right, in and out of place.
+TEST(Hierarchical, PipelinedPieces) {
+    for (const LayoutCase &lc : {LayoutCase{2, 2, false}, LayoutCase{3, 2, true}, LayoutCase{2, 3, false}})
+        for (size_t count : {(size_t(8) << 20) / 4 + 3, (size_t(16) << 20) / 4 + 5})
+            for (auto [type, op] : {std::pair{IBEX_I32, IBEX_SUM}, std::pair{IBEX_F32, IBEX_AVG}}) {
+                Case c{Coll::hier, lc.hosts * lc.per, count, count % 2 == 1};
+                c.host_of = layout_of(lc.hosts, lc.per, lc.interleaved);
+                c.type = type;
+                c.op = op;
+                c.slice_bytes = size_t(1) << 20;
+                check(c);
+                if (HasFailure()) return;
+            }
+}
+
 TEST(Hierarchical, SameBitsWithRoundedSums) {
     for (const LayoutCase &lc : kLayouts) {
         Case c{Coll::hier, lc.hosts * lc.per, 97, true};
