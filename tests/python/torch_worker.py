@@ -118,6 +118,37 @@ def killed_peer(rank, world):
     return {"error": "NO ERROR"}
 
 
+def cuda_tensors(rank, world):
+    """Collectives on CUDA tensors (every rank on cuda:0, as the C-level GPU tests do): the
+    backend hands their data pointers to ibex, which stages them through host memory."""
+    dev = torch.device("cuda", 0)
+    out = {}
+    t = torch.full((1001,), float(rank + 1), device=dev)
+    dist.all_reduce(t)
+    out["allreduce_sum"] = t.cpu().unique().tolist()
+    # Larger than one staging chunk (IBEX_GPU_CHUNK, 4 MiB): several chunks in flight.
+    big = torch.arange(3 * 1024 * 1024, dtype=torch.float32, device=dev) * (rank + 1)
+    dist.all_reduce(big)
+    out["allreduce_big_ok"] = bool(torch.equal(
+        big, torch.arange(3 * 1024 * 1024, dtype=torch.float32, device=dev) * (world * (world + 1) // 2)))
+    b = torch.arange(5.0, device=dev) if rank == world - 1 else torch.zeros(5, device=dev)
+    dist.broadcast(b, src=world - 1)
+    out["broadcast"] = b.cpu().tolist()
+    flat = torch.zeros(world * 2, device=dev)
+    dist._all_gather_base(flat, torch.full((2,), float(rank), device=dev))
+    out["allgather_base"] = flat.cpu().tolist()
+    rsb = torch.zeros(3, device=dev)
+    dist._reduce_scatter_base(rsb, torch.arange(3.0 * world, device=dev) + rank)
+    out["reduce_scatter_base"] = rsb.cpu().tolist()
+    works = [dist.all_reduce(torch.full((64,), float(i), device=dev), async_op=True) for i in range(8)]
+    for w in reversed(works):
+        w.wait()
+    out["async_values"] = [w.get_future().value()[0][0].item() for w in works]
+    out["mixed_devices"] = expect_error(lambda: dist._all_gather_base(torch.zeros(world * 2),
+                                                                      torch.zeros(2, device=dev)))
+    return out
+
+
 def main():
     scenario, rank, world, port = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     torch.set_num_threads(1)
@@ -134,7 +165,7 @@ def main():
         return
     init(rank, world, port)
     result = {"collectives": collectives, "bad_input": bad_input,
-              "killed_peer": killed_peer}[scenario](rank, world)
+              "killed_peer": killed_peer, "cuda_tensors": cuda_tensors}[scenario](rank, world)
     print("RESULT " + json.dumps(result), flush=True)
     if scenario != "killed_peer":
         dist.destroy_process_group()
