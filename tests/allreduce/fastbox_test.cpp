@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "allreduce/comm.h"
+#include "tests/allreduce/killed_rank.h"
 #include "tests/allreduce/matrix/matrix.h"
 
 namespace {
@@ -177,11 +178,7 @@ int killed_body(RankCtx &ctx, std::atomic<int> *ready, bool queued) {
     const uint64_t before = comm->fast.taken();
     RANK_CHECK(ctx, before >= 10, "the warm-up did not take the fast boxes");
     ready->fetch_add(1);
-    if (ctx.rank == kVictim) {
-        for (int i = 0; i < 10000 && ready->load() < ctx.nranks; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        std::this_thread::sleep_for(std::chrono::milliseconds(50)); // the others are waiting by now
-        ::raise(SIGKILL);
-    }
+    if (ctx.rank == kVictim) ibex::test::die_when_all_ready(ctx, ready, 50);
     const auto t0 = std::chrono::steady_clock::now();
     ibex_request_t *req = nullptr;
     ibex_status_t st = ibex_allreduce(&x, &y, 1, IBEX_I64, IBEX_SUM, comm, queued ? &req : nullptr);
@@ -199,20 +196,10 @@ int killed_body(RankCtx &ctx, std::atomic<int> *ready, bool queued) {
 }
 
 TEST(Fastbox, RankKilledWhileOthersWaitInAFastCollective) {
-    for (bool queued : {false, true}) {
-        void *shared = ::mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-        ASSERT_NE(shared, MAP_FAILED);
-        auto *ready = new (shared) std::atomic<int>(0);
-        const auto out = ibex::test::run_ranks(3, [&](RankCtx &ctx) { return killed_body(ctx, ready, queued); }, 60);
-        ::munmap(shared, sizeof(std::atomic<int>));
-        for (size_t r = 0; r < out.size(); ++r) {
-            if (!out[r].text.empty()) std::printf("%s%s", queued ? "queued: " : "blocking: ", out[r].text.c_str());
-            if (r == 1)
-                EXPECT_EQ(out[r].code, 256 + SIGKILL) << out[r].text;
-            else
-                EXPECT_EQ(out[r].code, 0) << "rank " << r << (queued ? " (queued)" : " (blocking)") << ": " << out[r].text;
-        }
-    }
+    for (bool queued : {false, true})
+        ibex::test::run_with_victim(
+            3, 1, [&](RankCtx &ctx, std::atomic<int> *ready) { return killed_body(ctx, ready, queued); },
+            queued ? "queued: " : "blocking: ");
 }
 
 // A rank that never joins: the others time out, naming it.

@@ -1,6 +1,7 @@
 // Test helper: a rank SIGKILLed in the middle of a large allreduce must surface as an
 // error on every other rank well within the timeout (tests/allreduce/failure_test.cpp on
-// one host, tests/allreduce/hierarchical_test.cpp across network namespaces).
+// one host, tests/allreduce/hierarchical_test.cpp across network namespaces); and the
+// pieces other killed-rank tests share (the fast boxes, the direct path).
 #pragma once
 
 #include <sys/mman.h>
@@ -8,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <functional>
 #include <thread>
 #include <vector>
@@ -15,6 +17,37 @@
 #include "tests/allreduce/ranks.h"
 
 namespace ibex::test {
+
+// The victim's end: waits until all ranks counted themselves in `ready` (they are past
+// their warm-up), then pause_ms more (the others are inside the collective by then), and
+// SIGKILLs its own process.
+inline void die_when_all_ready(const RankCtx &ctx, std::atomic<int> *ready, int pause_ms) {
+    for (int i = 0; i < 10000 && ready->load() < ctx.nranks; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+    ::raise(SIGKILL);
+}
+
+// Runs n forked ranks of body(ctx, ready), `ready` shared by all of them, and expects the
+// victim to die by SIGKILL and every other rank to pass; prints the ranks' output, each
+// line after `label`.
+inline void run_with_victim(int n, int victim, const std::function<int(RankCtx &, std::atomic<int> *)> &body,
+                            const char *label = "") {
+    void *shared = ::mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(shared, MAP_FAILED);
+    auto *ready = new (shared) std::atomic<int>(0);
+    auto out = ibex::test::run_ranks(n, [&](RankCtx &ctx) { return body(ctx, ready); }, 60);
+    ::munmap(shared, sizeof(std::atomic<int>));
+    for (int r = 0; r < n; ++r) {
+        if (!out[r].text.empty()) std::printf("%s%s", label, out[r].text.c_str());
+        if (r == victim) {
+            EXPECT_EQ(out[r].code, 256 + SIGKILL) << label << out[r].text;
+            continue;
+        }
+        EXPECT_EQ(out[r].code, 0) << label << "rank " << r << ": " << ibex::test::ChildProcess::describe(out[r].code)
+                                  << "\n"
+                                  << out[r].text;
+    }
+}
 
 // Creates a rank's communicator (default: init_comm on the default device).
 using InitComm = std::function<ibex_status_t(RankCtx &, ibex_comm_t **, int timeout_ms)>;
@@ -33,12 +66,7 @@ inline int killed_body(RankCtx &ctx, int victim, std::atomic<int> *warmed_up, co
     ibex_request_t *req = nullptr;
     const auto t0 = std::chrono::steady_clock::now();
     RANK_CHECK_OK(ctx, ibex_allreduce(buf.data(), buf.data(), buf.size(), IBEX_F32, IBEX_SUM, comm, &req));
-    if (ctx.rank == victim) {
-        for (int i = 0; i < 10000 && warmed_up->load() < ctx.nranks; ++i)
-            std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
-        ::raise(SIGKILL);
-    }
+    if (ctx.rank == victim) die_when_all_ready(ctx, warmed_up, 2);
     const ibex_status_t st = ibex_wait(req);
     const long took = ms_since(t0);
     RANK_CHECK(ctx, st == IBEX_ERR_REMOTE || st == IBEX_ERR_TIMEOUT, "rank %d: allreduce returned %s (%s)", ctx.rank,
@@ -57,20 +85,9 @@ inline int killed_body(RankCtx &ctx, int victim, std::atomic<int> *warmed_up, co
 }
 
 inline void check_killed(int n, int victim, const InitComm &init = {}) {
-    void *shared = ::mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    ASSERT_NE(shared, MAP_FAILED);
-    auto *warmed_up = new (shared) std::atomic<int>(0);
-    auto out = ibex::test::run_ranks(n, [&](RankCtx &ctx) { return killed_body(ctx, victim, warmed_up, init); }, 60);
-    ::munmap(shared, sizeof(std::atomic<int>));
-    for (int r = 0; r < n; ++r) {
-        std::printf("%s", out[r].text.c_str());
-        if (r == victim) {
-            EXPECT_EQ(out[r].code, 256 + SIGKILL) << out[r].text;
-            continue;
-        }
-        EXPECT_EQ(out[r].code, 0) << "rank " << r << ": " << ibex::test::ChildProcess::describe(out[r].code) << "\n"
-                                  << out[r].text;
-    }
+    run_with_victim(n, victim, [&](RankCtx &ctx, std::atomic<int> *warmed_up) {
+        return killed_body(ctx, victim, warmed_up, init);
+    });
 }
 
 } // namespace ibex::test

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "allreduce/comm.h"
+#include "tests/allreduce/killed_rank.h"
 #include "tests/allreduce/matrix/matrix.h"
 
 namespace {
@@ -91,11 +92,7 @@ int killed_body(RankCtx &ctx, std::atomic<int> *ready) {
     RANK_CHECK_OK(ctx, ibex_allreduce(x.data(), y.data(), x.size(), IBEX_F32, IBEX_SUM, comm, nullptr));
     RANK_CHECK(ctx, comm->direct.taken() == 1, "the warm-up did not read directly");
     ready->fetch_add(1);
-    if (ctx.rank == kVictim) {
-        for (int i = 0; i < 10000 && ready->load() < ctx.nranks; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        std::this_thread::sleep_for(std::chrono::milliseconds(50)); // the others are waiting by now
-        ::raise(SIGKILL);
-    }
+    if (ctx.rank == kVictim) ibex::test::die_when_all_ready(ctx, ready, 50);
     const auto t0 = std::chrono::steady_clock::now();
     const ibex_status_t st = ibex_allreduce(x.data(), y.data(), x.size(), IBEX_F32, IBEX_SUM, comm, nullptr);
     const long took = ms_since(t0);
@@ -107,19 +104,7 @@ int killed_body(RankCtx &ctx, std::atomic<int> *ready) {
     return 0;
 }
 
-TEST(ShmDirect, KilledRankFailsTheOthers) {
-    void *shared = ::mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    ASSERT_NE(shared, MAP_FAILED);
-    auto *ready = new (shared) std::atomic<int>(0);
-    const auto out = ibex::test::run_ranks(3, [&](RankCtx &ctx) { return killed_body(ctx, ready); }, 60);
-    ::munmap(shared, sizeof(std::atomic<int>));
-    for (size_t r = 0; r < out.size(); ++r) {
-        if (r == 1)
-            EXPECT_EQ(out[r].code, 256 + SIGKILL) << out[r].text;
-        else
-            EXPECT_EQ(out[r].code, 0) << "rank " << r << ": " << out[r].text;
-    }
-}
+TEST(ShmDirect, KilledRankFailsTheOthers) { ibex::test::run_with_victim(3, 1, killed_body); }
 
 TEST(ShmDirect, OffOnOneRankIsOffForAll) {
     ibex::test::expect_all_passed(ibex::test::run_ranks(
