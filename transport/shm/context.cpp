@@ -54,13 +54,19 @@ void progress_main(ShmContext *ctx) {
     uint64_t idle_since = 0;
     uint64_t polls_seen = 0, app_polled_at = 0;
     while (!ctx->stop.load(std::memory_order_relaxed)) {
-        bool did;
+        bool did = false, app_inside = false;
         {
-            Lock l(ctx->mu);
-            did = progress_once(*ctx);
+            // Never wait for the lock: whoever holds it is an application call inside the
+            // provider (a post copying a large WRITE in place, a poll), which makes progress
+            // itself. Blocking here would cost that call a futex wake at its unlock.
+            std::unique_lock l(ctx->mu, std::try_to_lock);
+            if (l.owns_lock())
+                did = progress_once(*ctx);
+            else
+                app_inside = true;
         }
         const uint64_t now = now_ns();
-        if (const uint64_t polls = ctx->app_polls.load(std::memory_order_relaxed); polls != polls_seen) {
+        if (const uint64_t polls = ctx->app_polls.load(std::memory_order_relaxed); polls != polls_seen || app_inside) {
             polls_seen = polls;
             app_polled_at = now;
         }
@@ -85,11 +91,15 @@ void progress_main(ShmContext *ctx) {
         }
         ctx->shared->sleeping.store(1);
         const uint32_t seen = ctx->shared->doorbell.load();
-        uint64_t deadline;
+        uint64_t deadline = 0;
         {
-            Lock l(ctx->mu);
-            did = progress_once(*ctx);
-            deadline = next_deadline(*ctx);
+            std::unique_lock l(ctx->mu, std::try_to_lock);
+            if (l.owns_lock()) {
+                did = progress_once(*ctx);
+                deadline = next_deadline(*ctx);
+            } else {
+                did = true; // an application call is inside: look again rather than sleep
+            }
         }
         if (!did && !ctx->stop.load()) {
             uint64_t wait = kMaxSleepNs;
