@@ -47,23 +47,40 @@ ibex_status_t Executor::send_control(Channel &c, size_t ci, const Credit &m) {
 
 ibex_status_t Executor::write_to(int peer, const void *src, uint32_t lkey, size_t bytes, uint64_t remote,
                                  uint32_t rkey) {
+    const WritePiece one{src, bytes, remote};
+    return write_to(peer, std::span(&one, 1), lkey, rkey);
+}
+
+ibex_status_t Executor::write_to(int peer, std::span<const WritePiece> pieces, uint32_t lkey, uint32_t rkey) {
     if (shut_) return fail(IBEX_ERR_INVALID_STATE, "the communicator's connections are shut down");
     if (!connected_to(peer)) return fail(IBEX_ERR_INTERNAL, "no QP to rank %d", peer);
+    constexpr size_t kMaxPieces = 4;
+    if (pieces.empty() || pieces.size() > kMaxPieces)
+        return fail(IBEX_ERR_INTERNAL, "%zu WRITEs in one chain (1..%zu)", pieces.size(), kMaxPieces);
     const size_t ci = static_cast<size_t>(chan_of_[static_cast<size_t>(peer)]);
-    ibex_sge_t sge{reinterpret_cast<uintptr_t>(src), static_cast<uint32_t>(bytes), lkey};
-    ibex_send_wr_t wr{};
-    wr.wr_id = wr_id(kFastbox, ci, 0);
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = IBEX_WR_RDMA_WRITE;
-    wr.wr.rdma.remote_addr = remote;
-    wr.wr.rdma.rkey = rkey;
-    // Full only when WRITEs queue up instead of completing in place: let completions drain.
+    ibex_sge_t sge[kMaxPieces];
+    ibex_send_wr_t wr[kMaxPieces];
+    for (size_t i = 0; i < pieces.size(); ++i) {
+        sge[i] = {reinterpret_cast<uintptr_t>(pieces[i].src), static_cast<uint32_t>(pieces[i].bytes), lkey};
+        wr[i] = ibex_send_wr_t{};
+        wr[i].wr_id = wr_id(kFastbox, ci, 0);
+        wr[i].sg_list = &sge[i];
+        wr[i].num_sge = 1;
+        wr[i].opcode = IBEX_WR_RDMA_WRITE;
+        wr[i].wr.rdma.remote_addr = pieces[i].remote;
+        wr[i].wr.rdma.rkey = rkey;
+        wr[i].next = i + 1 < pieces.size() ? &wr[i + 1] : nullptr;
+    }
+    // Full only when WRITEs queue up instead of completing in place: let completions drain,
+    // then post what the provider did not take.
+    ibex_send_wr_t *rest = wr;
     for (int attempt = 0;; ++attempt) {
-        const ibex_status_t st = ibex_post_send(chans_[ci].qp, &wr, nullptr);
+        ibex_send_wr_t *bad = nullptr;
+        const ibex_status_t st = ibex_post_send(chans_[ci].qp, rest, &bad);
         if (st == IBEX_OK) return IBEX_OK;
-        if (st != IBEX_ERR_QUEUE_FULL || attempt == 10000)
+        if (st != IBEX_ERR_QUEUE_FULL || attempt == 10000 || !bad)
             return fail(st, "writing to rank %d's fast box: %s", peer, ibex_last_error());
+        rest = bad;
         bool did = false;
         IBEX_TRY(progress(&did));
     }

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,14 @@ public:
     // on shm a WRITE between mapped allocations completes inside the post. A failed one
     // still completes, and fails the communicator like any other completion.
     ibex_status_t write_to(int peer, const void *src, uint32_t lkey, size_t bytes, uint64_t remote, uint32_t rkey);
+    // Several such WRITEs to one peer, posted as one chain: they land in order, and on shm
+    // the chain costs one post.
+    struct WritePiece {
+        const void *src;
+        size_t bytes;
+        uint64_t remote;
+    };
+    ibex_status_t write_to(int peer, std::span<const WritePiece> pieces, uint32_t lkey, uint32_t rkey);
 
     // Takes over a schedule; keys come from the caches, one per link (the buffers must
     // already be in them).

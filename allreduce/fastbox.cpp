@@ -164,10 +164,6 @@ Fastbox::Meta Fastbox::describe(const Op &op) {
     return m;
 }
 
-ibex_status_t Fastbox::write(int peer, const uint8_t *src, size_t bytes, uint64_t remote) {
-    return exec_->write_to(peer, src, ibex_mr_lkey(mr_), bytes, remote, peer_rkey_[static_cast<size_t>(peer)]);
-}
-
 ibex_status_t Fastbox::start(ibex_comm *c, const Op &op) {
     (void)c;
     const uint64_t seq = ++seq_;
@@ -183,6 +179,17 @@ ibex_status_t Fastbox::start(ibex_comm *c, const Op &op) {
     const bool sends_data =
         b && (op.kind != OpKind::broadcast || rank_ == a.root);
     if (sends_data) std::memcpy(own + kData, per_peer ? send + static_cast<size_t>(rank_) * b : send, b);
+    // Each peer gets two WRITEs in one chain: the description and data, then the slot's
+    // sequence word. The data's WRITE leaves the word out: one that cannot go in place is
+    // copied later, when this rank's own word already reads s, and a copy from the slot's
+    // start would land s ahead of the data (a peer then read the first part of the
+    // data new and the rest from s-2, under load). Only the word's own WRITE, behind the
+    // data's on the same QP, ever writes the peer's word, and shm performs one QP's WRITEs
+    // in order. Done in place (the usual case), both are memcpys by this thread in program
+    // order with a release fence between them, so a peer that reads the new word with
+    // acquire semantics sees the data; queued, the provider copies them in queue order.
+    uint8_t *word = own + kSeq;
+    std::memcpy(word, &seq, sizeof seq);
     for (int p = 0; p < nranks_; ++p) {
         if (p == rank_) continue;
         const uint8_t *src = own;
@@ -195,26 +202,9 @@ ibex_status_t Fastbox::start(ibex_comm *c, const Op &op) {
         // A reduce's data matters to the root only; the others get the description alone.
         const size_t bytes = sends_data && (op.kind != OpKind::reduce || p == a.root) ? b : 0;
         const uint64_t remote = peer_addr_[static_cast<size_t>(p)] + static_cast<uint64_t>(inbox(seq, rank_) - box_);
-        // Description and data, not the slot's sequence word: a WRITE that cannot go in
-        // place is copied later, after this rank has set that word to s below, and a copy
-        // from the slot's start would land s ahead of the data (a peer then read the first
-        // part of the data new and the rest from s-2, under load). Only the word's own
-        // WRITE, queued behind this one, ever writes the peer's word.
-        IBEX_TRY(write(p, src + kMeta, kData - kMeta + bytes, remote + kMeta));
-    }
-    // The sequence words, after every peer's data: each follows its data on the same QP,
-    // and shm performs one QP's WRITEs in order. Done in place (the usual case), both are
-    // memcpys by this thread in program order, with the context lock's release and
-    // acquire between them, so a peer that reads the new word with acquire semantics sees
-    // the data (x86 keeps stores in order anyway); queued, the provider copies them in
-    // queue order. A WRITE is never reordered past a later one of the same QP.
-    uint8_t *word = own + kSeq;
-    std::memcpy(word, &seq, sizeof seq);
-    for (int p = 0; p < nranks_; ++p) {
-        if (p == rank_) continue;
-        const uint64_t remote =
-            peer_addr_[static_cast<size_t>(p)] + static_cast<uint64_t>(inbox(seq, rank_) + kSeq - box_);
-        IBEX_TRY(write(p, word, sizeof seq, remote));
+        const Executor::WritePiece chain[] = {{src + kMeta, kData - kMeta + bytes, remote + kMeta},
+                                              {word, sizeof seq, remote + kSeq}};
+        IBEX_TRY(exec_->write_to(p, chain, ibex_mr_lkey(mr_), peer_rkey_[static_cast<size_t>(p)]));
     }
     std::fill(arrived_.begin(), arrived_.end(), 0);
     arrived_[static_cast<size_t>(rank_)] = 1;

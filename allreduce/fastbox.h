@@ -80,7 +80,6 @@ private:
     static constexpr size_t kSeq = 0, kMeta = 8, kData = 24;
     uint8_t *inbox(uint64_t seq, int from) const;
     uint8_t *outbox(uint64_t seq, int to) const;
-    ibex_status_t write(int peer, const uint8_t *src, size_t bytes, uint64_t remote);
     ibex_status_t finish(const Op &op, const uint8_t *own);
     static Meta describe(const Op &op);
     static std::string said(const Meta &m); // "allreduce of 8 f32 (sum)"

@@ -1,5 +1,6 @@
 // Posting work requests: each WR becomes a WQE with its local buffers resolved against
 // the context's regions; the requester starts sending at once.
+#include <atomic>
 #include <cstring>
 
 #include "runtime/base/status.h"
@@ -37,8 +38,14 @@ ibex_status_t post_send(ibex_qp *q, ibex_send_wr_t *wr, ibex_send_wr_t **bad) {
     // (a 1 MiB WRITE holds it for the whole copy).
     ctx.note_app_poll();
     Lock l(ctx.mu);
-    // Touches no ring of ours: a quiet context stays quiet (see below).
-    if (wr && !wr->next && write_in_place(*qp, *wr)) {
+    // Touches no ring of ours: a quiet context stays quiet (see below). A chain goes in
+    // place while it can; the rest queues behind what was done, so one QP's WRITEs still
+    // land in order (the fence: a peer that sees a later WRITE's bytes sees the earlier's).
+    while (wr && write_in_place(*qp, *wr)) {
+        wr = wr->next;
+        std::atomic_thread_fence(std::memory_order_release);
+    }
+    if (!wr) {
         if (bad) *bad = nullptr;
         return IBEX_OK;
     }

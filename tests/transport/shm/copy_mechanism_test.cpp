@@ -228,3 +228,64 @@ TEST(ShmCopy, MapChecksKeysBoundsAndRightsLikeTheTarget) {
 }
 
 } // namespace
+
+namespace {
+
+// A chain of WRITEs between allocations is copied in place while it can be; from the
+// first WRITE that cannot (here a bad rkey) the rest queue behind it. Completions come in
+// chain order, the refused WRITE leaves the target untouched, and the QP then goes to the
+// error state as on any provider, flushing what followed.
+TEST(ShmCopy, ChainGoesInPlaceUntilAWriteCannot) {
+    for (const bool with_bad : {false, true}) {
+        SCOPED_TRACE(with_bad ? "third WRITE with a bad rkey" : "every WRITE good");
+        ShmPair p;
+        p.open(4096, nullptr);
+        void *bmem = nullptr, *amem = nullptr;
+        ibex_mr_t *bmr = nullptr, *amr = nullptr;
+        ASSERT_EQ(ibex_mem_alloc(p.b.pd, 4096, &bmem), IBEX_OK);
+        ASSERT_EQ(ibex_mem_alloc(p.a.pd, 4096, &amem), IBEX_OK);
+        ASSERT_EQ(ibex_reg_mr(p.b.pd, bmem, 4096, kAllAccess, &bmr), IBEX_OK);
+        ASSERT_EQ(ibex_reg_mr(p.a.pd, amem, 4096, kAllAccess, &amr), IBEX_OK);
+        auto *a = static_cast<uint8_t *>(amem), *b = static_cast<uint8_t *>(bmem);
+        std::memset(b, 0x3c, 4096);
+        constexpr int kChain = 4;
+        constexpr size_t kPiece = 512;
+        ibex_sge_t sge[kChain];
+        ibex_send_wr_t wr[kChain]{};
+        for (int i = 0; i < kChain; ++i) {
+            std::memset(a + i * kPiece, 0x40 + i, kPiece);
+            sge[i] = {reinterpret_cast<uintptr_t>(a + i * kPiece), kPiece, ibex_mr_lkey(amr)};
+            wr[i].wr_id = 100 + static_cast<uint64_t>(i);
+            wr[i].sg_list = &sge[i];
+            wr[i].num_sge = 1;
+            wr[i].opcode = IBEX_WR_RDMA_WRITE;
+            wr[i].send_flags = IBEX_SEND_SIGNALED;
+            wr[i].wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(b + i * kPiece);
+            wr[i].wr.rdma.rkey = ibex_mr_rkey(bmr) ^ (with_bad && i == 2 ? 0x5500u : 0u);
+            wr[i].next = i + 1 < kChain ? &wr[i + 1] : nullptr;
+        }
+        ibex_send_wr_t *bad = nullptr;
+        ASSERT_EQ(ibex_post_send(p.a.qp, wr, &bad), IBEX_OK) << ibex_last_error();
+        EXPECT_EQ(bad, nullptr);
+        // Done in place: copied before the post returned.
+        EXPECT_EQ(stats(p.a).map_ops, with_bad ? 2u : 4u);
+        auto wc = p.a.wait(kChain);
+        ASSERT_EQ(wc.size(), static_cast<size_t>(kChain));
+        for (int i = 0; i < kChain; ++i) {
+            SCOPED_TRACE(i);
+            EXPECT_EQ(wc[static_cast<size_t>(i)].wr_id, 100u + static_cast<uint64_t>(i)) << "completions out of chain order";
+            const ibex_wc_status_t want = !with_bad || i < 2 ? IBEX_WC_SUCCESS
+                                          : i == 2           ? IBEX_WC_REM_ACCESS_ERR
+                                                             : IBEX_WC_WR_FLUSH_ERR;
+            EXPECT_EQ(wc[static_cast<size_t>(i)].status, want) << ibex_wc_status_str(wc[static_cast<size_t>(i)].status);
+            const uint8_t landed = !with_bad || i < 2 ? static_cast<uint8_t>(0x40 + i) : 0x3c;
+            EXPECT_EQ(check_const(b + i * kPiece, kPiece, landed), 0u);
+        }
+        ibex_dereg_mr(amr);
+        ibex_dereg_mr(bmr);
+        ibex_mem_free(p.a.pd, amem);
+        ibex_mem_free(p.b.pd, bmem);
+    }
+}
+
+} // namespace
