@@ -68,4 +68,23 @@ ibex_status_t ibex_mem_free(ibex_pd_t *pd, void *ptr) {
     return IBEX_OK;
 }
 
+ibex_status_t ibex_rkey_ptr(ibex_qp_t *qp, uint64_t remote_addr, uint32_t rkey, size_t length, unsigned access,
+                            void **ptr) {
+    ibex::clear_error();
+    if (ptr) *ptr = nullptr;
+    if (!qp) return fail(IBEX_ERR_INVALID_ARGUMENT, "ibex_rkey_ptr: qp is NULL");
+    if (!ptr) return fail(IBEX_ERR_INVALID_ARGUMENT, "ibex_rkey_ptr: ptr is NULL");
+    if (!length) return fail(IBEX_ERR_INVALID_ARGUMENT, "ibex_rkey_ptr: length is 0");
+    constexpr unsigned kRemote = IBEX_ACCESS_REMOTE_READ | IBEX_ACCESS_REMOTE_WRITE;
+    if (!access || (access & ~kRemote))
+        return fail(IBEX_ERR_INVALID_ARGUMENT,
+                    "ibex_rkey_ptr: access 0x%x: give IBEX_ACCESS_REMOTE_READ and/or IBEX_ACCESS_REMOTE_WRITE", access);
+    if (remote_addr + length < remote_addr)
+        return fail(IBEX_ERR_INVALID_ARGUMENT, "ibex_rkey_ptr: range wraps around the address space");
+    const ibex::ProviderOps *ops = qp->pd->context->ops;
+    if (!ops->rkey_ptr)
+        return fail(IBEX_ERR_NOT_SUPPORTED, "ibex_rkey_ptr: provider \"%s\" maps no peer memory", ops->name);
+    return ops->rkey_ptr(qp, remote_addr, rkey, length, access, ptr);
+}
+
 } // extern "C"

@@ -87,6 +87,9 @@ struct DeviceEntry {
     /* memory shared with peers). Null: the runtime hands out page-aligned anonymous memory. */      \
     X(ibex_status_t, mem_alloc, (ibex_pd * pd, size_t size, void **out))                            \
     X(ibex_status_t, mem_free, (ibex_pd * pd, void *ptr))                                           \
+    /* ibex_rkey_ptr where the provider maps peers' memory (shm); arguments already checked. */     \
+    X(ibex_status_t, rkey_ptr, (ibex_qp * qp, uint64_t remote_addr, uint32_t rkey, size_t length,    \
+                                unsigned access, void **out))                                        \
     /* Retransmission counters of one QP; `out->size` already checked. */                           \
     X(ibex_status_t, query_qp_retransmit, (ibex_qp * qp, ibex_qp_retransmit_t *out))
 

@@ -328,4 +328,27 @@ ibex_status_t mem_free(ibex_pd *pd, void *ptr) {
     return IBEX_OK;
 }
 
+ibex_status_t rkey_ptr(ibex_qp *q, uint64_t remote_addr, uint32_t rkey, size_t length, unsigned access, void **out) {
+    ShmQp *qp = qp_of(q);
+    Lock l(qp->ctx->mu);
+    if ((qp->state != IBEX_QPS_RTR && qp->state != IBEX_QPS_RTS) || !qp->peer)
+        return fail(IBEX_ERR_INVALID_STATE, "ibex_rkey_ptr: QP %u is not connected (RTR or RTS)", qp->qp_num);
+    uint64_t alloc = 0, off = 0;
+    if (!peer_allows(*qp, rkey, remote_addr, length, access, &alloc, &off))
+        return fail(IBEX_ERR_INVALID_ARGUMENT,
+                    "ibex_rkey_ptr: rkey 0x%x does not grant access 0x%x to [0x%llx, +%zu) (key, range or rights), or "
+                    "the peer QP is not connected",
+                    rkey, access, static_cast<unsigned long long>(remote_addr), length);
+    if (!alloc)
+        return fail(IBEX_ERR_NOT_SUPPORTED,
+                    "ibex_rkey_ptr: the peer's region under rkey 0x%x is not ibex_mem_alloc memory, so it is not mapped "
+                    "here (WRITE and READ still reach it)",
+                    rkey);
+    uint8_t *p = peer_mapping(*qp, alloc, off, length);
+    if (!p)
+        return fail(IBEX_ERR_NOT_SUPPORTED, "ibex_rkey_ptr: the peer has not shared the allocation under rkey 0x%x", rkey);
+    *out = p;
+    return IBEX_OK;
+}
+
 } // namespace ibex::shm

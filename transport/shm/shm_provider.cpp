@@ -34,6 +34,7 @@ const ProviderOps kShmProviderOps = {
     .query_qp_cc = nullptr,
     .mem_alloc = shm::mem_alloc,
     .mem_free = shm::mem_free,
+    .rkey_ptr = shm::rkey_ptr,
 };
 
 } // namespace ibex

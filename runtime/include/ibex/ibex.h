@@ -25,7 +25,7 @@ extern "C" {
 #endif
 
 #define IBEX_VERSION_MAJOR 0
-#define IBEX_VERSION_MINOR 4
+#define IBEX_VERSION_MINOR 5
 #define IBEX_VERSION_PATCH 0
 #define IBEX_VERSION_CODE(major, minor, patch) (((major) * 10000) + ((minor) * 100) + (patch))
 #define IBEX_VERSION IBEX_VERSION_CODE(IBEX_VERSION_MAJOR, IBEX_VERSION_MINOR, IBEX_VERSION_PATCH)
@@ -195,6 +195,20 @@ IBEX_API ibex_status_t ibex_dereg_mr(ibex_mr_t *mr);
  * release it with ibex_mem_free on the same PD (after ibex_dereg_mr). size > 0. */
 IBEX_API ibex_status_t ibex_mem_alloc(ibex_pd_t *pd, size_t size, void **ptr);
 IBEX_API ibex_status_t ibex_mem_free(ibex_pd_t *pd, void *ptr);
+
+/* A pointer in this process to a peer's registered memory [remote_addr, remote_addr +
+ * length) under rkey, where the device maps that memory here (since 0.5; UCX calls this
+ * rkey_ptr). On the shm device: memory the peer took from ibex_mem_alloc, reached over qp
+ * in RTR or RTS. Loads and stores through the pointer are plain memory accesses, with no
+ * work request and no completion; they are ordered with the QP's WRITEs only as the CPU
+ * orders memory. `access`: IBEX_ACCESS_REMOTE_READ and/or IBEX_ACCESS_REMOTE_WRITE, which
+ * the region must grant. Valid while the QP exists and the peer keeps the region
+ * registered (a peer that exits leaves its pages readable, never a fault).
+ * IBEX_ERR_NOT_SUPPORTED: this device maps no peer memory, or not this region (memory
+ * not from ibex_mem_alloc); IBEX_ERR_INVALID_ARGUMENT: a key, range or right the region
+ * refuses; IBEX_ERR_INVALID_STATE: the QP is not connected. */
+IBEX_API ibex_status_t ibex_rkey_ptr(ibex_qp_t *qp, uint64_t remote_addr, uint32_t rkey, size_t length,
+                                     unsigned access, void **ptr);
 
 typedef struct ibex_mr_info {
     void *addr;

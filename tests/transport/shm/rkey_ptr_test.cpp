@@ -1,0 +1,121 @@
+// ibex_rkey_ptr: a peer's ibex_mem_alloc memory reached by plain loads and stores over a
+// connected shm QP; everything else refused with the reason, and other devices answer
+// "not supported".
+#include <cstring>
+
+#include "tests/support/qp_endpoint.h"
+#include "tests/transport/shm/shm_pair.h"
+#include "tests/transport/soft/rc/peer.h"
+
+using namespace ibex::test;
+
+namespace {
+
+constexpr size_t kRegion = 8192;
+constexpr unsigned kRw = IBEX_ACCESS_REMOTE_READ | IBEX_ACCESS_REMOTE_WRITE;
+
+// b's ibex_mem_alloc region, registered with `access`.
+struct PeerRegion {
+    ibex_pd_t *pd = nullptr;
+    void *mem = nullptr;
+    ibex_mr_t *mr = nullptr;
+    PeerRegion(ibex_pd_t *p, unsigned access) : pd(p) {
+        EXPECT_EQ(ibex_mem_alloc(pd, kRegion, &mem), IBEX_OK) << ibex_last_error();
+        EXPECT_EQ(ibex_reg_mr(pd, mem, kRegion, access, &mr), IBEX_OK) << ibex_last_error();
+    }
+    ~PeerRegion() {
+        if (mr) ibex_dereg_mr(mr);
+        if (mem) ibex_mem_free(pd, mem);
+    }
+    uint64_t at(size_t off) const { return reinterpret_cast<uintptr_t>(mem) + off; }
+    uint8_t *bytes() const { return static_cast<uint8_t *>(mem); }
+};
+
+TEST(ShmRkeyPtr, LoadsAndStoresReachThePeersAllocation) {
+    ShmPair p;
+    p.open(4096, nullptr);
+    PeerRegion r(p.b.pd, IBEX_ACCESS_LOCAL_WRITE | kRw);
+    fill_pattern(r.bytes(), kRegion, 7);
+    void *ptr = nullptr;
+    ASSERT_EQ(ibex_rkey_ptr(p.a.qp, r.at(1000), ibex_mr_rkey(r.mr), 3000, kRw, &ptr), IBEX_OK) << ibex_last_error();
+    ASSERT_NE(ptr, nullptr);
+    auto *q = static_cast<uint8_t *>(ptr);
+    // What the peer wrote is read through the pointer, and what is stored through it is
+    // in the peer's memory: the same pages, no copy.
+    EXPECT_EQ(std::memcmp(q, r.bytes() + 1000, 3000), 0);
+    std::memset(q, 0x5a, 3000);
+    EXPECT_EQ(check_const(r.bytes() + 1000, 3000, 0x5a), 0u);
+    EXPECT_EQ(check_pattern(r.bytes(), 1000, 7), 0u) << "bytes before the range changed";
+    // Read-only access is enough to read.
+    void *ro = nullptr;
+    EXPECT_EQ(ibex_rkey_ptr(p.a.qp, r.at(0), ibex_mr_rkey(r.mr), kRegion, IBEX_ACCESS_REMOTE_READ, &ro), IBEX_OK);
+    EXPECT_EQ(static_cast<uint8_t *>(ro) + 1000, q);
+}
+
+TEST(ShmRkeyPtr, KeysRangesAndRightsAreCheckedLikeAWrite) {
+    ShmPair p;
+    p.open(4096, nullptr);
+    PeerRegion rw(p.b.pd, IBEX_ACCESS_LOCAL_WRITE | kRw);
+    PeerRegion ro(p.b.pd, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_READ);
+    struct Case {
+        const char *what;
+        uint64_t addr;
+        uint32_t rkey;
+        size_t len;
+        unsigned access;
+    };
+    for (const Case &c : {Case{"bad rkey", rw.at(0), ibex_mr_rkey(rw.mr) ^ 0x5500u, 64, kRw},
+                          Case{"past the end", rw.at(kRegion - 100), ibex_mr_rkey(rw.mr), 200, kRw},
+                          Case{"before the start", rw.at(0) - 64, ibex_mr_rkey(rw.mr), 128, kRw},
+                          Case{"no remote write", ro.at(0), ibex_mr_rkey(ro.mr), 64, IBEX_ACCESS_REMOTE_WRITE}}) {
+        SCOPED_TRACE(c.what);
+        void *ptr = reinterpret_cast<void *>(1);
+        EXPECT_EQ(ibex_rkey_ptr(p.a.qp, c.addr, c.rkey, c.len, c.access, &ptr), IBEX_ERR_INVALID_ARGUMENT);
+        EXPECT_EQ(ptr, nullptr);
+        EXPECT_NE(std::strstr(ibex_last_error(), "rkey"), nullptr) << ibex_last_error();
+    }
+}
+
+TEST(ShmRkeyPtr, OrdinaryMemoryIsNotMappedButStillReachableByWrite) {
+    ShmPair p;
+    p.open(4096, nullptr);
+    // b's endpoint buffer is a std::vector: registered, reachable by WRITE (cma), not mapped.
+    void *ptr = nullptr;
+    EXPECT_EQ(ibex_rkey_ptr(p.a.qp, p.b.va(0), ibex_mr_rkey(p.b.mr), 64, kRw, &ptr), IBEX_ERR_NOT_SUPPORTED);
+    EXPECT_NE(std::strstr(ibex_last_error(), "ibex_mem_alloc"), nullptr) << ibex_last_error();
+    EXPECT_EQ(ptr, nullptr);
+}
+
+TEST(ShmRkeyPtr, ArgumentsAndQpStateAreChecked) {
+    ShmPair p;
+    p.open(4096, nullptr);
+    PeerRegion r(p.b.pd, IBEX_ACCESS_LOCAL_WRITE | kRw);
+    const uint32_t key = ibex_mr_rkey(r.mr);
+    void *ptr = nullptr;
+    EXPECT_EQ(ibex_rkey_ptr(nullptr, r.at(0), key, 64, kRw, &ptr), IBEX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(ibex_rkey_ptr(p.a.qp, r.at(0), key, 64, kRw, nullptr), IBEX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(ibex_rkey_ptr(p.a.qp, r.at(0), key, 0, kRw, &ptr), IBEX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(ibex_rkey_ptr(p.a.qp, r.at(0), key, 64, 0, &ptr), IBEX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(ibex_rkey_ptr(p.a.qp, r.at(0), key, 64, IBEX_ACCESS_LOCAL_WRITE, &ptr), IBEX_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::strstr(ibex_last_error(), "access"), nullptr) << ibex_last_error();
+    EXPECT_EQ(ibex_rkey_ptr(p.a.qp, ~uint64_t(0) - 10, key, 64, kRw, &ptr), IBEX_ERR_INVALID_ARGUMENT);
+    // A QP taken back to RESET is not connected.
+    ibex_qp_attr_t attr = IBEX_QP_ATTR_INIT;
+    attr.qp_state = IBEX_QPS_RESET;
+    ASSERT_EQ(ibex_modify_qp(p.a.qp, &attr, IBEX_QP_STATE), IBEX_OK) << ibex_last_error();
+    EXPECT_EQ(ibex_rkey_ptr(p.a.qp, r.at(0), key, 64, kRw, &ptr), IBEX_ERR_INVALID_STATE);
+    EXPECT_EQ(ptr, nullptr);
+}
+
+TEST(RkeyPtr, TheUdpDeviceMapsNothing) {
+    Endpoint a, b;
+    a.open(4096, "udp:lo");
+    b.open(4096, "udp:lo");
+    ASSERT_TRUE(a.ok() && b.ok());
+    connect_pair(a, b);
+    void *ptr = nullptr;
+    EXPECT_EQ(ibex_rkey_ptr(a.qp, b.va(0), ibex_mr_rkey(b.mr), 64, kRw, &ptr), IBEX_ERR_NOT_SUPPORTED);
+    EXPECT_NE(std::strstr(ibex_last_error(), "maps no peer memory"), nullptr) << ibex_last_error();
+}
+
+} // namespace
