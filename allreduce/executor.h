@@ -66,6 +66,10 @@ public:
     }
     const ExecutorParams &params() const { return params_; }
     bool connected_to(int peer) const { return peer >= 0 && peer < nranks_ && chan_of_[peer] >= 0; }
+    // The QP to a peer, or nullptr.
+    ibex_qp_t *qp_to(int peer) const {
+        return connected_to(peer) ? chans_[static_cast<size_t>(chan_of_[static_cast<size_t>(peer)])].qp : nullptr;
+    }
 
     // An RDMA WRITE outside any schedule (the fast boxes, allreduce/fastbox.h), unsignalled:
     // on shm a WRITE between mapped allocations completes inside the post. A failed one

@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string>
 
 #include "allreduce/algorithms/algorithms.h"
 #include "allreduce/comm.h"
+#include "allreduce/cpu/copy_bypassing_cache.h"
 #include "allreduce/cpu/reduce.h"
 #include "runtime/base/config.h"
 #include "runtime/base/cuda_memory.h"
@@ -19,6 +21,7 @@ namespace ibex::coll {
 namespace {
 
 constexpr size_t kDefaultMin = 64 << 10;
+constexpr size_t kDefaultStage = 32 << 20;
 constexpr size_t kBlockBytes = 256 << 10; // a peer's block and its reduction stay in cache
 
 struct Hello {
@@ -115,6 +118,78 @@ ibex_status_t ShmDirect::open(ibex_comm *c) {
         IBEX_LOG(info, "communicator: collectives of %zu bytes and more read and write the peers' buffers directly "
                        "(process_vm_readv/writev)",
                  min_bytes_);
+    return open_staging(c);
+}
+
+ShmDirect::~ShmDirect() { close_staging(); }
+
+void ShmDirect::close_staging() {
+    if (stage_mr_) ibex_dereg_mr(stage_mr_);
+    if (stage_mem_) ibex_mem_free(stage_pd_, stage_mem_);
+    stage_mr_ = nullptr;
+    stage_mem_ = nullptr;
+    stage_bytes_ = 0;
+    stage_of_.clear();
+}
+
+ibex_status_t ShmDirect::open_staging(ibex_comm *c) {
+    const size_t n = static_cast<size_t>(nranks_);
+    const size_t want = static_cast<size_t>(config::get_int("IBEX_SHM_STAGE_BYTES", kDefaultStage, 0, int64_t(1) << 32));
+    std::string why;
+    struct Offer {
+        uint64_t addr, bytes;
+        uint32_t rkey, mapped;
+    };
+    Offer mine{};
+    int link = -1; // the fast boxes checked that every peer is on one shm link
+    for (int q = 0; q < nranks_; ++q)
+        if (q != rank_) link = c->exec.link_of(q);
+    if (want && link >= 0) {
+        stage_pd_ = c->exec.pd(link);
+        const size_t bytes = (want + 4095) & ~size_t(4095);
+        // Inputs, then results: two areas of `bytes` each (only what a collective uses is
+        // ever touched, so only that becomes memory).
+        if (ibex_mem_alloc(stage_pd_, 2 * bytes, &stage_mem_) != IBEX_OK ||
+            ibex_reg_mr(stage_pd_, stage_mem_, 2 * bytes, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_READ,
+                        &stage_mr_) != IBEX_OK) {
+            why = ibex_last_error();
+            close_staging();
+        } else {
+            mine = {reinterpret_cast<uintptr_t>(stage_mem_), bytes, ibex_mr_rkey(stage_mr_), 0};
+        }
+    }
+    std::vector<Offer> all(n);
+    IBEX_TRY(c->boot->allgather(&mine, sizeof mine, all.data(), c->opt.timeout_ms));
+    size_t agreed = mine.bytes;
+    for (const Offer &o : all) agreed = std::min<size_t>(agreed, o.bytes);
+    // Every rank maps every peer's staging, or nobody stages.
+    stage_of_.assign(n, nullptr);
+    mine.mapped = agreed != 0;
+    for (int q = 0; q < nranks_ && mine.mapped; ++q) {
+        const Offer &o = all[static_cast<size_t>(q)];
+        void *p = stage_mem_;
+        if (q != rank_ &&
+            ibex_rkey_ptr(c->exec.qp_to(q), o.addr, o.rkey, 2 * agreed, IBEX_ACCESS_REMOTE_READ, &p) != IBEX_OK) {
+            why = "rank " + std::to_string(q) + "'s staging is not mapped here: " + ibex_last_error();
+            mine.mapped = 0;
+        }
+        stage_of_[static_cast<size_t>(q)] = static_cast<uint8_t *>(p);
+    }
+    std::vector<Offer> second(n);
+    IBEX_TRY(c->boot->allgather(&mine, sizeof mine, second.data(), c->opt.timeout_ms));
+    bool everyone = mine.mapped;
+    for (const Offer &o : second) everyone = everyone && o.mapped;
+    if (!everyone) {
+        if (want && (rank_ == 0 || !why.empty()))
+            IBEX_LOG(info, "communicator rank %d: allreduces read the peers' buffers with process_vm_readv (no staging: %s)",
+                     rank_, why.empty() ? "another rank cannot stage" : why.c_str());
+        close_staging();
+        return IBEX_OK;
+    }
+    stage_bytes_ = agreed;
+    if (rank_ == 0)
+        IBEX_LOG(info, "communicator: allreduces of %zu to %zu bytes reduce straight out of the peers' staging memory",
+                 min_bytes_, stage_bytes_);
     return IBEX_OK;
 }
 
@@ -147,6 +222,19 @@ void ShmDirect::begin(const Op &op) {
     const bool written = op.kind == OpKind::allreduce || op.kind == OpKind::allgather ||
                          (op.kind == OpKind::reduce && rank_ == op.args.root);
     mine_.plain = (!read || reachable(op.args.sendbuf)) && (!written || reachable(op.args.recvbuf));
+    // The same answer on every rank: the call and the size agreed at creation.
+    const size_t elem = ibex_datatype_size(op.args.type);
+    staging_now_ = stage_bytes_ && op.kind == OpKind::allreduce && op.args.count * elem <= stage_bytes_;
+    if (staging_now_ && mine_.plain) {
+        // Step 0: the segments the peers reduce, where they will read them.
+        const auto *send = static_cast<const uint8_t *>(op.args.sendbuf);
+        for (int q = 0; q < nranks_; ++q) {
+            size_t off = 0, len = 0;
+            chunk_range(op.args.count, nranks_, q, &off, &len);
+            if (q != rank_ && len)
+                copy_bypassing_cache(stage_of_[static_cast<size_t>(rank_)] + off * elem, send + off * elem, len * elem);
+        }
+    }
     sub_ = Op{};
     sub_.kind = OpKind::allgather;
     sub_.args.sendbuf = &mine_;
@@ -219,6 +307,44 @@ ibex_status_t ShmDirect::reduce_blocks(const Op &op, size_t src, uint8_t *out, s
     return IBEX_OK;
 }
 
+void ShmDirect::reduce_staged(const Op &op) {
+    const CollArgs &a = op.args;
+    const size_t elem = ibex_datatype_size(a.type);
+    size_t off = 0, len = 0;
+    chunk_range(a.count, nranks_, rank_, &off, &len);
+    const size_t per = std::max<size_t>(1, kBlockBytes / elem);
+    if (block_[2].size() < per * elem) block_[2].resize(per * elem);
+    const auto *send = static_cast<const uint8_t *>(a.sendbuf);
+    auto *recv = static_cast<uint8_t *>(a.recvbuf);
+    uint8_t *mine = stage_of_[static_cast<size_t>(rank_)];
+    for (size_t done = 0; done < len; done += per) {
+        const size_t cnt = std::min(per, len - done), bytes = cnt * elem, at = (off + done) * elem;
+        uint8_t *dst = recv + at;
+        const uint8_t *own = send + at;
+        if (own == dst) { // in place: the first reduction would overwrite it
+            std::memcpy(block_[2].data(), own, bytes);
+            own = block_[2].data();
+        }
+        auto data = [&](int q) { return q == rank_ ? own : stage_of_[static_cast<size_t>(q)] + at; };
+        reduce_into(dst, data(0), data(1), cnt, a.type, a.op); // rank order, as every other path
+        for (int q = 2; q < nranks_; ++q) reduce_into(dst, dst, data(q), cnt, a.type, a.op);
+        if (a.op == IBEX_AVG) finalize_avg(dst, cnt, a.type, nranks_);
+        copy_bypassing_cache(mine + stage_bytes_ + at, dst, bytes); // for the peers' step 2
+    }
+}
+
+void ShmDirect::gather_staged(const Op &op) {
+    const CollArgs &a = op.args;
+    const size_t elem = ibex_datatype_size(a.type);
+    auto *recv = static_cast<uint8_t *>(a.recvbuf);
+    for (int q = 0; q < nranks_; ++q) {
+        size_t off = 0, len = 0;
+        chunk_range(a.count, nranks_, q, &off, &len);
+        if (q != rank_ && len)
+            std::memcpy(recv + off * elem, stage_of_[static_cast<size_t>(q)] + stage_bytes_ + off * elem, len * elem);
+    }
+}
+
 ibex_status_t ShmDirect::run_local(const Op &op) {
     const CollArgs &a = op.args;
     const size_t elem = ibex_datatype_size(a.type), bytes = a.count * elem;
@@ -269,16 +395,25 @@ ibex_status_t ShmDirect::advance(const Op &op, bool *done, bool *fallback) {
         }
         if (!plain) { // every rank saw the same announcements
             phase_ = Phase::idle;
+            staging_now_ = false;
             *fallback = true;
             return IBEX_OK;
         }
-        IBEX_TRY(run_local(op));
+        if (staging_now_)
+            reduce_staged(op);
+        else
+            IBEX_TRY(run_local(op));
         sub_ = Op{};
         sub_.kind = OpKind::barrier;
         phase_ = Phase::reduced;
         return IBEX_OK;
     }
     case Phase::reduced:
+        if (staging_now_) {
+            gather_staged(op);
+            staging_now_ = false;
+            ++staged_;
+        }
         phase_ = Phase::idle;
         ++taken_;
         *done = true;

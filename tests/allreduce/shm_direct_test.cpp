@@ -3,7 +3,9 @@
 // odd count, in place and out of place, against the reference and with the same bits on
 // every rank (rotating roots); one element below the threshold goes the scheduled way; ranks calling different counts are
 // told so; a killed rank fails the others; IBEX_SHM_DIRECT_MIN=0 on any rank turns the
-// path off for all.
+// path off for all. The staged allreduce (through peers' mapped staging) gives the bits
+// the process_vm_readv one does, is used up to IBEX_SHM_STAGE_BYTES, and is off for all
+// when one rank turns it off.
 #include <gtest/gtest.h>
 
 #include <sys/mman.h>
@@ -46,6 +48,9 @@ int matrix_body(RankCtx &ctx) {
         return std::vector<size_t>{(kMin / ibex_datatype_size(type) + share - 1) / share, size_t(100003) / share};
     };
     const PathTally t = run_path_matrix(ctx, comm, "direct path", counts, [comm] { return comm->direct.taken(); });
+    // The allreduces (all of them under IBEX_SHM_STAGE_BYTES) went through the staging.
+    RANK_CHECK(ctx, t.failures || comm->direct.staged() > 0, "no allreduce was staged (staging %zu bytes)",
+               comm->direct.stage_bytes());
     int id = t.next_id, failures = t.failures;
     const uint64_t hash = t.hash, expect = comm->direct.taken();
     // One element below the threshold: the scheduled way, still right.
@@ -118,6 +123,89 @@ TEST(ShmDirect, OffOnOneRankIsOffForAll) {
             RANK_CHECK_OK(ctx, ibex_allreduce(x.data(), y.data(), x.size(), IBEX_F32, IBEX_SUM, comm, nullptr));
             RANK_CHECK(ctx, y.back() == 2.0f && comm->direct.taken() == 0, "sum %g, taken %llu",
                        static_cast<double>(y.back()), static_cast<unsigned long long>(comm->direct.taken()));
+            RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
+            return 0;
+        },
+        60));
+}
+
+// The staged allreduce against the one that reads with process_vm_readv, on the same
+// inputs: the same bits (both reduce in rank order), every type and op, at the threshold
+// and an odd count, in place and out of place; an allreduce above the staging size takes
+// process_vm_readv.
+TEST(ShmDirect, StagedAndCrossMemoryAttachGiveTheSameBits) {
+    ibex::test::expect_all_passed(ibex::test::run_ranks(
+        3,
+        [](RankCtx &ctx) {
+            ibex_comm_t *staged = nullptr, *attach = nullptr, *small = nullptr;
+            RANK_CHECK_OK(ctx, init_host_comm(ctx, &staged));
+            ::setenv("IBEX_SHM_STAGE_BYTES", "0", 1);
+            RANK_CHECK_OK(ctx, ibex_comm_split(staged, 0, ctx.rank, &attach));
+            ::setenv("IBEX_SHM_STAGE_BYTES", "131072", 1);
+            RANK_CHECK_OK(ctx, ibex_comm_split(staged, 0, ctx.rank, &small));
+            ::unsetenv("IBEX_SHM_STAGE_BYTES");
+            RANK_CHECK(ctx, staged->direct.stage_bytes() >= (1u << 20) && attach->direct.enabled() &&
+                                attach->direct.stage_bytes() == 0 && small->direct.stage_bytes() == 131072,
+                       "staging %zu, %zu (direct %d), %zu bytes", staged->direct.stage_bytes(),
+                       attach->direct.stage_bytes(), attach->direct.enabled(), small->direct.stage_bytes());
+            int id = 0, failures = 0;
+            for (int ty = 0; ty < IBEX_DATATYPE_COUNT && !failures; ++ty) {
+                const auto type = static_cast<ibex_datatype_t>(ty);
+                for (int op = 0; op < IBEX_REDOP_COUNT && !failures; ++op) {
+                    for (size_t count : {kMin / ibex_datatype_size(type), size_t(100003)}) {
+                        for (bool in_place : {false, true}) {
+                            const Combo c{id++, Coll::allreduce, type, static_cast<ibex_redop_t>(op), count, 0};
+                            const uint64_t before = staged->direct.staged();
+                            std::vector<uint8_t> a, b;
+                            if (!run_combo(ctx, staged, c, in_place, &a) || !run_combo(ctx, attach, c, in_place, &b)) {
+                                ++failures;
+                                break;
+                            }
+                            RANK_CHECK(ctx, staged->direct.staged() == before + 1, "%s %s count %zu not staged",
+                                       ibex_datatype_name(type), ibex_redop_name(c.op), count);
+                            RANK_CHECK(ctx, a == b, "%s %s count %zu %s: staged and process_vm_readv differ",
+                                       ibex_datatype_name(type), ibex_redop_name(c.op), count,
+                                       in_place ? "in place" : "out of place");
+                        }
+                    }
+                }
+            }
+            RANK_CHECK(ctx, !failures, "a collective failed");
+            RANK_CHECK(ctx, attach->direct.staged() == 0 && attach->direct.taken() > 0, "attach: %llu staged of %llu",
+                       static_cast<unsigned long long>(attach->direct.staged()),
+                       static_cast<unsigned long long>(attach->direct.taken()));
+            // Above the staging size: process_vm_readv; within it: staged.
+            std::vector<float> x(1 << 18, 1.0f), y(x.size());
+            RANK_CHECK_OK(ctx, ibex_allreduce(x.data(), y.data(), x.size(), IBEX_F32, IBEX_SUM, small, nullptr));
+            RANK_CHECK_OK(ctx, ibex_allreduce(x.data(), y.data(), 1 << 15, IBEX_F32, IBEX_SUM, small, nullptr));
+            RANK_CHECK(ctx, y.front() == 3.0f && y[(1 << 18) - 1] == 3.0f && small->direct.taken() == 2 &&
+                                small->direct.staged() == 1,
+                       "sums %g %g, %llu taken, %llu staged", static_cast<double>(y.front()),
+                       static_cast<double>(y.back()), static_cast<unsigned long long>(small->direct.taken()),
+                       static_cast<unsigned long long>(small->direct.staged()));
+            RANK_CHECK_OK(ctx, ibex_comm_destroy(small));
+            RANK_CHECK_OK(ctx, ibex_comm_destroy(attach));
+            RANK_CHECK_OK(ctx, ibex_comm_destroy(staged));
+            return 0;
+        },
+        120));
+}
+
+TEST(ShmDirect, StagingOffOnOneRankIsOffForAll) {
+    ibex::test::expect_all_passed(ibex::test::run_ranks(
+        2,
+        [](RankCtx &ctx) {
+            if (ctx.rank == 1) ::setenv("IBEX_SHM_STAGE_BYTES", "0", 1);
+            ibex_comm_t *comm = nullptr;
+            RANK_CHECK_OK(ctx, init_host_comm(ctx, &comm));
+            RANK_CHECK(ctx, comm->direct.enabled() && comm->direct.stage_bytes() == 0, "rank %d: staging %zu bytes",
+                       ctx.rank, comm->direct.stage_bytes());
+            std::vector<float> x(1 << 18, 1.0f), y(x.size());
+            RANK_CHECK_OK(ctx, ibex_allreduce(x.data(), y.data(), x.size(), IBEX_F32, IBEX_SUM, comm, nullptr));
+            RANK_CHECK(ctx, y.back() == 2.0f && comm->direct.taken() == 1 && comm->direct.staged() == 0,
+                       "sum %g, taken %llu, staged %llu", static_cast<double>(y.back()),
+                       static_cast<unsigned long long>(comm->direct.taken()),
+                       static_cast<unsigned long long>(comm->direct.staged()));
             RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
             return 0;
         },
