@@ -44,9 +44,7 @@ std::string Fastbox::said(const Meta &m) {
 Fastbox::~Fastbox() { close(); }
 
 void Fastbox::close() {
-    if (mr_) ibex_dereg_mr(mr_);
-    if (box_) ibex_mem_free(pd_, box_);
-    mr_ = nullptr;
+    region_.close();
     box_ = nullptr;
     max_bytes_ = 0;
 }
@@ -85,19 +83,14 @@ ibex_status_t Fastbox::open(ibex_comm *c) {
         }
         if (!want) why = "not every peer has a QP on the shm link";
         if (want) {
-            pd_ = c->exec.pd(link);
             const size_t slot = round_line(kData + want);
-            box_bytes_ = 4 * n * slot; // in- and out-boxes, two parities, one slot per rank
-            void *p = nullptr;
-            if (ibex_mem_alloc(pd_, box_bytes_, &p) != IBEX_OK ||
-                ibex_reg_mr(pd_, p, box_bytes_, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE, &mr_) != IBEX_OK) {
+            const size_t bytes = 4 * n * slot; // in- and out-boxes, two parities, one slot per rank
+            if (region_.open(c->exec.pd(link), bytes, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE) != IBEX_OK) {
                 why = std::string("box: ") + ibex_last_error();
-                if (p) ibex_mem_free(pd_, p);
-                mr_ = nullptr;
                 want = 0;
             } else {
-                box_ = static_cast<uint8_t *>(p);
-                std::memset(box_, 0, box_bytes_);
+                box_ = region_.data();
+                std::memset(box_, 0, bytes);
             }
         }
     }
@@ -107,7 +100,7 @@ ibex_status_t Fastbox::open(ibex_comm *c) {
         uint32_t rkey;
         uint32_t reserved;
     };
-    Announce mine{reinterpret_cast<uintptr_t>(box_), want, mr_ ? ibex_mr_rkey(mr_) : 0, 0};
+    Announce mine{reinterpret_cast<uintptr_t>(box_), want, region_.rkey(), 0};
     std::vector<Announce> all(n);
     IBEX_TRY(c->boot->allgather(&mine, sizeof mine, all.data(), c->opt.timeout_ms));
     size_t agreed = want;
@@ -204,7 +197,7 @@ ibex_status_t Fastbox::start(ibex_comm *c, const Op &op) {
         const uint64_t remote = peer_addr_[static_cast<size_t>(p)] + static_cast<uint64_t>(inbox(seq, rank_) - box_);
         const Executor::WritePiece chain[] = {{src + kMeta, kData - kMeta + bytes, remote + kMeta},
                                               {word, sizeof seq, remote + kSeq}};
-        IBEX_TRY(exec_->write_to(p, chain, ibex_mr_lkey(mr_), peer_rkey_[static_cast<size_t>(p)]));
+        IBEX_TRY(exec_->write_to(p, chain, region_.lkey(), peer_rkey_[static_cast<size_t>(p)]));
     }
     std::fill(arrived_.begin(), arrived_.end(), 0);
     arrived_[static_cast<size_t>(rank_)] = 1;

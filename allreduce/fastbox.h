@@ -28,6 +28,7 @@
 
 #include <ibex/coll.h>
 
+#include "allreduce/alloc_region.h"
 #include "allreduce/op.h"
 
 namespace ibex::coll {
@@ -85,10 +86,8 @@ private:
     static std::string said(const Meta &m); // "allreduce of 8 f32 (sum)"
 
     Executor *exec_ = nullptr;
-    ibex_pd_t *pd_ = nullptr;
-    ibex_mr_t *mr_ = nullptr;
-    uint8_t *box_ = nullptr;
-    size_t box_bytes_ = 0;
+    AllocRegion region_;     // the box's memory
+    uint8_t *box_ = nullptr; // region_.data() while open
     size_t max_bytes_ = 0; // 0: off
     size_t slot_bytes_ = 0; // kData + max_bytes_, rounded up to a cache line
     int rank_ = 0, nranks_ = 1;

@@ -121,13 +121,8 @@ ibex_status_t ShmDirect::open(ibex_comm *c) {
     return open_staging(c);
 }
 
-ShmDirect::~ShmDirect() { close_staging(); }
-
 void ShmDirect::close_staging() {
-    if (stage_mr_) ibex_dereg_mr(stage_mr_);
-    if (stage_mem_) ibex_mem_free(stage_pd_, stage_mem_);
-    stage_mr_ = nullptr;
-    stage_mem_ = nullptr;
+    stage_.close();
     stage_bytes_ = 0;
     stage_of_.clear();
 }
@@ -145,18 +140,13 @@ ibex_status_t ShmDirect::open_staging(ibex_comm *c) {
     for (int q = 0; q < nranks_; ++q)
         if (q != rank_) link = c->exec.link_of(q);
     if (want && link >= 0) {
-        stage_pd_ = c->exec.pd(link);
         const size_t bytes = (want + 4095) & ~size_t(4095);
         // Inputs, then results: two areas of `bytes` each (only what a collective uses is
         // ever touched, so only that becomes memory).
-        if (ibex_mem_alloc(stage_pd_, 2 * bytes, &stage_mem_) != IBEX_OK ||
-            ibex_reg_mr(stage_pd_, stage_mem_, 2 * bytes, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_READ,
-                        &stage_mr_) != IBEX_OK) {
+        if (stage_.open(c->exec.pd(link), 2 * bytes, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_READ) != IBEX_OK)
             why = ibex_last_error();
-            close_staging();
-        } else {
-            mine = {reinterpret_cast<uintptr_t>(stage_mem_), bytes, ibex_mr_rkey(stage_mr_), 0};
-        }
+        else
+            mine = {reinterpret_cast<uintptr_t>(stage_.data()), bytes, stage_.rkey(), 0};
     }
     std::vector<Offer> all(n);
     IBEX_TRY(c->boot->allgather(&mine, sizeof mine, all.data(), c->opt.timeout_ms));
@@ -167,7 +157,7 @@ ibex_status_t ShmDirect::open_staging(ibex_comm *c) {
     mine.mapped = agreed != 0;
     for (int q = 0; q < nranks_ && mine.mapped; ++q) {
         const Offer &o = all[static_cast<size_t>(q)];
-        void *p = stage_mem_;
+        void *p = stage_.data();
         if (q != rank_ &&
             ibex_rkey_ptr(c->exec.qp_to(q), o.addr, o.rkey, 2 * agreed, IBEX_ACCESS_REMOTE_READ, &p) != IBEX_OK) {
             why = "rank " + std::to_string(q) + "'s staging is not mapped here: " + ibex_last_error();

@@ -63,15 +63,13 @@
 
 #include <ibex/coll.h>
 
+#include "allreduce/alloc_region.h"
 #include "allreduce/op.h"
 
 namespace ibex::coll {
 
 class ShmDirect {
 public:
-    ShmDirect() = default;
-    ShmDirect(const ShmDirect &) = delete;
-    ShmDirect &operator=(const ShmDirect &) = delete;
     // Collective over the bootstrap, after the fast boxes opened: exchanges pids and checks
     // that every rank can read every peer (off everywhere otherwise).
     ibex_status_t open(ibex_comm *c);
@@ -98,7 +96,6 @@ public:
     uint64_t staged() const { return staged_; }
     // Bytes of staging each rank has (0: the staged allreduce is off).
     size_t stage_bytes() const { return stage_bytes_; }
-    ~ShmDirect();
 
 private:
     enum class Phase { idle, announce, reduced };
@@ -140,9 +137,7 @@ private:
     bool pinned_ok_ = false; // every rank can read registered pinned memory of every peer
     // Staged allreduce: this rank's staging, every rank's as mapped here (own at rank_).
     size_t stage_bytes_ = 0;
-    ibex_pd_t *stage_pd_ = nullptr;
-    void *stage_mem_ = nullptr;
-    ibex_mr_t *stage_mr_ = nullptr;
+    AllocRegion stage_;
     std::vector<uint8_t *> stage_of_;
     bool staging_now_ = false; // the running allreduce is staged
     uint64_t staged_ = 0;

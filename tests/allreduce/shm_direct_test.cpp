@@ -111,24 +111,6 @@ int killed_body(RankCtx &ctx, std::atomic<int> *ready) {
 
 TEST(ShmDirect, KilledRankFailsTheOthers) { ibex::test::run_with_victim(3, 1, killed_body); }
 
-TEST(ShmDirect, OffOnOneRankIsOffForAll) {
-    ibex::test::expect_all_passed(ibex::test::run_ranks(
-        2,
-        [](RankCtx &ctx) {
-            if (ctx.rank == 1) ::setenv("IBEX_SHM_DIRECT_MIN", "0", 1);
-            ibex_comm_t *comm = nullptr;
-            RANK_CHECK_OK(ctx, init_host_comm(ctx, &comm));
-            RANK_CHECK(ctx, !comm->direct.enabled(), "rank %d: direct path on", ctx.rank);
-            std::vector<float> x(1 << 18, 1.0f), y(x.size());
-            RANK_CHECK_OK(ctx, ibex_allreduce(x.data(), y.data(), x.size(), IBEX_F32, IBEX_SUM, comm, nullptr));
-            RANK_CHECK(ctx, y.back() == 2.0f && comm->direct.taken() == 0, "sum %g, taken %llu",
-                       static_cast<double>(y.back()), static_cast<unsigned long long>(comm->direct.taken()));
-            RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
-            return 0;
-        },
-        60));
-}
-
 // The staged allreduce against the one that reads with process_vm_readv, on the same
 // inputs: the same bits (both reduce in rank order), every type and op, at the threshold
 // and an odd count, in place and out of place; an allreduce above the staging size takes
@@ -191,18 +173,23 @@ TEST(ShmDirect, StagedAndCrossMemoryAttachGiveTheSameBits) {
         120));
 }
 
-TEST(ShmDirect, StagingOffOnOneRankIsOffForAll) {
+// var=0 on rank 1 alone turns its part off on every rank (IBEX_SHM_DIRECT_MIN: the whole
+// direct path; IBEX_SHM_STAGE_BYTES: its staging), and the allreduce still runs by what
+// is left.
+void expect_off_for_all(const char *var) {
+    const bool whole = std::strcmp(var, "IBEX_SHM_DIRECT_MIN") == 0;
     ibex::test::expect_all_passed(ibex::test::run_ranks(
         2,
-        [](RankCtx &ctx) {
-            if (ctx.rank == 1) ::setenv("IBEX_SHM_STAGE_BYTES", "0", 1);
+        [var, whole](RankCtx &ctx) {
+            if (ctx.rank == 1) ::setenv(var, "0", 1);
             ibex_comm_t *comm = nullptr;
             RANK_CHECK_OK(ctx, init_host_comm(ctx, &comm));
-            RANK_CHECK(ctx, comm->direct.enabled() && comm->direct.stage_bytes() == 0, "rank %d: staging %zu bytes",
-                       ctx.rank, comm->direct.stage_bytes());
+            RANK_CHECK(ctx, comm->direct.enabled() != whole && comm->direct.stage_bytes() == 0,
+                       "rank %d: direct path %d, staging %zu bytes", ctx.rank, comm->direct.enabled(),
+                       comm->direct.stage_bytes());
             std::vector<float> x(1 << 18, 1.0f), y(x.size());
             RANK_CHECK_OK(ctx, ibex_allreduce(x.data(), y.data(), x.size(), IBEX_F32, IBEX_SUM, comm, nullptr));
-            RANK_CHECK(ctx, y.back() == 2.0f && comm->direct.taken() == 1 && comm->direct.staged() == 0,
+            RANK_CHECK(ctx, y.back() == 2.0f && comm->direct.taken() == (whole ? 0u : 1u) && comm->direct.staged() == 0,
                        "sum %g, taken %llu, staged %llu", static_cast<double>(y.back()),
                        static_cast<unsigned long long>(comm->direct.taken()),
                        static_cast<unsigned long long>(comm->direct.staged()));
@@ -211,5 +198,9 @@ TEST(ShmDirect, StagingOffOnOneRankIsOffForAll) {
         },
         60));
 }
+
+TEST(ShmDirect, OffOnOneRankIsOffForAll) { expect_off_for_all("IBEX_SHM_DIRECT_MIN"); }
+
+TEST(ShmDirect, StagingOffOnOneRankIsOffForAll) { expect_off_for_all("IBEX_SHM_STAGE_BYTES"); }
 
 } // namespace

@@ -196,34 +196,26 @@ TEST(ShmCopy, MapChecksKeysBoundsAndRightsLikeTheTarget) {
         SCOPED_TRACE(c.what);
         ShmPair p;
         p.open(4096, nullptr);
-        void *bmem = nullptr, *amem = nullptr;
-        ibex_mr_t *bmr = nullptr, *amr = nullptr;
-        ASSERT_EQ(ibex_mem_alloc(p.b.pd, 4096, &bmem), IBEX_OK);
-        ASSERT_EQ(ibex_mem_alloc(p.a.pd, 4096, &amem), IBEX_OK);
-        ASSERT_EQ(ibex_reg_mr(p.b.pd, bmem, 4096, c.access, &bmr), IBEX_OK);
-        ASSERT_EQ(ibex_reg_mr(p.a.pd, amem, 4096, kAllAccess, &amr), IBEX_OK);
-        std::memset(bmem, 0x3c, 4096);
-        std::memset(amem, 0x11, 4096);
-        ibex_sge_t s{reinterpret_cast<uintptr_t>(amem), 200, ibex_mr_lkey(amr)};
+        AllocRegion b(p.b.pd, 4096, c.access), a(p.a.pd, 4096, kAllAccess);
+        ASSERT_TRUE(a.ok() && b.ok());
+        std::memset(b.bytes(), 0x3c, 4096);
+        std::memset(a.bytes(), 0x11, 4096);
+        ibex_sge_t s{a.at(0), 200, ibex_mr_lkey(a.mr)};
         ibex_send_wr_t wr{};
         wr.wr_id = 1;
         wr.sg_list = &s;
         wr.num_sge = 1;
         wr.opcode = c.op;
         wr.send_flags = IBEX_SEND_SIGNALED;
-        wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(bmem) + c.off;
-        wr.wr.rdma.rkey = ibex_mr_rkey(bmr) ^ c.rkey_xor;
+        wr.wr.rdma.remote_addr = b.at(c.off);
+        wr.wr.rdma.rkey = ibex_mr_rkey(b.mr) ^ c.rkey_xor;
         ASSERT_EQ(ibex_post_send(p.a.qp, &wr, nullptr), IBEX_OK) << ibex_last_error();
         auto wc = p.a.wait(1);
         ASSERT_EQ(wc.size(), 1u);
         EXPECT_EQ(wc[0].status, IBEX_WC_REM_ACCESS_ERR) << ibex_wc_status_str(wc[0].status);
-        EXPECT_EQ(check_const(static_cast<uint8_t *>(bmem), 4096, 0x3c), 0u) << "target memory changed";
-        EXPECT_EQ(check_const(static_cast<uint8_t *>(amem), 4096, 0x11), 0u) << "READ result written";
+        EXPECT_EQ(check_const(b.bytes(), 4096, 0x3c), 0u) << "target memory changed";
+        EXPECT_EQ(check_const(a.bytes(), 4096, 0x11), 0u) << "READ result written";
         EXPECT_EQ(stats(p.a).map_ops + stats(p.b).map_ops, 0u);
-        ibex_dereg_mr(amr);
-        ibex_dereg_mr(bmr);
-        ibex_mem_free(p.a.pd, amem);
-        ibex_mem_free(p.b.pd, bmem);
     }
 }
 
@@ -240,13 +232,9 @@ TEST(ShmCopy, ChainGoesInPlaceUntilAWriteCannot) {
         SCOPED_TRACE(with_bad ? "third WRITE with a bad rkey" : "every WRITE good");
         ShmPair p;
         p.open(4096, nullptr);
-        void *bmem = nullptr, *amem = nullptr;
-        ibex_mr_t *bmr = nullptr, *amr = nullptr;
-        ASSERT_EQ(ibex_mem_alloc(p.b.pd, 4096, &bmem), IBEX_OK);
-        ASSERT_EQ(ibex_mem_alloc(p.a.pd, 4096, &amem), IBEX_OK);
-        ASSERT_EQ(ibex_reg_mr(p.b.pd, bmem, 4096, kAllAccess, &bmr), IBEX_OK);
-        ASSERT_EQ(ibex_reg_mr(p.a.pd, amem, 4096, kAllAccess, &amr), IBEX_OK);
-        auto *a = static_cast<uint8_t *>(amem), *b = static_cast<uint8_t *>(bmem);
+        AllocRegion br(p.b.pd, 4096, kAllAccess), ar(p.a.pd, 4096, kAllAccess);
+        ASSERT_TRUE(ar.ok() && br.ok());
+        uint8_t *a = ar.bytes(), *b = br.bytes();
         std::memset(b, 0x3c, 4096);
         constexpr int kChain = 4;
         constexpr size_t kPiece = 512;
@@ -254,14 +242,14 @@ TEST(ShmCopy, ChainGoesInPlaceUntilAWriteCannot) {
         ibex_send_wr_t wr[kChain]{};
         for (int i = 0; i < kChain; ++i) {
             std::memset(a + i * kPiece, 0x40 + i, kPiece);
-            sge[i] = {reinterpret_cast<uintptr_t>(a + i * kPiece), kPiece, ibex_mr_lkey(amr)};
+            sge[i] = {ar.at(i * kPiece), kPiece, ibex_mr_lkey(ar.mr)};
             wr[i].wr_id = 100 + static_cast<uint64_t>(i);
             wr[i].sg_list = &sge[i];
             wr[i].num_sge = 1;
             wr[i].opcode = IBEX_WR_RDMA_WRITE;
             wr[i].send_flags = IBEX_SEND_SIGNALED;
-            wr[i].wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(b + i * kPiece);
-            wr[i].wr.rdma.rkey = ibex_mr_rkey(bmr) ^ (with_bad && i == 2 ? 0x5500u : 0u);
+            wr[i].wr.rdma.remote_addr = br.at(i * kPiece);
+            wr[i].wr.rdma.rkey = ibex_mr_rkey(br.mr) ^ (with_bad && i == 2 ? 0x5500u : 0u);
             wr[i].next = i + 1 < kChain ? &wr[i + 1] : nullptr;
         }
         ibex_send_wr_t *bad = nullptr;
@@ -281,10 +269,6 @@ TEST(ShmCopy, ChainGoesInPlaceUntilAWriteCannot) {
             const uint8_t landed = !with_bad || i < 2 ? static_cast<uint8_t>(0x40 + i) : 0x3c;
             EXPECT_EQ(check_const(b + i * kPiece, kPiece, landed), 0u);
         }
-        ibex_dereg_mr(amr);
-        ibex_dereg_mr(bmr);
-        ibex_mem_free(p.a.pd, amem);
-        ibex_mem_free(p.b.pd, bmem);
     }
 }
 

@@ -14,27 +14,11 @@ namespace {
 constexpr size_t kRegion = 8192;
 constexpr unsigned kRw = IBEX_ACCESS_REMOTE_READ | IBEX_ACCESS_REMOTE_WRITE;
 
-// b's ibex_mem_alloc region, registered with `access`.
-struct PeerRegion {
-    ibex_pd_t *pd = nullptr;
-    void *mem = nullptr;
-    ibex_mr_t *mr = nullptr;
-    PeerRegion(ibex_pd_t *p, unsigned access) : pd(p) {
-        EXPECT_EQ(ibex_mem_alloc(pd, kRegion, &mem), IBEX_OK) << ibex_last_error();
-        EXPECT_EQ(ibex_reg_mr(pd, mem, kRegion, access, &mr), IBEX_OK) << ibex_last_error();
-    }
-    ~PeerRegion() {
-        if (mr) ibex_dereg_mr(mr);
-        if (mem) ibex_mem_free(pd, mem);
-    }
-    uint64_t at(size_t off) const { return reinterpret_cast<uintptr_t>(mem) + off; }
-    uint8_t *bytes() const { return static_cast<uint8_t *>(mem); }
-};
-
 TEST(ShmRkeyPtr, LoadsAndStoresReachThePeersAllocation) {
     ShmPair p;
     p.open(4096, nullptr);
-    PeerRegion r(p.b.pd, IBEX_ACCESS_LOCAL_WRITE | kRw);
+    AllocRegion r(p.b.pd, kRegion, IBEX_ACCESS_LOCAL_WRITE | kRw);
+    ASSERT_TRUE(r.ok());
     fill_pattern(r.bytes(), kRegion, 7);
     void *ptr = nullptr;
     ASSERT_EQ(ibex_rkey_ptr(p.a.qp, r.at(1000), ibex_mr_rkey(r.mr), 3000, kRw, &ptr), IBEX_OK) << ibex_last_error();
@@ -55,8 +39,9 @@ TEST(ShmRkeyPtr, LoadsAndStoresReachThePeersAllocation) {
 TEST(ShmRkeyPtr, KeysRangesAndRightsAreCheckedLikeAWrite) {
     ShmPair p;
     p.open(4096, nullptr);
-    PeerRegion rw(p.b.pd, IBEX_ACCESS_LOCAL_WRITE | kRw);
-    PeerRegion ro(p.b.pd, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_READ);
+    AllocRegion rw(p.b.pd, kRegion, IBEX_ACCESS_LOCAL_WRITE | kRw);
+    AllocRegion ro(p.b.pd, kRegion, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_READ);
+    ASSERT_TRUE(rw.ok() && ro.ok());
     struct Case {
         const char *what;
         uint64_t addr;
@@ -89,7 +74,8 @@ TEST(ShmRkeyPtr, OrdinaryMemoryIsNotMappedButStillReachableByWrite) {
 TEST(ShmRkeyPtr, ArgumentsAndQpStateAreChecked) {
     ShmPair p;
     p.open(4096, nullptr);
-    PeerRegion r(p.b.pd, IBEX_ACCESS_LOCAL_WRITE | kRw);
+    AllocRegion r(p.b.pd, kRegion, IBEX_ACCESS_LOCAL_WRITE | kRw);
+    ASSERT_TRUE(r.ok());
     const uint32_t key = ibex_mr_rkey(r.mr);
     void *ptr = nullptr;
     EXPECT_EQ(ibex_rkey_ptr(nullptr, r.at(0), key, 64, kRw, &ptr), IBEX_ERR_INVALID_ARGUMENT);

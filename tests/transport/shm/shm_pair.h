@@ -25,6 +25,28 @@ struct ShmPair {
     }
 };
 
+// An ibex_mem_alloc region on pd, registered with `access`; both released at scope exit.
+struct AllocRegion {
+    ibex_pd_t *pd = nullptr;
+    void *mem = nullptr;
+    ibex_mr_t *mr = nullptr;
+    AllocRegion(ibex_pd_t *p, size_t size, unsigned access) : pd(p) {
+        EXPECT_EQ(ibex_mem_alloc(pd, size, &mem), IBEX_OK) << ibex_last_error();
+        if (mem) {
+            EXPECT_EQ(ibex_reg_mr(pd, mem, size, access, &mr), IBEX_OK) << ibex_last_error();
+        }
+    }
+    ~AllocRegion() {
+        if (mr) ibex_dereg_mr(mr);
+        if (mem) ibex_mem_free(pd, mem);
+    }
+    AllocRegion(const AllocRegion &) = delete;
+    AllocRegion &operator=(const AllocRegion &) = delete;
+    bool ok() const { return mr != nullptr; }
+    uint64_t at(size_t off) const { return reinterpret_cast<uintptr_t>(mem) + off; }
+    uint8_t *bytes() const { return static_cast<uint8_t *>(mem); }
+};
+
 inline shm::CopyStats stats(Endpoint &e) {
     shm::CopyStats s;
     EXPECT_TRUE(shm::copy_stats(e.ctx, &s));
