@@ -213,18 +213,9 @@ void ShmDirect::begin(const Op &op) {
                          (op.kind == OpKind::reduce && rank_ == op.args.root);
     mine_.plain = (!read || reachable(op.args.sendbuf)) && (!written || reachable(op.args.recvbuf));
     // The same answer on every rank: the call and the size agreed at creation.
-    const size_t elem = ibex_datatype_size(op.args.type);
-    staging_now_ = stage_bytes_ && op.kind == OpKind::allreduce && op.args.count * elem <= stage_bytes_;
-    if (staging_now_ && mine_.plain) {
-        // Step 0: the segments the peers reduce, where they will read them.
-        const auto *send = static_cast<const uint8_t *>(op.args.sendbuf);
-        for (int q = 0; q < nranks_; ++q) {
-            size_t off = 0, len = 0;
-            chunk_range(op.args.count, nranks_, q, &off, &len);
-            if (q != rank_ && len)
-                copy_bypassing_cache(stage_of_[static_cast<size_t>(rank_)] + off * elem, send + off * elem, len * elem);
-        }
-    }
+    const OpBytes ob = op_bytes(op, rank_, nranks_);
+    staging_now_ = stage_bytes_ && op.kind != OpKind::reduce && std::max(ob.send, ob.recv) <= stage_bytes_;
+    if (staging_now_ && mine_.plain) stage_in(op);
     sub_ = Op{};
     sub_.kind = OpKind::allgather;
     sub_.args.sendbuf = &mine_;
@@ -297,19 +288,42 @@ ibex_status_t ShmDirect::reduce_blocks(const Op &op, size_t src, uint8_t *out, s
     return IBEX_OK;
 }
 
-void ShmDirect::reduce_staged(const Op &op) {
+void ShmDirect::stage_in(const Op &op) {
+    const CollArgs &a = op.args;
+    const size_t elem = ibex_datatype_size(a.type), bytes = a.count * elem;
+    const auto *send = static_cast<const uint8_t *>(a.sendbuf);
+    uint8_t *in = stage_of_[static_cast<size_t>(rank_)];
+    switch (op.kind) {
+    case OpKind::allreduce: // the segments the peers reduce, where they will read them
+        for (int q = 0; q < nranks_; ++q) {
+            size_t off = 0, len = 0;
+            chunk_range(a.count, nranks_, q, &off, &len);
+            if (q != rank_ && len) copy_bypassing_cache(in + off * elem, send + off * elem, len * elem);
+        }
+        return;
+    case OpKind::reduce_scatter: // the blocks the peers reduce
+        for (int q = 0; q < nranks_; ++q)
+            if (q != rank_) copy_bypassing_cache(in + q * bytes, send + q * bytes, bytes);
+        return;
+    case OpKind::allgather: copy_bypassing_cache(in + rank_ * bytes, send, bytes); return;
+    case OpKind::broadcast:
+        if (rank_ == a.root) copy_bypassing_cache(in, send, bytes);
+        return;
+    case OpKind::reduce:
+    case OpKind::barrier:
+    case OpKind::probe: return;
+    }
+}
+
+void ShmDirect::reduce_from_staging(const Op &op, size_t src, uint8_t *out, size_t count, uint8_t *publish) {
     const CollArgs &a = op.args;
     const size_t elem = ibex_datatype_size(a.type);
-    size_t off = 0, len = 0;
-    chunk_range(a.count, nranks_, rank_, &off, &len);
     const size_t per = std::max<size_t>(1, kBlockBytes / elem);
     if (block_[2].size() < per * elem) block_[2].resize(per * elem);
     const auto *send = static_cast<const uint8_t *>(a.sendbuf);
-    auto *recv = static_cast<uint8_t *>(a.recvbuf);
-    uint8_t *mine = stage_of_[static_cast<size_t>(rank_)];
-    for (size_t done = 0; done < len; done += per) {
-        const size_t cnt = std::min(per, len - done), bytes = cnt * elem, at = (off + done) * elem;
-        uint8_t *dst = recv + at;
+    for (size_t done = 0; done < count; done += per) {
+        const size_t cnt = std::min(per, count - done), bytes = cnt * elem, at = src + done * elem;
+        uint8_t *dst = out + done * elem;
         const uint8_t *own = send + at;
         if (own == dst) { // in place: the first reduction would overwrite it
             std::memcpy(block_[2].data(), own, bytes);
@@ -319,11 +333,48 @@ void ShmDirect::reduce_staged(const Op &op) {
         reduce_into(dst, data(0), data(1), cnt, a.type, a.op); // rank order, as every other path
         for (int q = 2; q < nranks_; ++q) reduce_into(dst, dst, data(q), cnt, a.type, a.op);
         if (a.op == IBEX_AVG) finalize_avg(dst, cnt, a.type, nranks_);
-        copy_bypassing_cache(mine + stage_bytes_ + at, dst, bytes); // for the peers' step 2
+        if (publish) copy_bypassing_cache(publish + done * elem, dst, bytes);
     }
 }
 
-void ShmDirect::gather_staged(const Op &op) {
+void ShmDirect::run_staged(const Op &op) {
+    const CollArgs &a = op.args;
+    const size_t elem = ibex_datatype_size(a.type), bytes = a.count * elem;
+    auto *recv = static_cast<uint8_t *>(a.recvbuf);
+    switch (op.kind) {
+    case OpKind::allreduce: {
+        size_t off = 0, len = 0;
+        chunk_range(a.count, nranks_, rank_, &off, &len);
+        if (len)
+            reduce_from_staging(op, off * elem, recv + off * elem, len,
+                                stage_of_[static_cast<size_t>(rank_)] + stage_bytes_ + off * elem);
+        return;
+    }
+    case OpKind::reduce_scatter: reduce_from_staging(op, static_cast<size_t>(rank_) * bytes, recv, a.count, nullptr); return;
+    case OpKind::allgather:
+        for (int q = 0; q < nranks_; ++q) {
+            uint8_t *dst = recv + static_cast<size_t>(q) * bytes;
+            if (q != rank_)
+                std::memcpy(dst, stage_of_[static_cast<size_t>(q)] + q * bytes, bytes);
+            else if (dst != a.sendbuf)
+                std::memmove(dst, a.sendbuf, bytes);
+        }
+        return;
+    case OpKind::broadcast:
+        if (rank_ != a.root)
+            std::memcpy(recv, stage_of_[static_cast<size_t>(a.root)], bytes);
+        else if (recv != a.sendbuf)
+            std::memmove(recv, a.sendbuf, bytes);
+        return;
+    case OpKind::reduce:
+    case OpKind::barrier:
+    case OpKind::probe: return;
+    }
+}
+
+void ShmDirect::finish_staged(const Op &op) {
+    if (op.kind != OpKind::allreduce) return;
+    // Allreduce: every peer's segment out of its result area.
     const CollArgs &a = op.args;
     const size_t elem = ibex_datatype_size(a.type);
     auto *recv = static_cast<uint8_t *>(a.recvbuf);
@@ -390,7 +441,7 @@ ibex_status_t ShmDirect::advance(const Op &op, bool *done, bool *fallback) {
             return IBEX_OK;
         }
         if (staging_now_)
-            reduce_staged(op);
+            run_staged(op);
         else
             IBEX_TRY(run_local(op));
         sub_ = Op{};
@@ -400,7 +451,7 @@ ibex_status_t ShmDirect::advance(const Op &op, bool *done, bool *fallback) {
     }
     case Phase::reduced:
         if (staging_now_) {
-            gather_staged(op);
+            finish_staged(op);
             staging_now_ = false;
             ++staged_;
         }

@@ -20,30 +20,37 @@
 //   3. a barrier: every result is in place and nobody touches this rank's buffers any
 //      more, so the call may return.
 // Per rank an allreduce moves (n-1)/n of the buffer in and (n-1)/n out across address
-// spaces, with no intermediate copy.
+// spaces, with no intermediate copy. (Reading the results back instead of pushing them, in
+// a third phase after a second barrier, measured bimodal here: 2.8 or 8.7 GB/s busbw at
+// 1 MiB from run to run on 2 ranks, where pushing stayed at 7.7-8.6.)
 //
-// Staged allreduce. process_vm_readv/writev pin every page they touch and copy at about
-// 12.6 GB/s here, against 40+ for a memcpy. So an allreduce of at most IBEX_SHM_STAGE_BYTES
-// (default 32 MiB; 0: off) goes through staging memory instead: each rank owns an
-// ibex_mem_alloc region of twice that size (an input area, then a result area),
-// registered, which every peer maps once at creation (ibex_rkey_ptr over the shm QP). Then
+// Staged collectives. process_vm_readv/writev pin every page they touch and copy at about
+// 12.6 GB/s here, against 40+ for a memcpy. So a collective other than reduce whose whole
+// buffer is at most IBEX_SHM_STAGE_BYTES (default 32 MiB; 0: off) goes through staging
+// memory instead: each rank owns an ibex_mem_alloc region of twice that size (an input
+// area, then a result area), registered, which every peer maps once at creation
+// (ibex_rkey_ptr over the shm QP). Allreduce:
 //   0. before the announce round, rank r copies the segments q != r of its send buffer into
 //      its input area, at their own offsets;
 //   1. after it, rank r reduces segment r in rank order, block by block, reading its own
 //      send buffer and its peers' input areas through their mappings, into its receive
 //      buffer, and copies each result block to the same offset of its result area;
 //   2. after the barrier round, it copies every peer q's segment q out of q's result area.
-// Three memcpy-speed passes and no page pinning. Steps 0 and 1 write the staging with
-// stores that bypass the cache (allreduce/cpu/copy_bypassing_cache.h): the peers read it
-// next from other cores, and dirty lines pulled one by one from another core's cache ran
-// at 2 GB/s here in half of the runs. Reuse is safe without a third round: a
-// rank's next step 0 writes its input area, which peers read only in their step 1, done
-// before their barrier word; its next step 1 writes its result area, which peers read in
-// their step 2, done before they enter the next announce round. (One area for both would
-// not do: segments move with the count, so the next step 0 could overwrite a result a
-// peer is still copying out.) (Reading the results back instead of pushing them, in
-// a third phase after a second barrier, measured bimodal here: 2.8 or 8.7 GB/s busbw at
-// 1 MiB from run to run on 2 ranks, where pushing stayed at 7.7-8.6.)
+// Reduce-scatter: step 0 stages the blocks q != r, step 1 reduces block r into the receive
+// buffer. Allgather: step 0 stages this rank's block at its place, step 1 copies every
+// peer's out. Broadcast: the root stages its buffer, the others copy it out in step 1.
+// Three (allreduce) or two memcpy-speed passes and no page pinning. Reuse is safe without
+// a third round: a rank's next step 0 writes its input area, which peers read only in their
+// step 1, done before their barrier word; its next step 1 writes its result area, which
+// peers read in their step 2, done before they enter the next announce round. (One area for
+// both would not do: segments move with the count, so the next step 0 could overwrite a
+// result a peer is still copying out.) Steps 0 and 1 write the staging with stores that
+// bypass the cache (allreduce/cpu/copy_bypassing_cache.h): the peers read it next from
+// other cores, and dirty lines pulled one by one from another core's cache ran at 2 GB/s
+// here in half of the runs. At 4 ranks staging beats the process_vm_* path for every
+// collective it takes (allgather 1.2-2.6x, reduce-scatter 1-1.7x, broadcast 1-1.8x, 256 KiB
+// to 16 MiB); at 2 ranks allgather and broadcast are level with it (one process_vm_writev
+// against two memcpys).
 //
 // When it applies: a collective of at least IBEX_SHM_DIRECT_MIN bytes (default 64 KiB; the
 // whole input or output for reduce-scatter and allgather)
@@ -92,7 +99,7 @@ public:
     }
     // Allreduces that ran this way to the end on this communicator.
     uint64_t taken() const { return taken_; }
-    // Of those, the allreduces that went through the staging memory.
+    // Of those, the ones that went through the staging memory.
     uint64_t staged() const { return staged_; }
     // Bytes of staging each rank has (0: the staged allreduce is off).
     size_t stage_bytes() const { return stage_bytes_; }
@@ -122,9 +129,14 @@ private:
     // rank cannot).
     ibex_status_t open_staging(ibex_comm *c);
     void close_staging();
-    // Steps 1 and 2 of a staged allreduce (above).
-    void reduce_staged(const Op &op);
-    void gather_staged(const Op &op);
+    // Steps 0, 1 and 2 of a staged collective (above).
+    void stage_in(const Op &op);
+    void run_staged(const Op &op);
+    void finish_staged(const Op &op);
+    // Reduces count elements in rank order, block by block: rank q's input at byte offset
+    // src of this rank's send buffer (q == rank_) or of q's input area, into out; each
+    // result block also to publish (nullptr: nowhere) with cache-bypassing stores.
+    void reduce_from_staging(const Op &op, size_t src, uint8_t *out, size_t count, uint8_t *publish);
 
     size_t min_bytes_ = 0; // 0: off
     int rank_ = 0, nranks_ = 1;
@@ -139,7 +151,7 @@ private:
     size_t stage_bytes_ = 0;
     AllocRegion stage_;
     std::vector<uint8_t *> stage_of_;
-    bool staging_now_ = false; // the running allreduce is staged
+    bool staging_now_ = false; // the running collective is staged
     uint64_t staged_ = 0;
 };
 

@@ -3,9 +3,9 @@
 // odd count, in place and out of place, against the reference and with the same bits on
 // every rank (rotating roots); one element below the threshold goes the scheduled way; ranks calling different counts are
 // told so; a killed rank fails the others; IBEX_SHM_DIRECT_MIN=0 on any rank turns the
-// path off for all. The staged allreduce (through peers' mapped staging) gives the bits
-// the process_vm_readv one does, is used up to IBEX_SHM_STAGE_BYTES, and is off for all
-// when one rank turns it off.
+// path off for all. The staged collectives (through peers' mapped staging) give the bits
+// the process_vm_* ones do, are used up to IBEX_SHM_STAGE_BYTES, and are off for all when
+// one rank turns them off.
 #include <gtest/gtest.h>
 
 #include <sys/mman.h>
@@ -48,8 +48,8 @@ int matrix_body(RankCtx &ctx) {
         return std::vector<size_t>{(kMin / ibex_datatype_size(type) + share - 1) / share, size_t(100003) / share};
     };
     const PathTally t = run_path_matrix(ctx, comm, "direct path", counts, [comm] { return comm->direct.taken(); });
-    // The allreduces (all of them under IBEX_SHM_STAGE_BYTES) went through the staging.
-    RANK_CHECK(ctx, t.failures || comm->direct.staged() > 0, "no allreduce was staged (staging %zu bytes)",
+    // Every collective but reduce went through the staging (all are under its size).
+    RANK_CHECK(ctx, t.failures || comm->direct.staged() > 0, "nothing was staged (staging %zu bytes)",
                comm->direct.stage_bytes());
     int id = t.next_id, failures = t.failures;
     const uint64_t hash = t.hash, expect = comm->direct.taken();
@@ -111,9 +111,10 @@ int killed_body(RankCtx &ctx, std::atomic<int> *ready) {
 
 TEST(ShmDirect, KilledRankFailsTheOthers) { ibex::test::run_with_victim(3, 1, killed_body); }
 
-// The staged allreduce against the one that reads with process_vm_readv, on the same
-// inputs: the same bits (both reduce in rank order), every type and op, at the threshold
-// and an odd count, in place and out of place; an allreduce above the staging size takes
+// The staged collectives against the ones that read and write with process_vm_readv/
+// writev, on the same inputs: the same bits (both reduce in rank order), every collective,
+// type and op, at the threshold and an odd count, in place and out of place, rotating
+// roots (reduce is never staged); an allreduce above the staging size takes
 // process_vm_readv.
 TEST(ShmDirect, StagedAndCrossMemoryAttachGiveTheSameBits) {
     ibex::test::expect_all_passed(ibex::test::run_ranks(
@@ -131,23 +132,32 @@ TEST(ShmDirect, StagedAndCrossMemoryAttachGiveTheSameBits) {
                        "staging %zu, %zu (direct %d), %zu bytes", staged->direct.stage_bytes(),
                        attach->direct.stage_bytes(), attach->direct.enabled(), small->direct.stage_bytes());
             int id = 0, failures = 0;
-            for (int ty = 0; ty < IBEX_DATATYPE_COUNT && !failures; ++ty) {
-                const auto type = static_cast<ibex_datatype_t>(ty);
-                for (int op = 0; op < IBEX_REDOP_COUNT && !failures; ++op) {
-                    for (size_t count : {kMin / ibex_datatype_size(type), size_t(100003)}) {
-                        for (bool in_place : {false, true}) {
-                            const Combo c{id++, Coll::allreduce, type, static_cast<ibex_redop_t>(op), count, 0};
-                            const uint64_t before = staged->direct.staged();
-                            std::vector<uint8_t> a, b;
-                            if (!run_combo(ctx, staged, c, in_place, &a) || !run_combo(ctx, attach, c, in_place, &b)) {
-                                ++failures;
-                                break;
+            const size_t n = static_cast<size_t>(ctx.nranks);
+            for (Coll coll : {Coll::allreduce, Coll::reduce_scatter, Coll::allgather, Coll::broadcast, Coll::reduce}) {
+                // The whole buffer at the threshold, and an odd count.
+                const size_t share = coll == Coll::reduce_scatter || coll == Coll::allgather ? n : 1;
+                for (int ty = 0; ty < IBEX_DATATYPE_COUNT && !failures; ++ty) {
+                    const auto type = static_cast<ibex_datatype_t>(ty);
+                    for (int op = 0; op < (reduces(coll) ? IBEX_REDOP_COUNT : 1) && !failures; ++op) {
+                        for (size_t count : {(kMin / ibex_datatype_size(type) + share - 1) / share, size_t(100003) / share}) {
+                            for (bool in_place : {false, true}) {
+                                const Combo c{id++, coll, type, static_cast<ibex_redop_t>(op), count, id % ctx.nranks};
+                                const uint64_t before = staged->direct.staged();
+                                std::vector<uint8_t> a, b;
+                                if (!run_combo(ctx, staged, c, in_place, &a) ||
+                                    !run_combo(ctx, attach, c, in_place, &b)) {
+                                    ++failures;
+                                    break;
+                                }
+                                // Every collective but reduce is staged.
+                                RANK_CHECK(ctx, staged->direct.staged() == before + (coll != Coll::reduce),
+                                           "%s %s %s count %zu: staged %llu times", name(coll), ibex_datatype_name(type),
+                                           ibex_redop_name(c.op), count,
+                                           static_cast<unsigned long long>(staged->direct.staged() - before));
+                                RANK_CHECK(ctx, a == b, "%s %s %s count %zu %s: staged and process_vm_readv differ",
+                                           name(coll), ibex_datatype_name(type), ibex_redop_name(c.op), count,
+                                           in_place ? "in place" : "out of place");
                             }
-                            RANK_CHECK(ctx, staged->direct.staged() == before + 1, "%s %s count %zu not staged",
-                                       ibex_datatype_name(type), ibex_redop_name(c.op), count);
-                            RANK_CHECK(ctx, a == b, "%s %s count %zu %s: staged and process_vm_readv differ",
-                                       ibex_datatype_name(type), ibex_redop_name(c.op), count,
-                                       in_place ? "in place" : "out of place");
                         }
                     }
                 }
