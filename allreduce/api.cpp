@@ -128,7 +128,7 @@ ibex_status_t ibex_comm_get_async_error(ibex_comm_t *comm, ibex_status_t *error)
 const char *ibex_comm_allreduce_algo(const ibex_comm_t *comm, size_t bytes) {
     if (!comm) return "";
     if (bytes && bytes <= comm->fast.max_bytes()) return "fastbox";
-    if (comm->direct.enabled() && bytes >= comm->direct.min_bytes()) return "direct";
+    if (comm->direct.takes_allreduce(bytes)) return "direct";
     return algo_name(comm_algo(comm, bytes));
 }
 

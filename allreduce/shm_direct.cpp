@@ -88,12 +88,15 @@ ibex_status_t ShmDirect::open(ibex_comm *c) {
     for (const Hello &h : all) want = want && h.want;
     if (!want) return IBEX_OK; // every rank saw the same
     mine.reads_all = mine.reads_pinned = 1;
+    // IBEX_SHM_COPY=ring: the provider's stand-in for "cross-memory attach refused" (ptrace
+    // scope, another user or PID namespace), honoured here too.
+    const bool cma_allowed = std::strcmp(config::get_string("IBEX_SHM_COPY", ""), "ring") != 0;
     for (size_t q = 0; q < n; ++q) {
         if (static_cast<int>(q) == rank_) continue;
-        if (!peer_word_is(all[q].pid, all[q].probe_addr, all[q].probe_value)) {
+        if (!cma_allowed || !peer_word_is(all[q].pid, all[q].probe_addr, all[q].probe_value)) {
             IBEX_LOG(info, "communicator rank %d: cannot read rank %zu's memory (process_vm_readv: %s): large "
-                           "allreduces go through the transport",
-                     rank_, q, std::strerror(errno));
+                           "collectives go through the staging or the transport",
+                     rank_, q, cma_allowed ? std::strerror(errno) : "IBEX_SHM_COPY=ring");
             mine.reads_all = 0;
         }
         if (all[q].pinned_addr && !peer_word_is(all[q].pid, all[q].pinned_addr, all[q].probe_value)) {
@@ -106,19 +109,22 @@ ibex_status_t ShmDirect::open(ibex_comm *c) {
     std::vector<Hello> second(n);
     IBEX_TRY(c->boot->allgather(&mine, sizeof mine, second.data(), c->opt.timeout_ms)); // probes stay alive until here
     size_t min = 0;
-    pinned_ok_ = true;
+    pinned_ok_ = cma_ok_ = true;
     for (const Hello &h : second) {
-        if (!h.reads_all) return IBEX_OK;
-        pinned_ok_ = pinned_ok_ && h.reads_pinned;
+        cma_ok_ = cma_ok_ && h.reads_all;
+        pinned_ok_ = pinned_ok_ && h.reads_pinned && h.reads_all;
         min = std::max<size_t>(min, h.want);
     }
     min_bytes_ = std::max(min, c->fast.max_bytes() + 1);
     all_.resize(n);
-    if (rank_ == 0)
+    if (rank_ == 0 && cma_ok_)
         IBEX_LOG(info, "communicator: collectives of %zu bytes and more read and write the peers' buffers directly "
                        "(process_vm_readv/writev)",
                  min_bytes_);
-    return open_staging(c);
+    IBEX_TRY(open_staging(c));
+    // Without cross-memory attach the path is the staging alone, or nothing.
+    if (!cma_ok_ && !stage_bytes_) min_bytes_ = 0;
+    return IBEX_OK;
 }
 
 void ShmDirect::close_staging() {
@@ -188,7 +194,16 @@ bool ShmDirect::takes(const Op &op) const {
     // The larger side is the whole buffer (the input of a reduce-scatter, the output of an
     // allgather), the same on every rank whichever side a rank leaves unused.
     const OpBytes b = op_bytes(op, rank_, nranks_);
-    return std::max(b.send, b.recv) >= min_bytes_;
+    const size_t whole = std::max(b.send, b.recv);
+    return whole >= min_bytes_ && (cma_ok_ || stages(op.kind, whole));
+}
+
+bool ShmDirect::stages(OpKind kind, size_t whole) const {
+    return stage_bytes_ && kind != OpKind::reduce && whole <= stage_bytes_;
+}
+
+bool ShmDirect::takes_allreduce(size_t bytes) const {
+    return min_bytes_ && bytes >= min_bytes_ && (cma_ok_ || stages(OpKind::allreduce, bytes));
 }
 
 void ShmDirect::begin(const Op &op) {
@@ -214,7 +229,7 @@ void ShmDirect::begin(const Op &op) {
     mine_.plain = (!read || reachable(op.args.sendbuf)) && (!written || reachable(op.args.recvbuf));
     // The same answer on every rank: the call and the size agreed at creation.
     const OpBytes ob = op_bytes(op, rank_, nranks_);
-    staging_now_ = stage_bytes_ && op.kind != OpKind::reduce && std::max(ob.send, ob.recv) <= stage_bytes_;
+    staging_now_ = stages(op.kind, std::max(ob.send, ob.recv));
     if (staging_now_ && mine_.plain) stage_in(op);
     sub_ = Op{};
     sub_.kind = OpKind::allgather;

@@ -55,7 +55,9 @@
 // When it applies: a collective of at least IBEX_SHM_DIRECT_MIN bytes (default 64 KiB; the
 // whole input or output for reduce-scatter and allgather)
 // where the fast boxes are on and every rank could read every peer's memory at creation
-// (agreed over the bootstrap). Those conditions are the same on every rank. What may
+// (agreed over the bootstrap). Where some rank cannot (ptrace scope, another user or PID
+// namespace; IBEX_SHM_COPY=ring stands in for that), only what the staging takes runs
+// here, since mapping a peer's memfd needs no ptrace rights. Those conditions are the same on every rank. What may
 // differ per rank is the memory behind the buffers: the announce round carries whether
 // each rank's buffers are memory its peers can reach — ordinary host memory, or the GPU
 // staging buffers (pinned by registration) where every rank could read a page of such
@@ -85,6 +87,10 @@ public:
 
     // The same answer on every rank for the same call.
     bool takes(const Op &op) const;
+    // Whether an allreduce of this many bytes runs here (for ibex_comm_allreduce_algo).
+    bool takes_allreduce(size_t bytes) const;
+    // Every rank can read every peer with process_vm_readv (else only what stages runs here).
+    bool cross_memory_attach() const { return cma_ok_; }
     // Starts op: the fast-box op to run first is sub().
     void begin(const Op &op);
     bool active() const { return phase_ != Phase::idle; }
@@ -130,6 +136,8 @@ private:
     ibex_status_t open_staging(ibex_comm *c);
     void close_staging();
     // Steps 0, 1 and 2 of a staged collective (above).
+    // Whether a collective of this kind and whole-buffer size goes through the staging.
+    bool stages(OpKind kind, size_t whole) const;
     void stage_in(const Op &op);
     void run_staged(const Op &op);
     void finish_staged(const Op &op);
@@ -147,6 +155,7 @@ private:
     std::vector<uint8_t> block_[4]; // peers' blocks, this rank's own when in place, a result not kept
     uint64_t taken_ = 0;
     bool pinned_ok_ = false; // every rank can read registered pinned memory of every peer
+    bool cma_ok_ = false;    // every rank can read every peer (process_vm_readv)
     // Staged allreduce: this rank's staging, every rank's as mapped here (own at rank_).
     size_t stage_bytes_ = 0;
     AllocRegion stage_;

@@ -213,4 +213,47 @@ TEST(ShmDirect, OffOnOneRankIsOffForAll) { expect_off_for_all("IBEX_SHM_DIRECT_M
 
 TEST(ShmDirect, StagingOffOnOneRankIsOffForAll) { expect_off_for_all("IBEX_SHM_STAGE_BYTES"); }
 
+// Where process_vm_readv is refused (IBEX_SHM_COPY=ring stands in for ptrace scope, another
+// user or PID namespace), the staging alone still takes what it can: every collective but
+// reduce up to IBEX_SHM_STAGE_BYTES; reduce and anything larger go the scheduled way. All
+// of them right.
+TEST(ShmDirect, StagingAloneWhereCrossMemoryAttachIsRefused) {
+    ibex::test::expect_all_passed(ibex::test::run_ranks(
+        3,
+        [](RankCtx &ctx) {
+            ::setenv("IBEX_SHM_COPY", "ring", 1);
+            ::setenv("IBEX_SHM_STAGE_BYTES", "262144", 1);
+            ibex_comm_t *comm = nullptr;
+            RANK_CHECK_OK(ctx, init_host_comm(ctx, &comm));
+            RANK_CHECK(ctx, comm->direct.enabled() && !comm->direct.cross_memory_attach() &&
+                                comm->direct.stage_bytes() == 262144,
+                       "direct %d, process_vm_readv %d, staging %zu bytes", comm->direct.enabled(),
+                       comm->direct.cross_memory_attach(), comm->direct.stage_bytes());
+            RANK_CHECK(ctx, std::strcmp(ibex_comm_allreduce_algo(comm, 262144), "direct") == 0 &&
+                                std::strcmp(ibex_comm_allreduce_algo(comm, 262148), "direct") != 0,
+                       "algorithm names: %s at the staging size, %s above", ibex_comm_allreduce_algo(comm, 262144),
+                       ibex_comm_allreduce_algo(comm, 262148));
+            int id = 0;
+            for (Coll coll : {Coll::allreduce, Coll::reduce_scatter, Coll::allgather, Coll::broadcast, Coll::reduce}) {
+                // The whole buffer: 192 KiB (staged but for reduce), then 384 KiB (too large).
+                for (size_t whole : {size_t(196608), size_t(393216)}) {
+                    const size_t share = coll == Coll::reduce_scatter || coll == Coll::allgather ? 3 : 1;
+                    const Combo c{id++, coll, IBEX_F32, IBEX_SUM, whole / 4 / share, id % 3};
+                    const uint64_t taken = comm->direct.taken(), staged = comm->direct.staged();
+                    std::vector<uint8_t> got;
+                    RANK_CHECK(ctx, run_combo(ctx, comm, c, id % 2 == 0, &got), "%s of %zu bytes failed", name(coll),
+                               whole);
+                    const bool here = coll != Coll::reduce && whole <= 262144;
+                    RANK_CHECK(ctx, comm->direct.taken() == taken + here && comm->direct.staged() == staged + here,
+                               "%s of %zu bytes: taken +%llu, staged +%llu", name(coll), whole,
+                               static_cast<unsigned long long>(comm->direct.taken() - taken),
+                               static_cast<unsigned long long>(comm->direct.staged() - staged));
+                }
+            }
+            RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
+            return 0;
+        },
+        120));
+}
+
 } // namespace
