@@ -177,14 +177,15 @@ ibex_status_t ShmDirect::open_staging(ibex_comm *c) {
     for (const Offer &o : second) everyone = everyone && o.mapped;
     if (!everyone) {
         if (want && (rank_ == 0 || !why.empty()))
-            IBEX_LOG(info, "communicator rank %d: allreduces read the peers' buffers with process_vm_readv (no staging: %s)",
-                     rank_, why.empty() ? "another rank cannot stage" : why.c_str());
+            IBEX_LOG(info, "communicator rank %d: no staging for large collectives (%s)", rank_,
+                     why.empty() ? "another rank cannot stage" : why.c_str());
         close_staging();
         return IBEX_OK;
     }
     stage_bytes_ = agreed;
     if (rank_ == 0)
-        IBEX_LOG(info, "communicator: allreduces of %zu to %zu bytes reduce straight out of the peers' staging memory",
+        IBEX_LOG(info, "communicator: collectives of %zu to %zu bytes (all but reduce) go through the peers' mapped "
+                       "staging memory",
                  min_bytes_, stage_bytes_);
     return IBEX_OK;
 }
