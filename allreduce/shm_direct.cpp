@@ -184,8 +184,7 @@ ibex_status_t ShmDirect::open_staging(ibex_comm *c) {
     }
     stage_bytes_ = agreed;
     if (rank_ == 0)
-        IBEX_LOG(info, "communicator: collectives of %zu to %zu bytes (all but reduce) go through the peers' mapped "
-                       "staging memory",
+        IBEX_LOG(info, "communicator: collectives of %zu to %zu bytes go through the peers' mapped staging memory",
                  min_bytes_, stage_bytes_);
     return IBEX_OK;
 }
@@ -200,7 +199,7 @@ bool ShmDirect::takes(const Op &op) const {
 }
 
 bool ShmDirect::stages(OpKind kind, size_t whole) const {
-    return stage_bytes_ && kind != OpKind::reduce && whole <= stage_bytes_;
+    return stage_bytes_ && kind != OpKind::barrier && kind != OpKind::probe && whole <= stage_bytes_;
 }
 
 bool ShmDirect::takes_allreduce(size_t bytes) const {
@@ -311,6 +310,7 @@ void ShmDirect::stage_in(const Op &op) {
     uint8_t *in = stage_of_[static_cast<size_t>(rank_)];
     switch (op.kind) {
     case OpKind::allreduce: // the segments the peers reduce, where they will read them
+    case OpKind::reduce:
         for (int q = 0; q < nranks_; ++q) {
             size_t off = 0, len = 0;
             chunk_range(a.count, nranks_, q, &off, &len);
@@ -325,7 +325,6 @@ void ShmDirect::stage_in(const Op &op) {
     case OpKind::broadcast:
         if (rank_ == a.root) copy_bypassing_cache(in, send, bytes);
         return;
-    case OpKind::reduce:
     case OpKind::barrier:
     case OpKind::probe: return;
     }
@@ -335,11 +334,12 @@ void ShmDirect::reduce_from_staging(const Op &op, size_t src, uint8_t *out, size
     const CollArgs &a = op.args;
     const size_t elem = ibex_datatype_size(a.type);
     const size_t per = std::max<size_t>(1, kBlockBytes / elem);
-    if (block_[2].size() < per * elem) block_[2].resize(per * elem);
+    for (int i : {2, 3})
+        if (block_[i].size() < per * elem) block_[i].resize(per * elem);
     const auto *send = static_cast<const uint8_t *>(a.sendbuf);
     for (size_t done = 0; done < count; done += per) {
         const size_t cnt = std::min(per, count - done), bytes = cnt * elem, at = src + done * elem;
-        uint8_t *dst = out + done * elem;
+        uint8_t *dst = out ? out + done * elem : block_[3].data();
         const uint8_t *own = send + at;
         if (own == dst) { // in place: the first reduction would overwrite it
             std::memcpy(block_[2].data(), own, bytes);
@@ -358,12 +358,17 @@ void ShmDirect::run_staged(const Op &op) {
     const size_t elem = ibex_datatype_size(a.type), bytes = a.count * elem;
     auto *recv = static_cast<uint8_t *>(a.recvbuf);
     switch (op.kind) {
-    case OpKind::allreduce: {
+    case OpKind::allreduce:
+    case OpKind::reduce: {
+        // A reduce's segments meet at the root: it keeps its own, the others publish theirs
+        // (their receive buffers may be NULL).
         size_t off = 0, len = 0;
         chunk_range(a.count, nranks_, rank_, &off, &len);
+        const bool keeps = op.kind == OpKind::allreduce || rank_ == a.root;
+        const bool publishes = op.kind == OpKind::allreduce || rank_ != a.root;
         if (len)
-            reduce_from_staging(op, off * elem, recv + off * elem, len,
-                                stage_of_[static_cast<size_t>(rank_)] + stage_bytes_ + off * elem);
+            reduce_from_staging(op, off * elem, keeps ? recv + off * elem : nullptr, len,
+                                publishes ? stage_of_[static_cast<size_t>(rank_)] + stage_bytes_ + off * elem : nullptr);
         return;
     }
     case OpKind::reduce_scatter: reduce_from_staging(op, static_cast<size_t>(rank_) * bytes, recv, a.count, nullptr); return;
@@ -382,15 +387,14 @@ void ShmDirect::run_staged(const Op &op) {
         else if (recv != a.sendbuf)
             std::memmove(recv, a.sendbuf, bytes);
         return;
-    case OpKind::reduce:
     case OpKind::barrier:
     case OpKind::probe: return;
     }
 }
 
 void ShmDirect::finish_staged(const Op &op) {
-    if (op.kind != OpKind::allreduce) return;
-    // Allreduce: every peer's segment out of its result area.
+    if (op.kind != OpKind::allreduce && !(op.kind == OpKind::reduce && rank_ == op.args.root)) return;
+    // Allreduce, and a reduce's root: every peer's segment out of its result area.
     const CollArgs &a = op.args;
     const size_t elem = ibex_datatype_size(a.type);
     auto *recv = static_cast<uint8_t *>(a.recvbuf);

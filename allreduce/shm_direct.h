@@ -25,8 +25,8 @@
 // 1 MiB from run to run on 2 ranks, where pushing stayed at 7.7-8.6.)
 //
 // Staged collectives. process_vm_readv/writev pin every page they touch and copy at about
-// 12.6 GB/s here, against 40+ for a memcpy. So a collective other than reduce whose whole
-// buffer is at most IBEX_SHM_STAGE_BYTES (default 32 MiB; 0: off) goes through staging
+// 12.6 GB/s here, against 40+ for a memcpy. So a collective whose whole buffer is at most
+// IBEX_SHM_STAGE_BYTES (default 32 MiB; 0: off) goes through staging
 // memory instead: each rank owns an ibex_mem_alloc region of twice that size (an input
 // area, then a result area), registered, which every peer maps once at creation
 // (ibex_rkey_ptr over the shm QP). Allreduce:
@@ -36,10 +36,11 @@
 //      send buffer and its peers' input areas through their mappings, into its receive
 //      buffer, and copies each result block to the same offset of its result area;
 //   2. after the barrier round, it copies every peer q's segment q out of q's result area.
-// Reduce-scatter: step 0 stages the blocks q != r, step 1 reduces block r into the receive
-// buffer. Allgather: step 0 stages this rank's block at its place, step 1 copies every
+// Reduce: the same, but the root keeps its own segment and alone copies the others out in
+// step 2. Reduce-scatter: step 0 stages the blocks q != r, step 1 reduces block r into the
+// receive buffer. Allgather: step 0 stages this rank's block at its place, step 1 copies every
 // peer's out. Broadcast: the root stages its buffer, the others copy it out in step 1.
-// Three (allreduce) or two memcpy-speed passes and no page pinning. Reuse is safe without
+// Three (allreduce, reduce) or two memcpy-speed passes and no page pinning. Reuse is safe without
 // a third round: a rank's next step 0 writes its input area, which peers read only in their
 // step 1, done before their barrier word; its next step 1 writes its result area, which
 // peers read in their step 2, done before they enter the next announce round. (One area for

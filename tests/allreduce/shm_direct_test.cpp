@@ -48,7 +48,7 @@ int matrix_body(RankCtx &ctx) {
         return std::vector<size_t>{(kMin / ibex_datatype_size(type) + share - 1) / share, size_t(100003) / share};
     };
     const PathTally t = run_path_matrix(ctx, comm, "direct path", counts, [comm] { return comm->direct.taken(); });
-    // Every collective but reduce went through the staging (all are under its size).
+    // The collectives went through the staging (all are under its size).
     RANK_CHECK(ctx, t.failures || comm->direct.staged() > 0, "nothing was staged (staging %zu bytes)",
                comm->direct.stage_bytes());
     int id = t.next_id, failures = t.failures;
@@ -114,8 +114,7 @@ TEST(ShmDirect, KilledRankFailsTheOthers) { ibex::test::run_with_victim(3, 1, ki
 // The staged collectives against the ones that read and write with process_vm_readv/
 // writev, on the same inputs: the same bits (both reduce in rank order), every collective,
 // type and op, at the threshold and an odd count, in place and out of place, rotating
-// roots (reduce is never staged); an allreduce above the staging size takes
-// process_vm_readv.
+// roots; an allreduce above the staging size takes process_vm_readv.
 TEST(ShmDirect, StagedAndCrossMemoryAttachGiveTheSameBits) {
     ibex::test::expect_all_passed(ibex::test::run_ranks(
         3,
@@ -149,8 +148,7 @@ TEST(ShmDirect, StagedAndCrossMemoryAttachGiveTheSameBits) {
                                     ++failures;
                                     break;
                                 }
-                                // Every collective but reduce is staged.
-                                RANK_CHECK(ctx, staged->direct.staged() == before + (coll != Coll::reduce),
+                                RANK_CHECK(ctx, staged->direct.staged() == before + 1,
                                            "%s %s %s count %zu: staged %llu times", name(coll), ibex_datatype_name(type),
                                            ibex_redop_name(c.op), count,
                                            static_cast<unsigned long long>(staged->direct.staged() - before));
@@ -214,9 +212,8 @@ TEST(ShmDirect, OffOnOneRankIsOffForAll) { expect_off_for_all("IBEX_SHM_DIRECT_M
 TEST(ShmDirect, StagingOffOnOneRankIsOffForAll) { expect_off_for_all("IBEX_SHM_STAGE_BYTES"); }
 
 // Where process_vm_readv is refused (IBEX_SHM_COPY=ring stands in for ptrace scope, another
-// user or PID namespace), the staging alone still takes what it can: every collective but
-// reduce up to IBEX_SHM_STAGE_BYTES; reduce and anything larger go the scheduled way. All
-// of them right.
+// user or PID namespace), the staging alone still takes what it can: every collective up
+// to IBEX_SHM_STAGE_BYTES; anything larger goes the scheduled way. All of them right.
 TEST(ShmDirect, StagingAloneWhereCrossMemoryAttachIsRefused) {
     ibex::test::expect_all_passed(ibex::test::run_ranks(
         3,
@@ -235,7 +232,7 @@ TEST(ShmDirect, StagingAloneWhereCrossMemoryAttachIsRefused) {
                        ibex_comm_allreduce_algo(comm, 262148));
             int id = 0;
             for (Coll coll : {Coll::allreduce, Coll::reduce_scatter, Coll::allgather, Coll::broadcast, Coll::reduce}) {
-                // The whole buffer: 192 KiB (staged but for reduce), then 384 KiB (too large).
+                // The whole buffer: 192 KiB (staged), then 384 KiB (too large).
                 for (size_t whole : {size_t(196608), size_t(393216)}) {
                     const size_t share = coll == Coll::reduce_scatter || coll == Coll::allgather ? 3 : 1;
                     const Combo c{id++, coll, IBEX_F32, IBEX_SUM, whole / 4 / share, id % 3};
@@ -243,7 +240,7 @@ TEST(ShmDirect, StagingAloneWhereCrossMemoryAttachIsRefused) {
                     std::vector<uint8_t> got;
                     RANK_CHECK(ctx, run_combo(ctx, comm, c, id % 2 == 0, &got), "%s of %zu bytes failed", name(coll),
                                whole);
-                    const bool here = coll != Coll::reduce && whole <= 262144;
+                    const bool here = whole <= 262144;
                     RANK_CHECK(ctx, comm->direct.taken() == taken + here && comm->direct.staged() == staged + here,
                                "%s of %zu bytes: taken +%llu, staged +%llu", name(coll), whole,
                                static_cast<unsigned long long>(comm->direct.taken() - taken),
