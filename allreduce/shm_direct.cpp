@@ -199,7 +199,12 @@ bool ShmDirect::takes(const Op &op) const {
 }
 
 bool ShmDirect::stages(OpKind kind, size_t whole) const {
-    return stage_bytes_ && kind != OpKind::barrier && kind != OpKind::probe && whole <= stage_bytes_;
+    if (!stage_bytes_ || kind == OpKind::barrier || kind == OpKind::probe || whole > stage_bytes_) return false;
+    // Two ranks moving data without reducing it: one process_vm_writev (allgather) or
+    // process_vm_readv (broadcast) is a single copy, where the staging makes two; measured
+    // 0.68-1.03x of it at 256 KiB-16 MiB (bench/collectives/staged.sh). From three ranks
+    // the staging wins (0.92-1.77x).
+    return !(cma_ok_ && nranks_ == 2 && (kind == OpKind::allgather || kind == OpKind::broadcast));
 }
 
 bool ShmDirect::takes_allreduce(size_t bytes) const {

@@ -50,8 +50,8 @@
 // other cores, and dirty lines pulled one by one from another core's cache ran at 2 GB/s
 // here in half of the runs. At 4 ranks staging beats the process_vm_* path for every
 // collective it takes (allgather 1.2-2.6x, reduce-scatter 1-1.7x, broadcast 1-1.8x, 256 KiB
-// to 16 MiB); at 2 ranks allgather and broadcast are level with it (one process_vm_writev
-// against two memcpys).
+// to 16 MiB); at 2 ranks allgather and broadcast keep process_vm_* where it works (one copy
+// against two: 0.68-1.03x with staging).
 //
 // When it applies: a collective of at least IBEX_SHM_DIRECT_MIN bytes (default 64 KiB; the
 // whole input or output for reduce-scatter and allgather)
