@@ -45,12 +45,6 @@ ibex_status_t Executor::send_control(Channel &c, size_t ci, const Credit &m) {
     return ibex_post_send(c.qp, &wr, nullptr);
 }
 
-ibex_status_t Executor::write_to(int peer, const void *src, uint32_t lkey, size_t bytes, uint64_t remote,
-                                 uint32_t rkey) {
-    const WritePiece one{src, bytes, remote};
-    return write_to(peer, std::span(&one, 1), lkey, rkey);
-}
-
 ibex_status_t Executor::write_to(int peer, std::span<const WritePiece> pieces, uint32_t lkey, uint32_t rkey) {
     if (shut_) return fail(IBEX_ERR_INVALID_STATE, "the communicator's connections are shut down");
     if (!connected_to(peer)) return fail(IBEX_ERR_INTERNAL, "no QP to rank %d", peer);

@@ -71,12 +71,10 @@ public:
         return connected_to(peer) ? chans_[static_cast<size_t>(chan_of_[static_cast<size_t>(peer)])].qp : nullptr;
     }
 
-    // An RDMA WRITE outside any schedule (the fast boxes, allreduce/fastbox.h), unsignalled:
-    // on shm a WRITE between mapped allocations completes inside the post. A failed one
-    // still completes, and fails the communicator like any other completion.
-    ibex_status_t write_to(int peer, const void *src, uint32_t lkey, size_t bytes, uint64_t remote, uint32_t rkey);
-    // Several such WRITEs to one peer, posted as one chain: they land in order, and on shm
-    // the chain costs one post.
+    // RDMA WRITEs to one peer outside any schedule (the fast boxes, allreduce/fastbox.h),
+    // unsignalled and posted as one chain: they land in order, and on shm a chain between
+    // mapped allocations is copied inside the one post. A failed one still completes, and
+    // fails the communicator like any other completion.
     struct WritePiece {
         const void *src;
         size_t bytes;
