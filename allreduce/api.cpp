@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "allreduce/comm.h"
+#include "allreduce/stream_pass.h"
 #include "runtime/bootstrap/launcher_env.h"
 #include "runtime/bootstrap/unique_id.h"
 #include "runtime/base/status.h"
@@ -45,12 +46,11 @@ ibex_status_t run(ibex_comm *comm, Op &&op, ibex_request **req) {
     if (req) *req = nullptr;
     op.on_gpu = GpuStaging::needs(op, comm->rank, comm->nranks);
     if (ibex_status_t st; !req && run_inline(comm, op, &st)) return st;
+    if (req && comm->fast.takes(comm, op)) return submit_small(comm, std::move(op), req);
     ibex_request *r = nullptr;
-    const bool small = comm->fast.takes(comm, op);
     IBEX_TRY(comm_submit(comm, std::move(op), &r));
     if (req) {
         *req = r;
-        if (small) submit_poke(comm);
         return IBEX_OK;
     }
     return request_wait(r);
@@ -234,12 +234,9 @@ ibex_status_t ibex_test(ibex_request_t *req, int *done) {
     ibex::clear_error();
     IBEX_COLL_CHECK(req && done, "ibex_test: NULL argument");
     request_poke(req);
-    {
-        std::lock_guard l(req->mu);
-        if (!req->done) {
-            *done = 0;
-            return IBEX_OK;
-        }
+    if (!request_done(req)) {
+        *done = 0;
+        return IBEX_OK;
     }
     *done = 1;
     return request_wait(req);

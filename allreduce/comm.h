@@ -6,7 +6,6 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -21,6 +20,7 @@
 #include "allreduce/fastbox.h"
 #include "allreduce/gpu_staging.h"
 #include "allreduce/op.h"
+#include "allreduce/op_queue.h"
 #include "allreduce/reg_cache.h"
 #include "allreduce/selector.h"
 #include "allreduce/shm_direct.h"
@@ -55,14 +55,16 @@ struct ibex_comm {
     std::mutex drive_mu;
     ibex::coll::DriveState drive;
     std::atomic<int> waiters{0};
-    std::atomic<int64_t> last_waiter_ns{0}; // when the last caller stopped driving (steady clock)
+    // Bumped whenever a caller stops driving or issues a collective without waiting; the
+    // thread times handover_us from when it saw the count move, so callers read no clock.
+    std::atomic<uint64_t> caller_turns{0};
     std::condition_variable driver_cv;
     // The driver sleeps in poll(): only then does a submission need to write wake_fd.
     std::atomic<bool> driver_asleep{false};
 
     std::mutex mu;
     std::condition_variable idle_cv;
-    std::deque<ibex::coll::Op> queue;
+    ibex::coll::OpQueue queue;
     bool running_op = false; // the progress thread holds an op
     bool stopping = false;
     bool aborting = false;

@@ -1,32 +1,15 @@
 // One collective on a communicator's stream, and the request its caller waits on.
 #pragma once
 
-#include <atomic>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include <ibex/coll.h>
 
 #include "allreduce/algorithms/algorithms.h"
-
-// A collective's completion, shared by the caller and the progress thread; whichever lets
-// go last frees it.
-struct ibex_request {
-    ibex_comm *comm = nullptr; // the stream it belongs to (driven by a waiting caller)
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    ibex_status_t status = IBEX_OK;
-    std::string detail;
-    std::atomic<int> refs{2};
-    void release() {
-        if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
-    }
-};
+#include "allreduce/request.h"
 
 namespace ibex::coll {
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <deque>
 #include <iterator>
 #include <poll.h>
 #include <sched.h>
@@ -15,10 +14,27 @@
 
 namespace ibex::coll {
 
+namespace {
+
+// How much longer the progress thread keeps away after a caller's last turn at the stream:
+// handover_us from when it first saw caller_turns at its present count.
+std::chrono::nanoseconds caller_handover_left(ibex_comm *c, uint64_t *seen, Clock::time_point *seen_at) {
+    const Clock::time_point now = Clock::now();
+    if (const uint64_t turns = c->caller_turns.load(std::memory_order_acquire); turns != *seen) {
+        *seen = turns;
+        *seen_at = now;
+    }
+    return std::chrono::microseconds(c->opt.handover_us) - (now - *seen_at);
+}
+
+} // namespace
+
 void progress_main(ibex_comm *c) {
     std::unique_lock dl(c->drive_mu);
     DriveState &d = c->drive;
     d.last_activity = d.last_move = d.last_boot_check = Clock::now();
+    uint64_t turns_seen = c->caller_turns.load(std::memory_order_acquire);
+    Clock::time_point turns_seen_at = d.last_move;
     for (;;) {
         if (c->waiters.load(std::memory_order_acquire) > 0) {
             // A caller drives the stream: stay out of its way until it is done, and a little
@@ -34,14 +50,11 @@ void progress_main(ibex_comm *c) {
             }
             dl.lock();
             if (!c->aborting) continue;
-        } else if (const int64_t since = Clock::now().time_since_epoch().count() -
-                                         c->last_waiter_ns.load(std::memory_order_acquire);
-                   since < int64_t(c->opt.handover_us) * 1000) {
+        } else if (const auto left = caller_handover_left(c, &turns_seen, &turns_seen_at); left.count() > 0) {
             dl.unlock();
             {
                 std::unique_lock l(c->mu);
-                c->driver_cv.wait_for(l, std::chrono::nanoseconds(int64_t(c->opt.handover_us) * 1000 - since),
-                                      [&] { return c->aborting || c->stopping; });
+                c->driver_cv.wait_for(l, left, [&] { return c->aborting || c->stopping; });
             }
             dl.lock();
             if (!c->aborting) continue;
@@ -58,10 +71,10 @@ void progress_main(ibex_comm *c) {
         complete(d.op.req, IBEX_ERR_INVALID_STATE, "communicator aborted");
         d.have = false;
     }
-    std::deque<Op> rest;
+    std::vector<Op> rest;
     {
         std::lock_guard l(c->mu);
-        rest.swap(c->queue);
+        c->queue.drain_into(&rest);
         c->running_op = false;
         c->idle_cv.notify_all();
     }
@@ -164,7 +177,7 @@ bool run_inline(ibex_comm *c, Op &op, ibex_status_t *out) {
             st = IBEX_ERR_INVALID_STATE;
             detail = "communicator aborted";
         }
-        c->last_waiter_ns.store(Clock::now().time_since_epoch().count(), std::memory_order_release);
+        c->caller_turns.fetch_add(1, std::memory_order_release);
         c->waiters.fetch_sub(1, std::memory_order_acq_rel);
     }
     if (!idle) return false;
@@ -172,22 +185,83 @@ bool run_inline(ibex_comm *c, Op &op, ibex_status_t *out) {
     return true;
 }
 
+namespace {
+
+// Under mu: IBEX_OK when the communicator takes ops, else why not (with its detail set).
+ibex_status_t refusal_locked(ibex_comm *c) {
+    if (c->error != IBEX_OK) return fail(c->error, "communicator is in an error state: %s", c->error_detail.c_str());
+    if (c->stopping) return fail(IBEX_ERR_INVALID_STATE, "communicator is being destroyed");
+    return IBEX_OK;
+}
+
+// A request nobody else holds yet (its op was refused).
+void drop_unshared(ibex_request *r) {
+    r->refs.store(1, std::memory_order_relaxed);
+    r->release();
+}
+
+} // namespace
+
+ibex_status_t submit_small(ibex_comm *c, Op &&op, ibex_request **req) {
+    // Keeps the progress thread away while the caller issues one collective after another.
+    c->caller_turns.fetch_add(1, std::memory_order_release);
+    std::unique_lock dl(c->drive_mu, std::try_to_lock);
+    if (!dl.owns_lock()) return comm_submit(c, std::move(op), req);
+    DriveState &d = c->drive;
+    // The op before may be waiting only for words already in: finish it (and start what
+    // was queued behind it) first.
+    for (int i = 0; i < 2 && d.have && drive_pass(c, 1) == Pass::moved; ++i) {
+    }
+    ibex_request *r = request_new();
+    if (!r) return fail(IBEX_ERR_NO_MEMORY, "request");
+    r->comm = c;
+    op.req = r;
+    bool here;
+    {
+        std::lock_guard l(c->mu);
+        if (const ibex_status_t st = refusal_locked(c); st != IBEX_OK) {
+            drop_unshared(r);
+            return st;
+        }
+        here = !d.have && !c->running_op && c->queue.empty();
+        if (here) c->running_op = true;
+        else c->queue.push_back(std::move(op));
+    }
+    *req = r;
+    if (!here) {
+        // A driver asleep in poll() (the drive lock is free meanwhile) must see the queue.
+        if (c->driver_asleep.load(std::memory_order_seq_cst)) wake(c);
+        // Words may have come in meanwhile: the running op finished, the next one started.
+        for (int i = 0; i < 4 && drive_pass(c, 1) == Pass::moved; ++i) {
+        }
+        return IBEX_OK;
+    }
+    d.op = std::move(op);
+    d.have = true;
+    d.taken = false;
+    d.scheduled = false;
+    d.fast = false;
+    if (const ibex_status_t st = c->fast.start(c, d.op); st != IBEX_OK) {
+        enter_error(c, st, std::string(op_kind_name(d.op.kind)) + ": " + ibex_last_error(), true, &d.op);
+        d.have = false; // r carries the error to the caller's wait
+        return IBEX_OK;
+    }
+    d.fast = true;
+    d.mark_active();
+    drive_pass(c, 1); // finished already when the peers were first
+    return IBEX_OK;
+}
+
 ibex_status_t comm_submit(ibex_comm *c, Op &&op, ibex_request **req) {
-    auto *r = new (std::nothrow) ibex_request;
+    ibex_request *r = request_new();
     if (!r) return fail(IBEX_ERR_NO_MEMORY, "request");
     op.req = r;
     r->comm = c;
     {
         std::lock_guard l(c->mu);
-        if (c->error != IBEX_OK) {
-            const ibex_status_t st = c->error;
-            const std::string d = c->error_detail;
-            delete r;
-            return fail(st, "communicator is in an error state: %s", d.c_str());
-        }
-        if (c->stopping) {
-            delete r;
-            return fail(IBEX_ERR_INVALID_STATE, "communicator is being destroyed");
+        if (const ibex_status_t st = refusal_locked(c); st != IBEX_OK) {
+            drop_unshared(r);
+            return st;
         }
         c->queue.push_back(std::move(op));
     }
@@ -199,14 +273,19 @@ ibex_status_t comm_submit(ibex_comm *c, Op &&op, ibex_request **req) {
 ibex_status_t request_wait(ibex_request *r) {
     ibex_comm *c = r->comm;
     bool driving = false;
-    if (c) {
-        // Registered under the request's lock: the progress thread cannot complete r, exit,
-        // and let the communicator be freed before it sees this caller among the waiters.
-        std::lock_guard l(r->mu);
-        if (!r->done) {
-            c->waiters.fetch_add(1, std::memory_order_acq_rel);
-            driving = true;
+    if (c && !request_done(r)) {
+        // Registered under the request's lock, announced as a sleeper so that complete()
+        // takes that lock: the progress thread cannot complete r, exit, and let the
+        // communicator be freed before it sees this caller among the waiters.
+        r->sleepers.fetch_add(1, std::memory_order_seq_cst);
+        {
+            std::lock_guard l(r->mu);
+            if (!r->done.load(std::memory_order_seq_cst)) {
+                c->waiters.fetch_add(1, std::memory_order_acq_rel);
+                driving = true;
+            }
         }
+        r->sleepers.fetch_sub(1, std::memory_order_relaxed);
     }
     if (driving) {
         bool stopped = false;
@@ -222,8 +301,7 @@ ibex_status_t request_wait(ibex_request *r) {
                 }
                 misses = 0;
                 // Another caller drives: wait on our own request a little, then try again.
-                std::unique_lock l(r->mu);
-                r->cv.wait_for(l, std::chrono::microseconds(200), [&] { return r->done; });
+                request_sleep(r, std::chrono::microseconds(200));
                 continue;
             }
             while (!request_done(r)) {
@@ -234,35 +312,27 @@ ibex_status_t request_wait(ibex_request *r) {
                 }
                 if (p == Pass::idle) drive_idle(c, dl, c->opt.wait_spin_us, c->opt.own_core);
             }
+            // The op queued next was taken as r's finished: start it before leaving, so the
+            // peers have its first words while this caller returns and comes back to wait.
+            if (!stopped && c->drive.taken) drive_pass(c, 1);
         }
         {
             // No wake-up: the thread looks again within a millisecond (see ibex_comm).
             std::lock_guard l(c->mu);
-            c->last_waiter_ns.store(Clock::now().time_since_epoch().count(), std::memory_order_release);
+            c->caller_turns.fetch_add(1, std::memory_order_release);
             c->waiters.fetch_sub(1, std::memory_order_acq_rel);
         }
         // Last touch of c: whatever is still queued goes back to the progress thread.
     }
-    ibex_status_t st;
-    std::string detail;
-    {
-        std::unique_lock l(r->mu);
-        r->cv.wait(l, [&] { return r->done; });
-        st = r->status;
-        detail = r->detail;
+    if (!request_done(r)) request_sleep(r, std::chrono::microseconds(-1));
+    const ibex_status_t st = r->status;
+    if (st == IBEX_OK) {
+        r->release();
+        return IBEX_OK;
     }
+    const std::string detail = r->detail ? *r->detail : std::string("(no detail: out of memory)");
     r->release();
-    return st == IBEX_OK ? IBEX_OK : fail(st, "%s", detail.c_str());
-}
-
-void submit_poke(ibex_comm *c) {
-    // Keeps the progress thread away while the caller issues one collective after another
-    // (see ibex_comm), so the caller's passes here find the drive lock free.
-    c->last_waiter_ns.store(Clock::now().time_since_epoch().count(), std::memory_order_release);
-    std::unique_lock dl(c->drive_mu, std::try_to_lock);
-    if (!dl.owns_lock()) return;
-    for (int i = 0; i < 4 && drive_pass(c, 1) == Pass::moved; ++i) {
-    }
+    return fail(st, "%s", detail.c_str());
 }
 
 void request_poke(ibex_request *r) {

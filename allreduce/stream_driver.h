@@ -18,6 +18,7 @@ namespace ibex::coll {
 struct DriveState {
     Op op;
     bool have = false; // op is the running one
+    bool taken = false; // ... taken off the queue, not yet looked at by a pass
     bool fast = false;  // ... and it runs over the fast boxes (allreduce/fastbox.h), not the executor
     // With ibex_comm::gpu active, op.args are the running chunk's host copies (GPU buffers).
     bool gpu_draining = false; // ... every chunk ran; the copies back to the GPU are in flight
@@ -25,6 +26,18 @@ struct DriveState {
     unsigned idle_passes = 0;
     unsigned quiet_passes = 0; // looks at the fast boxes that found nothing new
     std::chrono::steady_clock::time_point last_activity, last_move, last_boot_check;
+    // Something moved (or also counts as activity) since the stamps: the next pass that
+    // reads the clock stamps them. A small collective that finishes at once reads no clock,
+    // which would otherwise be a tenth of its time; the stamps come at most one idle pass
+    // late, which only lengthens a spin or a timeout by that pass.
+    bool moved_unstamped = false, active_unstamped = false;
+    void mark_moved() { moved_unstamped = true; }
+    void mark_active() { moved_unstamped = active_unstamped = true; }
+    void stamp(std::chrono::steady_clock::time_point now) {
+        if (moved_unstamped) last_move = now;
+        if (active_unstamped) last_activity = now;
+        moved_unstamped = active_unstamped = false;
+    }
 };
 
 // The progress thread's body: drives the stream whenever no caller does, until stopped.
@@ -38,15 +51,16 @@ void stop_progress_thread(ibex_comm *c, bool abort);
 // (the stream is busy, or the boxes do not take it); queue it instead, where it still
 // runs over the boxes in its turn. Otherwise *st is its outcome.
 bool run_inline(ibex_comm *c, Op &op, ibex_status_t *st);
+// A collective the fast boxes take, issued with a request. When the caller may drive, it
+// first finishes the running op if its peers' words are in; then, with the stream idle,
+// it starts this one here as the running op (no trip through the queue), else queues it.
+// A caller issuing many small collectives without waiting so moves them itself instead
+// of handing each to the progress thread.
+ibex_status_t submit_small(ibex_comm *c, Op &&op, ibex_request **req);
 // Queues an op; fails at once (without queueing) when the communicator is in error.
 ibex_status_t comm_submit(ibex_comm *c, Op &&op, ibex_request **req);
 // Waits for r, driving the stream meanwhile; frees r and returns its status.
 ibex_status_t request_wait(ibex_request *r);
-// After queueing a small collective without waiting: a few non-blocking passes of the
-// stream when nobody else drives it, so a caller issuing many small collectives moves
-// them itself (finishing the running one, starting the next) instead of handing each to
-// the progress thread.
-void submit_poke(ibex_comm *c);
 // One non-blocking pass of the stream when nobody else drives it (ibex_test).
 void request_poke(ibex_request *r);
 // Blocks until every queued op has finished.

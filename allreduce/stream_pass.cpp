@@ -19,18 +19,6 @@ int64_t ms_since(Clock::time_point t) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
 }
 
-void complete(ibex_request *r, ibex_status_t st, const std::string &detail) {
-    if (!r) return;
-    {
-        std::lock_guard l(r->mu);
-        r->status = st;
-        r->detail = detail;
-        r->done = true;
-        r->cv.notify_all();
-    }
-    r->release();
-}
-
 void wake(ibex_comm *c) {
     uint64_t one = 1;
     [[maybe_unused]] ssize_t n = ::write(c->wake_fd, &one, sizeof one);
@@ -39,7 +27,7 @@ void wake(ibex_comm *c) {
 // Puts the communicator in its error state (first error wins), tells the other ranks when
 // the error is this rank's own, and fails the running and queued ops.
 void enter_error(ibex_comm *c, ibex_status_t st, const std::string &detail, bool local, Op *running) {
-    std::deque<Op> failed;
+    std::vector<Op> failed;
     std::string msg;
     {
         std::lock_guard l(c->mu);
@@ -50,7 +38,7 @@ void enter_error(ibex_comm *c, ibex_status_t st, const std::string &detail, bool
         }
         st = c->error;
         msg = c->error_detail;
-        failed.swap(c->queue);
+        c->queue.drain_into(&failed);
     }
     if (local && c->boot) c->boot->send_abort(st, detail.c_str());
     c->exec.shut_down();
@@ -71,7 +59,20 @@ void enter_error(ibex_comm *c, ibex_status_t st, const std::string &detail, bool
 
 namespace {
 
-// The running op has finished: its request completes and the stream may take the next.
+// Takes the next queued op as the running one (caller holds mu and nothing runs): the
+// next pass starts it.
+void take_next(ibex_comm *c) {
+    DriveState &d = c->drive;
+    d.op = std::move(c->queue.front());
+    c->queue.pop_front();
+    d.have = d.taken = true;
+    d.fast = false;
+    d.scheduled = false;
+    c->running_op = true;
+}
+
+// The running op has finished: its request completes and the stream takes the next, in
+// the same hold of mu (a caller issuing many small collectives pays one lock per op here).
 void finish_running(ibex_comm *c) {
     DriveState &d = c->drive;
     complete(d.op.req, IBEX_OK, "");
@@ -79,8 +80,9 @@ void finish_running(ibex_comm *c) {
     d.have = false;
     // A caller issuing one collective after another submits the next within
     // microseconds: keep polling for it rather than sleep and be woken.
-    d.last_move = Clock::now();
+    d.mark_moved();
     std::lock_guard l(c->mu);
+    if (!c->queue.empty() && !c->aborting) return take_next(c);
     c->running_op = false;
     c->idle_cv.notify_all();
 }
@@ -99,7 +101,7 @@ void collective_finished(ibex_comm *c) {
             d.have = false;
             return;
         }
-        d.last_move = Clock::now();
+        d.mark_moved();
         if (!done) {
             d.fast = !fallback;
             d.scheduled = fallback; // the next pass starts it the scheduled way
@@ -116,7 +118,7 @@ void collective_finished(ibex_comm *c) {
         return;
     }
     d.gpu_draining = !more;
-    d.last_move = Clock::now();
+    d.mark_moved();
 }
 
 } // namespace
@@ -127,20 +129,14 @@ void collective_finished(ibex_comm *c) {
 // peers' words are usually a cache-line transfer away).
 Pass drive_pass(ibex_comm *c, int fast_polls) {
     DriveState &d = c->drive;
-    bool taken = false;
     {
         std::lock_guard l(c->mu);
         if (c->aborting) return Pass::stop;
-        if (!d.have && !c->queue.empty()) {
-            d.op = std::move(c->queue.front());
-            c->queue.pop_front();
-            d.have = taken = true;
-            d.fast = false;
-            d.scheduled = false;
-            c->running_op = true;
-        }
+        if (!d.have && !c->queue.empty()) take_next(c);
         if (!d.have && c->stopping) return Pass::stop;
     }
+    const bool taken = d.taken;
+    d.taken = false;
     if (taken && d.op.on_gpu) {
         bool in_error;
         {
@@ -205,7 +201,7 @@ Pass drive_pass(ibex_comm *c, int fast_polls) {
             c->idle_cv.notify_all();
             return Pass::moved;
         }
-        d.last_activity = d.last_move = Clock::now(); // a new op: its first replies are a latency away
+        d.mark_active(); // a new op: its first replies are a latency away
     }
     if (d.have && d.fast) {
         bool done = false, moved = false;
@@ -215,7 +211,7 @@ Pass drive_pass(ibex_comm *c, int fast_polls) {
         const Op &boxed = c->direct.active() ? c->direct.sub() : d.op;
         for (int i = 0; i < fast_polls && st == IBEX_OK && !done; ++i) {
             st = c->fast.poll(boxed, &done, &moved);
-            if (!done) __builtin_ia32_pause();
+            if (!done && i + 1 < fast_polls) __builtin_ia32_pause(); // none after the last look
         }
         if (st != IBEX_OK) {
             enter_error(c, st, std::string(op_kind_name(d.op.kind)) + ": " + ibex_last_error(), true, &d.op);
@@ -227,7 +223,7 @@ Pass drive_pass(ibex_comm *c, int fast_polls) {
             return Pass::moved;
         }
         if (moved)
-            d.last_activity = d.last_move = Clock::now();
+            d.mark_active();
         else if ((++d.quiet_passes & 15) != 0)
             return Pass::idle; // the clock, the CQ and the timeout only every 16th quiet look
     }
@@ -245,12 +241,11 @@ Pass drive_pass(ibex_comm *c, int fast_polls) {
         collective_finished(c);
         return Pass::moved;
     }
-    const auto now = Clock::now();
     if (did) {
-        d.last_activity = now;
-        d.last_move = now;
+        d.mark_active();
         return Pass::moved;
     }
+    d.stamp(Clock::now());
     if (d.have && ms_since(d.last_activity) > c->opt.timeout_ms) {
         const int peer = d.fast ? c->fast.waiting_on() : c->exec.waiting_on();
         char buf[192];
@@ -289,7 +284,9 @@ void drive_idle(ibex_comm *c, std::unique_lock<std::mutex> &dl, int spin_us, boo
         for (int i = 0; i < 16; ++i) __builtin_ia32_pause(); // the clock only every 16th pass
         return;
     }
-    if (Clock::now() < d.last_move + std::chrono::microseconds(spin_us)) {
+    const auto now = Clock::now();
+    d.stamp(now);
+    if (now < d.last_move + std::chrono::microseconds(spin_us)) {
         // A fast-box op is polled, not woken: yielding gains it nothing.
         if (own_core && ((++d.idle_passes & 63) != 0 || (d.have && d.fast))) {
             for (int i = 0; i < 16; ++i) __builtin_ia32_pause();
@@ -352,9 +349,5 @@ void drive_idle(ibex_comm *c, std::unique_lock<std::mutex> &dl, int spin_us, boo
     }
 }
 
-bool request_done(ibex_request *r) {
-    std::lock_guard l(r->mu);
-    return r->done;
-}
 
 } // namespace ibex::coll

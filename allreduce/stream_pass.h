@@ -18,8 +18,6 @@ namespace ibex::coll {
 using Clock = std::chrono::steady_clock;
 
 int64_t ms_since(Clock::time_point t);
-// Completes and releases a request (nullptr: nothing to do).
-void complete(ibex_request *r, ibex_status_t st, const std::string &detail);
 // Wakes a driver sleeping in poll().
 void wake(ibex_comm *c);
 // Puts the communicator in its error state (first error wins), tells the other ranks when
@@ -33,6 +31,5 @@ Pass drive_pass(ibex_comm *c, int fast_polls = 128);
 // Nothing moved: busy-poll a while, then sleep until something may have (dl is released
 // while asleep or yielding). own_core: this thread has a core to itself.
 void drive_idle(ibex_comm *c, std::unique_lock<std::mutex> &dl, int spin_us, bool own_core);
-bool request_done(ibex_request *r);
 
 } // namespace ibex::coll

@@ -165,6 +165,59 @@ TEST(Fastbox, ThousandsBackToBackBlockingAndQueued) {
     ibex::test::expect_all_passed(ibex::test::run_ranks(3, back_to_back_body, 120));
 }
 
+// Long bursts issued without waiting (more than a thread keeps of finished requests, and
+// enough to grow the stream's queue while it wraps), waited last to first, or tested in
+// turn until done: every result exact, and each request's status its own.
+int long_burst_body(RankCtx &ctx) {
+    ibex_comm_t *comm = nullptr;
+    RANK_CHECK_OK(ctx, init_host_comm(ctx, &comm));
+    const int n = ctx.nranks;
+    constexpr int kBurst = 1500;
+    auto value = [](int r, int k, size_t i) { return static_cast<int64_t>((r + 1) * 7919LL + k * 17LL + i); };
+    std::vector<std::vector<int64_t>> in(kBurst), out(kBurst);
+    std::vector<ibex_request_t *> reqs(kBurst, nullptr);
+    for (int round = 0; round < 2; ++round) {
+        for (int k = 0; k < kBurst; ++k) {
+            const size_t count = 1 + static_cast<size_t>(k % 5);
+            in[k].resize(count);
+            out[k].assign(count, -1);
+            for (size_t i = 0; i < count; ++i) in[k][i] = value(ctx.rank, k + round, i);
+            RANK_CHECK_OK(ctx, ibex_allreduce(in[k].data(), out[k].data(), count, IBEX_I64, IBEX_SUM, comm, &reqs[k]));
+        }
+        if (round == 0) {
+            for (int k = kBurst - 1; k >= 0; --k) RANK_CHECK_OK(ctx, ibex_wait(reqs[k]));
+        } else {
+            // ibex_test on each in turn until all are done (a bounded number of sweeps).
+            int left = kBurst;
+            for (int sweep = 0; left > 0 && sweep < 1000000; ++sweep)
+                for (auto &r : reqs) {
+                    if (!r) continue;
+                    int done = 0;
+                    RANK_CHECK_OK(ctx, ibex_test(r, &done));
+                    if (done) {
+                        r = nullptr;
+                        --left;
+                    }
+                }
+            RANK_CHECK(ctx, left == 0, "rank %d: %d requests never finished", ctx.rank, left);
+        }
+        for (int k = 0; k < kBurst; ++k)
+            for (size_t i = 0; i < out[k].size(); ++i) {
+                int64_t want = 0;
+                for (int r = 0; r < n; ++r) want += value(r, k + round, i);
+                RANK_CHECK(ctx, out[k][i] == want, "rank %d round %d: op %d element %zu: %lld, expected %lld",
+                           ctx.rank, round, k, i, static_cast<long long>(out[k][i]), static_cast<long long>(want));
+            }
+    }
+    RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
+    return 0;
+}
+
+TEST(Fastbox, LongBurstsWaitedLastToFirstOrTestedInTurn) {
+    ibex::test::expect_all_passed(ibex::test::run_ranks(2, long_burst_body, 120));
+    ibex::test::expect_all_passed(ibex::test::run_ranks(3, long_burst_body, 120));
+}
+
 // The victim dies while the others wait in a fast allreduce for its word: they fail well
 // within the timeout, and the communicator stays failed.
 // queued: the others' last allreduce is a request they wait on (driven by the stream's
@@ -191,6 +244,10 @@ int killed_body(RankCtx &ctx, std::atomic<int> *ready, bool queued) {
     RANK_CHECK(ctx, took < kTimeoutMs / 2, "rank %d: error only after %ld ms", ctx.rank, took);
     RANK_CHECK(ctx, ibex_allreduce(&x, &y, 1, IBEX_I64, IBEX_SUM, comm, nullptr) != IBEX_OK,
                "an allreduce on the failed communicator succeeded");
+    req = reinterpret_cast<ibex_request_t *>(&x); // must come back NULL
+    RANK_CHECK(ctx, ibex_allreduce(&x, &y, 1, IBEX_I64, IBEX_SUM, comm, &req) != IBEX_OK && req == nullptr,
+               "a request-taking allreduce on the failed communicator was accepted");
+    RANK_CHECK(ctx, std::strstr(ibex_last_error(), "error state") != nullptr, "detail: %s", ibex_last_error());
     RANK_CHECK_OK(ctx, ibex_comm_abort(comm));
     return 0;
 }

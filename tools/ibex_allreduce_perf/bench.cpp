@@ -163,16 +163,21 @@ private:
         const size_t tsize = ibex_datatype_size(type);
         const Args a = args(per, tsize, in_place);
         fill(a, type, op, per);
-        for (int i = 0; i < o_.warmup; ++i) issue(a, type, op, per, nullptr);
+        // Warm-up the way the timed loop issues (as nccl-tests does), so that it also warms
+        // what issuing without waiting uses: requests, the stream's queue.
+        std::vector<ibex_request_t *> reqs(static_cast<size_t>(o_.blocking ? 0 : std::max(o_.iters, o_.warmup)));
+        const auto issue_all = [&](int count) {
+            if (o_.blocking) {
+                for (int i = 0; i < count; ++i) issue(a, type, op, per, nullptr);
+                return;
+            }
+            for (int i = 0; i < count; ++i) issue(a, type, op, per, &reqs[static_cast<size_t>(i)]);
+            for (int i = 0; i < count; ++i) check_call(ibex_wait(reqs[static_cast<size_t>(i)]), "ibex_wait");
+        };
+        issue_all(o_.warmup);
         barrier();
         const auto t0 = Clock::now();
-        if (o_.blocking) {
-            for (int i = 0; i < o_.iters; ++i) issue(a, type, op, per, nullptr);
-        } else {
-            std::vector<ibex_request_t *> reqs(static_cast<size_t>(o_.iters), nullptr);
-            for (auto &r : reqs) issue(a, type, op, per, &r);
-            for (auto *r : reqs) check_call(ibex_wait(r), "ibex_wait");
-        }
+        issue_all(o_.iters);
         double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / o_.iters;
         // -a: rank 0's time, or the mean/min/max over ranks.
         if (n_ > 1) {
