@@ -69,8 +69,9 @@ private:
 };
 
 // The probe, as a schedule between this rank and `partner` (-1: none): the lower rank of
-// the pair leads `pings` 8-byte round trips, then sends `bulk` bytes one way and gets an
-// 8-byte answer. buf needs probe_buffer_bytes().
+// the pair leads `pings` 8-byte round trips, then both send `bulk` bytes to each other at
+// once and the partner answers with 8 bytes once it has the leader's. buf needs
+// probe_buffer_bytes().
 size_t probe_buffer_bytes(int pings, size_t bulk);
 void build_probe(int rank, int partner, int pings, size_t bulk, void *buf, ScheduleBuilder &b);
 // The probe partner of a rank for links inside its host (local ranks paired 0-1, 2-3, ...)

@@ -162,6 +162,12 @@ TEST(Selector, ProbeArithmetic) {
     probe_result(true, pings, bulk, t, &alpha, &beta);
     EXPECT_NEAR(alpha, 50e-6, 1e-9);
     EXPECT_NEAR(beta, 1.0e-3 / bulk, 1e-15); // 1.1 ms minus one round trip
+    // Both sides send at once: the exchange ends with the later of this side's receive and
+    // the partner's answer.
+    std::vector<uint64_t> late = t;
+    late[late.size() - 2] = 3 * 100000 + 50000 + 2100000; // own receive 2.1 ms after
+    probe_result(true, pings, bulk, late, &alpha, &beta);
+    EXPECT_NEAR(beta, 2.0e-3 / bulk, 1e-15);
     probe_result(false, pings, bulk, t, &alpha, &beta);
     EXPECT_EQ(alpha, 0);
     probe_result(true, pings, bulk, {}, &alpha, &beta); // sat the probe out
