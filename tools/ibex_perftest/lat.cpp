@@ -110,7 +110,7 @@ private:
             // memory-order pipeline flush when the byte changes (shm, 8 B: 0.07-0.08 us
             // without it, 0.06 with it, half round trips on this VM). The soft ports land
             // it in the progress call, which pauses would only delay (udp:lo, 2 B: +1.5%).
-            if (by_byte && (spin & 7) != 7) {
+            if (by_byte && (spin & (lands_by_itself_ ? 63u : 7u)) != (lands_by_itself_ ? 63u : 7u)) {
                 if (lands_by_itself_) spin_pause();
                 continue;
             }
