@@ -66,8 +66,9 @@ struct ibex_comm {
     std::condition_variable idle_cv;
     ibex::coll::OpQueue queue;
     bool running_op = false; // the progress thread holds an op
-    bool stopping = false;
-    bool aborting = false;
+    // Set under mu; read without it too (a pass over a running op takes no lock).
+    std::atomic<bool> stopping{false};
+    std::atomic<bool> aborting{false};
     ibex_status_t error = IBEX_OK;
     std::string error_detail;
 

@@ -129,10 +129,12 @@ void collective_finished(ibex_comm *c) {
 // peers' words are usually a cache-line transfer away).
 Pass drive_pass(ibex_comm *c, int fast_polls) {
     DriveState &d = c->drive;
-    {
+    if (c->aborting.load(std::memory_order_acquire)) return Pass::stop;
+    // With an op running (most passes) there is nothing to take: no lock.
+    if (!d.have && (c->queue.size_unlocked() > 0 || c->stopping.load(std::memory_order_acquire))) {
         std::lock_guard l(c->mu);
         if (c->aborting) return Pass::stop;
-        if (!d.have && !c->queue.empty()) take_next(c);
+        if (!c->queue.empty()) take_next(c);
         if (!d.have && c->stopping) return Pass::stop;
     }
     const bool taken = d.taken;
