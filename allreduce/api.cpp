@@ -2,7 +2,6 @@
 #include <cstring>
 
 #include "allreduce/comm.h"
-#include "allreduce/stream_pass.h"
 #include "runtime/bootstrap/launcher_env.h"
 #include "runtime/bootstrap/unique_id.h"
 #include "runtime/base/status.h"
