@@ -9,7 +9,9 @@
 #   the same frames with the least RoCE work per frame (ibex_dpdk_raw ... roce: each side
 #   copies the payload once, between a 64 KiB region and the frame, with the ICRC computed
 #   from the same loads): the bound of any software RoCEv2 endpoint on this path
-#   (ibex_dpdk_raw runs its source and sink on two different CPUs)
+#   (ibex_dpdk_raw runs its source and sink on two different CPUs; each harness mode runs
+#   SIDE_HARNESS_RUNS times, default 5 of SIDE_HARNESS_SECONDS=1, and its best run is the
+#   bound)
 #   latency, 2 bytes: ibex_write_lat (soft/dpdk memif)
 # (issue 21 target: >= 0.5 of raw memif at 1 and 4 QPs; issue 3: <= 3 us, >= 3x soft/udp).
 #
@@ -134,18 +136,32 @@ if [[ ${SIDE_DPDK:-1} != 0 && -x $RAW ]]; then
     DPDK_LAT=$(awk '/t_typical/ { t = 1; next } t && NF == 9 { print $5; exit }' "$TMP/dpdk_lat.out")
     DPDK_LAT_AVG=$(awk '/t_typical/ { t = 1; next } t && NF == 9 { print $6; exit }' "$TMP/dpdk_lat.out")
     echo "ibex_write_lat  2 B     soft/dpdk memif : ${DPDK_LAT} us typical (avg ${DPDK_LAT_AVG} us)"
-    server_then_client dpdk_raw "$RAW" sink "$TMP/raw.sock" "$SECONDS_BW" -- \
-        "$RAW" source "$TMP/raw.sock" "$SECONDS_BW" 4154
-    RAW_MPPS=$(field mpps "$TMP/dpdk_raw.server")
-    RAW_GBITS=$(field gbits "$TMP/dpdk_raw.server")
+    # The harness's rates move several times over between runs on this VM (raw: 46 or 234
+    # Gb/s in two runs of one hour; roce: 34 or 84) as the host changes modes, and a
+    # single run taken in a slow spell then "bounds" a port measured in a fast one from
+    # below. A limit is the most the path does: each mode runs SIDE_HARNESS_RUNS short
+    # runs (default 5 of 1 s, SIDE_HARNESS_SECONDS), alternating with the other mode, and
+    # the best run is the bound.
+    RUNS=${SIDE_HARNESS_RUNS:-5}
+    HSEC=${SIDE_HARNESS_SECONDS:-1}
+    raw_all=() roce_all=()
+    for ((k = 1; k <= RUNS; k++)); do
+        server_then_client "dpdk_raw$k" "$RAW" sink "$TMP/raw$k.sock" "$HSEC" -- \
+            "$RAW" source "$TMP/raw$k.sock" "$HSEC" 4154
+        raw_all+=("$(field mpps "$TMP/dpdk_raw$k.server")")
+        server_then_client "dpdk_roce$k" "$RAW" sink "$TMP/roce$k.sock" "$HSEC" 4154 roce -- \
+            "$RAW" source "$TMP/roce$k.sock" "$HSEC" 4154 roce
+        roce_all+=("$(field mpps "$TMP/dpdk_roce$k.server")")
+        ROCE_BAD=$((${ROCE_BAD:-0} + $(field icrc_bad "$TMP/dpdk_roce$k.server")))
+    done
+    best_of() { printf '%s\n' "$@" | awk 'NF && ($1 + 0 > m + 0 || m == "") { m = $1 } END { print m }'; }
+    RAW_MPPS=$(best_of "${raw_all[@]}")
+    ROCE_MPPS=$(best_of "${roce_all[@]}")
+    RAW_GBITS=$(awk -v m="$RAW_MPPS" 'BEGIN { if (m != "") printf "%.2f", m * 4154 * 8 / 1000 }')
     RAW_PAYLOAD=$(awk -v m="$RAW_MPPS" 'BEGIN { if (m != "") printf "%.2f", m * 4096 * 8 / 1000 }')
-    echo "ibex_dpdk_raw   4154 B  memif raw       : ${RAW_MPPS} Mpps = ${RAW_GBITS} Gb/s of frames, ${RAW_PAYLOAD} Gb/s of 4 KiB payload (sink on CPU $(field cpu "$TMP/dpdk_raw.server"))"
-    server_then_client dpdk_roce "$RAW" sink "$TMP/roce.sock" "$SECONDS_BW" 4154 roce -- \
-        "$RAW" source "$TMP/roce.sock" "$SECONDS_BW" 4154 roce
-    ROCE_MPPS=$(field mpps "$TMP/dpdk_roce.server")
     ROCE_PAYLOAD=$(awk -v m="$ROCE_MPPS" 'BEGIN { if (m != "") printf "%.2f", m * 4096 * 8 / 1000 }')
-    ROCE_BAD=$(field icrc_bad "$TMP/dpdk_roce.server")
-    echo "ibex_dpdk_raw   4154 B  memif+RoCE work : ${ROCE_MPPS} Mpps = ${ROCE_PAYLOAD} Gb/s of 4 KiB payload (payload copied in and out with the ICRC; ${ROCE_BAD:-?} bad)"
+    echo "ibex_dpdk_raw   4154 B  memif raw       : ${RAW_MPPS} Mpps = ${RAW_GBITS} Gb/s of frames, ${RAW_PAYLOAD} Gb/s of 4 KiB payload (best of ${RUNS}: ${raw_all[*]} Mpps; sink on CPU $(field cpu "$TMP/dpdk_raw1.server"))"
+    echo "ibex_dpdk_raw   4154 B  memif+RoCE work : ${ROCE_MPPS} Mpps = ${ROCE_PAYLOAD} Gb/s of 4 KiB payload (best of ${RUNS}: ${roce_all[*]} Mpps; payload copied in and out with the ICRC; ${ROCE_BAD:-?} bad)"
 elif [[ ${SIDE_DPDK:-1} != 0 ]]; then
     echo "soft/dpdk       not built (no DPDK): skipped"
 fi
@@ -158,6 +174,11 @@ if [[ -n $DPDK_BW1 ]]; then
     best=$(awk -v a="$DPDK_BW1" -v b="$DPDK_BW4" 'BEGIN { print (b + 0 > a + 0) ? b : a }')
     echo "dpdk bw / raw memif      : 1 QP $(ratio "$DPDK_BW1" "$RAW_PAYLOAD"), 4 QPs $(ratio "$DPDK_BW4" "$RAW_PAYLOAD")   (target >= 0.5)"
     echo "dpdk bw / RoCE-work bound: 1 QP $(ratio "$DPDK_BW1" "$ROCE_PAYLOAD"), 4 QPs $(ratio "$DPDK_BW4" "$ROCE_PAYLOAD")   (<= 1; RoCE-work bound / raw memif $(ratio "$ROCE_PAYLOAD" "$RAW_PAYLOAD"), <= 1)"
+    # A bound below what it bounds: this host spent every harness run in a slower spell
+    # (its cache-to-cache rate moves ~10x, sometimes for tens of seconds) than the port's.
+    if awk -v b="$best" -v r="$RAW_PAYLOAD" -v c="$ROCE_PAYLOAD" 'BEGIN { exit !(b + 0 > r + 0 || b + 0 > c + 0) }'; then
+        echo "  (a bound came out below the port: the harness ran in a slower spell of this host than the port did; rerun)"
+    fi
     echo "dpdk lat (half RTT)      : ${DPDK_LAT} us   (target <= 3)"
     echo "dpdk bw / udp bw         : $(ratio "$best" "$IBEX_BW")   (target >= 3)"
 fi
