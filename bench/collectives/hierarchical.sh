@@ -24,20 +24,8 @@ MAX=64M
 ITERS=5
 OUT=
 DPDK=
-while [[ $# -gt 0 ]]; do
-    case $1 in
-    --build) BUILD=$2; shift 2 ;;
-    --rate) RATE=$2; shift 2 ;;
-    --repeat) REPEAT=$2; shift 2 ;;
-    --min) MIN=$2; shift 2 ;;
-    --max) MAX=$2; shift 2 ;;
-    --iters) ITERS=$2; shift 2 ;;
-    --out) OUT=$2; shift 2 ;;
-    --dpdk) DPDK=$2; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
-    *) echo "hierarchical.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
-    esac
-done
+source bench/collectives/options.sh # after the cd to the top of the tree
+bench_options hierarchical.sh 2,16 build rate repeat min max iters out dpdk -- "$@"
 [[ $(id -u) == 0 ]] || { echo "hierarchical.sh: needs root (network namespaces, tc)" >&2; exit 2; }
 PERF=$BUILD/tools/ibex_allreduce_perf/ibex_allreduce_perf
 [[ -x $PERF ]] || { echo "hierarchical.sh: $PERF not built" >&2; exit 2; }

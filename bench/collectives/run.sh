@@ -21,20 +21,8 @@ MAX=64M
 ITERS=10
 WARMUP=2
 OUT=
-while [[ $# -gt 0 ]]; do
-    case $1 in
-    --build) BUILD=$2; shift 2 ;;
-    --ranks) RANKS=$2; shift 2 ;;
-    --devices) DEVICES=$2; shift 2 ;;
-    --min) MIN=$2; shift 2 ;;
-    --max) MAX=$2; shift 2 ;;
-    --iters) ITERS=$2; shift 2 ;;
-    --warmup) WARMUP=$2; shift 2 ;;
-    --out) OUT=$2; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
-    *) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
-    esac
-done
+source bench/collectives/options.sh # after the cd to the top of the tree
+bench_options run.sh 2,12 build ranks devices min max iters warmup out -- "$@"
 [[ -n $OUT ]] || OUT=$(mktemp -d /tmp/ibex_coll_bench.XXXXXX)
 mkdir -p "$OUT"
 

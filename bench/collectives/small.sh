@@ -20,19 +20,8 @@ ITERS=5000
 WARMUP=
 REPEAT=3
 OUT=
-while [[ $# -gt 0 ]]; do
-    case $1 in
-    --build) BUILD=$2; shift 2 ;;
-    --ranks) RANKS=$2; shift 2 ;;
-    --sizes) SIZES=$2; shift 2 ;;
-    --iters) ITERS=$2; shift 2 ;;
-    --warmup) WARMUP=$2; shift 2 ;;
-    --repeat) REPEAT=$2; shift 2 ;;
-    --out) OUT=$2; shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
-    *) echo "small.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
-    esac
-done
+source bench/collectives/options.sh # after the cd to the top of the tree
+bench_options small.sh 2,13 build ranks sizes iters warmup repeat out -- "$@"
 [[ -n $WARMUP ]] || WARMUP=$ITERS
 [[ -n $OUT ]] || OUT=$(mktemp -d /tmp/ibex_small_bench.XXXXXX)
 mkdir -p "$OUT"

@@ -18,20 +18,8 @@ MAX=16M
 ITERS=20
 REPEAT=3
 OUT=
-while [[ $# -gt 0 ]]; do
-    case $1 in
-    --build) BUILD=$2; shift 2 ;;
-    --ranks) RANKS=$2; shift 2 ;;
-    --colls) COLLS=$2; shift 2 ;;
-    --min) MIN=$2; shift 2 ;;
-    --max) MAX=$2; shift 2 ;;
-    --iters) ITERS=$2; shift 2 ;;
-    --repeat) REPEAT=$2; shift 2 ;;
-    --out) OUT=$2; shift 2 ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
-    *) echo "staged.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
-    esac
-done
+source bench/collectives/options.sh # after the cd to the top of the tree
+bench_options staged.sh 2,9 build ranks colls min max iters repeat out -- "$@"
 TOOL=$BUILD/tools/ibex_allreduce_perf/ibex_allreduce_perf
 [[ -x $TOOL ]] || { echo "staged.sh: no $TOOL (build first)" >&2; exit 1; }
 [[ -n $OUT ]] || OUT=$(mktemp -d /tmp/ibex_staged_bench.XXXXXX)
