@@ -269,7 +269,8 @@ ibex_status_t ShmDirect::write_to(int q, uint64_t remote, const void *src, size_
     return cross(q, const_cast<void *>(src), remote, bytes, true); // process_vm_writev only reads it
 }
 
-ibex_status_t ShmDirect::reduce_blocks(const Op &op, size_t src, uint8_t *out, size_t count, int push_to) {
+template <typename Load, typename After>
+ibex_status_t ShmDirect::reduce_in_blocks(const Op &op, size_t src, uint8_t *out, size_t count, Load load, After after) {
     const CollArgs &a = op.args;
     const size_t elem = ibex_datatype_size(a.type);
     const size_t per = std::max<size_t>(1, kBlockBytes / elem);
@@ -283,29 +284,43 @@ ibex_status_t ShmDirect::reduce_blocks(const Op &op, size_t src, uint8_t *out, s
             std::memcpy(block_[2].data(), own, bytes);
             own = block_[2].data();
         }
-        auto load = [&](int q, std::vector<uint8_t> &buf, const uint8_t **p) -> ibex_status_t {
+        // Rank q's block: this rank's own, else what load gives (q 1 has a scratch block of
+        // its own, so that ranks 0 and 1 are both at hand for the first reduction).
+        auto block = [&](int q, const uint8_t **p) -> ibex_status_t {
             if (q == rank_) {
                 *p = own;
                 return IBEX_OK;
             }
-            *p = buf.data();
-            return read_from(q, buf.data(), all_[static_cast<size_t>(q)].send + at, bytes);
+            return load(q, at, bytes, block_[q == 1 ? 1 : 0].data(), p);
         };
         const uint8_t *x = nullptr, *y = nullptr;
-        IBEX_TRY(load(0, block_[0], &x));
-        IBEX_TRY(load(1, block_[1], &y));
+        IBEX_TRY(block(0, &x));
+        IBEX_TRY(block(1, &y));
         reduce_into(dst, x, y, cnt, a.type, a.op); // rank order, as every other path
         for (int q = 2; q < nranks_; ++q) {
-            IBEX_TRY(load(q, block_[0], &x));
+            IBEX_TRY(block(q, &x));
             reduce_into(dst, dst, x, cnt, a.type, a.op);
         }
         if (a.op == IBEX_AVG) finalize_avg(dst, cnt, a.type, nranks_);
-        // Straight from cache into the peers' receive buffers: nobody else writes there.
-        for (int q = 0; q < nranks_; ++q)
-            if (q != rank_ && (push_to == kEveryone || push_to == q))
-                IBEX_TRY(write_to(q, all_[static_cast<size_t>(q)].recv + at, dst, bytes));
+        IBEX_TRY(after(dst, at, bytes, done * elem));
     }
     return IBEX_OK;
+}
+
+ibex_status_t ShmDirect::reduce_blocks(const Op &op, size_t src, uint8_t *out, size_t count, int push_to) {
+    return reduce_in_blocks(
+        op, src, out, count,
+        [this](int q, size_t at, size_t bytes, uint8_t *scratch, const uint8_t **p) {
+            *p = scratch;
+            return read_from(q, scratch, all_[static_cast<size_t>(q)].send + at, bytes);
+        },
+        [&](const uint8_t *dst, size_t at, size_t bytes, size_t) -> ibex_status_t {
+            // Straight from cache into the peers' receive buffers: nobody else writes there.
+            for (int q = 0; q < nranks_; ++q)
+                if (q != rank_ && (push_to == kEveryone || push_to == q))
+                    IBEX_TRY(write_to(q, all_[static_cast<size_t>(q)].recv + at, dst, bytes));
+            return IBEX_OK;
+        });
 }
 
 void ShmDirect::stage_in(const Op &op) {
@@ -336,26 +351,17 @@ void ShmDirect::stage_in(const Op &op) {
 }
 
 void ShmDirect::reduce_from_staging(const Op &op, size_t src, uint8_t *out, size_t count, uint8_t *publish) {
-    const CollArgs &a = op.args;
-    const size_t elem = ibex_datatype_size(a.type);
-    const size_t per = std::max<size_t>(1, kBlockBytes / elem);
-    for (int i : {2, 3})
-        if (block_[i].size() < per * elem) block_[i].resize(per * elem);
-    const auto *send = static_cast<const uint8_t *>(a.sendbuf);
-    for (size_t done = 0; done < count; done += per) {
-        const size_t cnt = std::min(per, count - done), bytes = cnt * elem, at = src + done * elem;
-        uint8_t *dst = out ? out + done * elem : block_[3].data();
-        const uint8_t *own = send + at;
-        if (own == dst) { // in place: the first reduction would overwrite it
-            std::memcpy(block_[2].data(), own, bytes);
-            own = block_[2].data();
-        }
-        auto data = [&](int q) { return q == rank_ ? own : stage_of_[static_cast<size_t>(q)] + at; };
-        reduce_into(dst, data(0), data(1), cnt, a.type, a.op); // rank order, as every other path
-        for (int q = 2; q < nranks_; ++q) reduce_into(dst, dst, data(q), cnt, a.type, a.op);
-        if (a.op == IBEX_AVG) finalize_avg(dst, cnt, a.type, nranks_);
-        if (publish) copy_bypassing_cache(publish + done * elem, dst, bytes);
-    }
+    // Nothing here can fail: the peers' inputs are mapped, the result area is this rank's.
+    (void)reduce_in_blocks(
+        op, src, out, count,
+        [this](int q, size_t at, size_t, uint8_t *, const uint8_t **p) {
+            *p = stage_of_[static_cast<size_t>(q)] + at;
+            return IBEX_OK;
+        },
+        [publish](const uint8_t *dst, size_t, size_t bytes, size_t offset) {
+            if (publish) copy_bypassing_cache(publish + offset, dst, bytes);
+            return IBEX_OK;
+        });
 }
 
 void ShmDirect::run_staged(const Op &op) {

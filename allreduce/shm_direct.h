@@ -128,6 +128,12 @@ private:
     ibex_status_t write_to(int q, uint64_t remote, const void *src, size_t bytes) const;
     // The local phase of op on this rank.
     ibex_status_t run_local(const Op &op);
+    // The block loop of both ways below: count elements at byte offset src of every rank's
+    // input, reduced in rank order block by block into out (nullptr: a scratch block).
+    // load(q, at, bytes, scratch, &p) points p at rank q's block at byte offset at (into
+    // scratch if it copies); after(result, at, bytes, offset in out) runs on each block.
+    template <typename Load, typename After>
+    ibex_status_t reduce_in_blocks(const Op &op, size_t src, uint8_t *out, size_t count, Load load, After after);
     // Reduces count elements at byte offset src of every rank's send buffer, in rank order
     // and block by block, into out (nullptr: a scratch block), pushing each result block to
     // the same offset of push_to's receive buffer (a rank, kEveryone or kNobody).
