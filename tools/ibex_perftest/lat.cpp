@@ -29,7 +29,8 @@ class LatRun {
 public:
     LatRun(Session &s, size_t recv_offset)
         : s_(s), o_(s.o_), recv_offset_(recv_offset),
-          lands_by_itself_(!o_.device.starts_with("udp") && !o_.device.starts_with("dpdk")) {}
+          lands_by_itself_(!o_.device.starts_with("udp") && !o_.device.starts_with("dpdk")),
+          drive_every_(lands_by_itself_ ? 63u : 7u) {}
 
     std::string err;
 
@@ -103,14 +104,16 @@ private:
         for (uint32_t spin = 0;; ++spin) {
             if (by_byte ? b.load(std::memory_order_acquire) == static_cast<uint8_t>(want) : received_ >= want) return true;
             // WRITE: the byte is watched on every turn and the engine driven on every
-            // eighth, a few nanoseconds apart, so a byte that lands is seen at once
-            // rather than after a progress call. Where the byte lands without this
+            // eighth (every 64th where the byte lands by itself: there the engine only has
+            // completions to take, and a progress call is the context's lock), a few
+            // nanoseconds apart, so a byte that lands is seen at once rather than after a
+            // progress call. Where the byte lands without this
             // thread's help (shm: the peer's copy; an RNIC: its DMA), the looks are paced
             // by the CPU's spin-wait hint: without it the core leaves the loop through a
             // memory-order pipeline flush when the byte changes (shm, 8 B: 0.07-0.08 us
             // without it, 0.06 with it, half round trips on this VM). The soft ports land
             // it in the progress call, which pauses would only delay (udp:lo, 2 B: +1.5%).
-            if (by_byte && (spin & (lands_by_itself_ ? 63u : 7u)) != (lands_by_itself_ ? 63u : 7u)) {
+            if (by_byte && (spin & drive_every_) != drive_every_) {
                 if (lands_by_itself_) spin_pause();
                 continue;
             }
@@ -227,6 +230,7 @@ private:
     const Options &o_;
     size_t recv_offset_;
     bool lands_by_itself_; // a WRITE's bytes arrive without this thread driving the engine
+    uint32_t drive_every_;  // mask: a WRITE ping-pong drives the engine when spin & it is all ones
     uint64_t size_ = 0;
     uint64_t completed_ = 0;
     uint64_t received_ = 0;
