@@ -1,4 +1,5 @@
 // The collectives C API (ibex/coll.h): argument checks, then the communicator's stream.
+#include <cstddef>
 #include <cstring>
 
 #include "allreduce/comm.h"
@@ -136,13 +137,10 @@ double ibex_comm_allreduce_predict_us(const ibex_comm_t *comm, size_t bytes) {
     return comm->selector.cost(comm_algo(comm, bytes), bytes) * 1e6;
 }
 
-ibex_status_t ibex_comm_query_topology(const ibex_comm_t *comm, ibex_comm_topology_t *t) {
-    ibex::clear_error();
-    IBEX_COLL_CHECK(comm && t, "ibex_comm_query_topology: NULL argument");
-    IBEX_COLL_CHECK(t->size == sizeof *t, "ibex_comm_query_topology: size %u, expected %zu", t->size, sizeof *t);
+namespace {
+
+ibex_status_t describe_topology(const ibex_comm_t *comm, ibex_comm_topology_t *t) {
     const HostLayout &l = comm->topo.layout;
-    *t = ibex_comm_topology_t{};
-    t->size = sizeof *t;
     t->hosts = l.hosts();
     t->ranks_per_host = l.ranks_per_host();
     t->local_ranks = static_cast<int32_t>(l.members[static_cast<size_t>(l.host_of[static_cast<size_t>(comm->rank)])].size());
@@ -163,6 +161,29 @@ ibex_status_t ibex_comm_query_topology(const ibex_comm_t *comm, ibex_comm_topolo
     t->local_alpha_us = m.a_local() * 1e6;
     t->local_beta_ns_per_byte = m.b_local() * 1e9;
     t->gamma_ns_per_byte = m.gamma * 1e9;
+    t->small_bytes = m.small_bytes;
+    t->big_bytes = m.big_bytes;
+    t->big_beta_ns_per_byte = m.beta_big * 1e9;
+    t->big_local_beta_ns_per_byte = m.beta_local_big * 1e9;
+    t->big_gamma_ns_per_byte = m.gamma_big * 1e9;
+    return IBEX_OK;
+}
+
+} // namespace
+
+ibex_status_t ibex_comm_query_topology(const ibex_comm_t *comm, ibex_comm_topology_t *t) {
+    ibex::clear_error();
+    IBEX_COLL_CHECK(comm && t, "ibex_comm_query_topology: NULL argument");
+    // A caller built against 0.4-0.5.0 passes the struct as it was then, up to gamma.
+    constexpr size_t kFirstSize = offsetof(ibex_comm_topology_t, gamma_ns_per_byte) + sizeof(double);
+    IBEX_COLL_CHECK(t->size == sizeof *t || t->size == kFirstSize,
+                    "ibex_comm_query_topology: size %u, expected %zu (or %zu, before 0.5.1)", t->size, sizeof *t,
+                    kFirstSize);
+    const size_t given = t->size;
+    ibex_comm_topology_t all{};
+    IBEX_TRY(describe_topology(comm, &all));
+    all.size = static_cast<uint32_t>(given);
+    std::memcpy(t, &all, given);
     return IBEX_OK;
 }
 

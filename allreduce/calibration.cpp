@@ -19,30 +19,41 @@ constexpr int kProbePings = 8;
 constexpr int kProbeRounds = 3;
 constexpr size_t kProbeBulk = 1 << 20;
 constexpr size_t kGammaBytes = 256 << 10;
+// The second size, beyond the caches: a 1 MiB exchange runs in caches that a collective of
+// tens of MiB misses, and alone priced such collectives on shm at a sixth to a quarter of
+// their time (2 ranks, ring over the executor, 4-64 MiB). Only its bulk transfer is used,
+// so it takes two pings.
+constexpr size_t kProbeBulkBig = size_t(8) << 20;
+constexpr int kProbePingsBig = 2;
+
+struct ProbeSize {
+    int pings;
+    size_t bulk;
+};
 
 // One probe op (every rank submits it; ranks without a partner sit it out): this rank's
 // alpha and beta for the kind of link its partner is on, 0 where it did not lead a pair.
-ibex_status_t probe_once(ibex_comm *c, bool between_hosts, double *alpha, double *beta) {
+ibex_status_t probe_once(ibex_comm *c, bool between_hosts, ProbeSize size, double *alpha, double *beta) {
     std::vector<uint64_t> times;
     Op op;
     op.kind = OpKind::probe;
     op.args.count = 1;
-    op.pings = kProbePings;
-    op.bulk = kProbeBulk;
+    op.pings = size.pings;
+    op.bulk = size.bulk;
     op.partner = probe_partner(c->topo.layout, c->rank, between_hosts);
     op.times = &times;
     const bool leads = op.partner > c->rank;
     ibex_request *req = nullptr;
     IBEX_TRY(comm_submit(c, std::move(op), &req));
     IBEX_TRY(request_wait(req));
-    probe_result(leads, kProbePings, kProbeBulk, times, alpha, beta);
+    probe_result(leads, size.pings, size.bulk, times, alpha, beta);
     return IBEX_OK;
 }
 
 // The median of kProbeRounds probes, alpha and beta each.
-ibex_status_t probe_link(ibex_comm *c, bool between_hosts, double *alpha, double *beta) {
+ibex_status_t probe_link(ibex_comm *c, bool between_hosts, ProbeSize size, double *alpha, double *beta) {
     double a[kProbeRounds], b[kProbeRounds];
-    for (int k = 0; k < kProbeRounds; ++k) IBEX_TRY(probe_once(c, between_hosts, &a[k], &b[k]));
+    for (int k = 0; k < kProbeRounds; ++k) IBEX_TRY(probe_once(c, between_hosts, size, &a[k], &b[k]));
     std::sort(a, a + kProbeRounds);
     std::sort(b, b + kProbeRounds);
     *alpha = a[kProbeRounds / 2];
@@ -56,27 +67,45 @@ ibex_status_t calibrate(ibex_comm *c) {
     CostModel model;
     const HostLayout &layout = c->topo.layout;
     if (c->opt.probe && c->nranks > 1) {
-        // alpha, beta (between hosts), gamma, alpha_local, beta_local
+        // alpha, beta (between hosts), gamma, alpha_local, beta_local, beta_big, gamma_big,
+        // beta_local_big
         double mine[kModelFields] = {};
-        IBEX_TRY(comm_ensure_scratch(c, std::max(probe_buffer_bytes(kProbePings, kProbeBulk), 3 * kGammaBytes)));
-        IBEX_TRY(probe_link(c, false, &mine[3], &mine[4]));
-        if (layout.hosts() > 1) IBEX_TRY(probe_link(c, true, &mine[0], &mine[1]));
+        double unused_alpha = 0;
+        const ProbeSize small{kProbePings, kProbeBulk}, big{kProbePingsBig, kProbeBulkBig};
+        IBEX_TRY(comm_ensure_scratch(c, std::max({probe_buffer_bytes(kProbePings, kProbeBulk),
+                                                  probe_buffer_bytes(kProbePingsBig, kProbeBulkBig),
+                                                  3 * kGammaBytes, 3 * (kProbeBulkBig / 2)})));
+        IBEX_TRY(probe_link(c, false, small, &mine[3], &mine[4]));
+        IBEX_TRY(probe_link(c, false, big, &unused_alpha, &mine[7]));
+        if (layout.hosts() > 1) {
+            IBEX_TRY(probe_link(c, true, small, &mine[0], &mine[1]));
+            IBEX_TRY(probe_link(c, true, big, &unused_alpha, &mine[5]));
+        }
         mine[2] = measure_gamma(c->scratch, kGammaBytes);
+        mine[6] = measure_gamma(c->scratch, kProbeBulkBig / 2);
+        // The big probe's buffers are not kept: the collectives grow the scratch to what
+        // they need.
+        comm_release_scratch(c);
         std::vector<double> all(kModelFields * static_cast<size_t>(c->nranks));
         IBEX_TRY(c->boot->allgather(mine, sizeof mine, all.data(), c->opt.timeout_ms));
         model = combine(all);
+        model.small_bytes = kProbeBulk;
+        model.big_bytes = kProbeBulkBig;
         // One host: every link is a local one. Ranks alone on their hosts: no local link to price.
         if (layout.hosts() == 1) {
             model.alpha = model.alpha_local;
             model.beta = model.beta_local;
+            model.beta_big = model.beta_local_big;
         }
     }
     c->selector.configure(c->nranks, c->opt.exec.slice_bytes, model, &layout);
     IBEX_LOG(info,
-             "communicator rank %d/%d: %s; between hosts alpha %.2f us, beta %.3f ns/B; in a host alpha %.2f us, "
-             "beta %.3f ns/B; gamma %.3f ns/B (%s)",
+             "communicator rank %d/%d: %s; between hosts alpha %.2f us, beta %.3f ns/B (%.3f from %zu B); in a host "
+             "alpha %.2f us, beta %.3f ns/B (%.3f); gamma %.3f ns/B (%.3f) (%s)",
              c->rank, c->nranks, layout.describe().c_str(), model.alpha * 1e6, model.beta * 1e9,
-             model.a_local() * 1e6, model.b_local() * 1e9, model.gamma * 1e9, model.measured ? "measured" : "defaults");
+             model.beta_big * 1e9, model.big_bytes, model.a_local() * 1e6, model.b_local() * 1e9,
+             model.beta_local_big * 1e9, model.gamma * 1e9, model.gamma_big * 1e9,
+             model.measured ? "measured" : "defaults");
     if (c->opt.forced && c->opt.algo == Algo::hierarchical && !c->topo.irregular.empty())
         IBEX_LOG(warn, "communicator rank %d: IBEX_ALGO=hierarchical, but %s: the cost model chooses instead", c->rank,
                  c->topo.irregular.c_str());

@@ -87,14 +87,17 @@ void teardown(ibex_comm *c) {
 
 } // namespace
 
+void comm_release_scratch(ibex_comm *c) {
+    if (!c->scratch) return;
+    c->caches.remove(c->scratch);
+    std::free(c->scratch);
+    c->scratch = nullptr;
+    c->scratch_bytes = 0;
+}
+
 ibex_status_t comm_ensure_scratch(ibex_comm *c, size_t bytes) {
     if (bytes <= c->scratch_bytes) return IBEX_OK;
-    if (c->scratch) {
-        c->caches.remove(c->scratch);
-        std::free(c->scratch);
-        c->scratch = nullptr;
-        c->scratch_bytes = 0;
-    }
+    comm_release_scratch(c);
     const size_t want = std::max<size_t>((bytes + 4095) & ~size_t(4095), 64 << 10);
     c->scratch = std::aligned_alloc(4096, want);
     if (!c->scratch) return fail(IBEX_ERR_NO_MEMORY, "communicator scratch of %zu bytes", want);

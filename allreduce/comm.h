@@ -91,5 +91,7 @@ Algo comm_algo(const ibex_comm *c, size_t bytes);
 bool comm_hierarchical(const ibex_comm *c, OpKind kind, size_t bytes);
 // Grows the communicator's scratch (registered) to at least bytes.
 ibex_status_t comm_ensure_scratch(ibex_comm *c, size_t bytes);
+// Frees the scratch (no collective may be running).
+void comm_release_scratch(ibex_comm *c);
 
 } // namespace ibex::coll

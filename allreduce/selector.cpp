@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -69,37 +70,49 @@ void Selector::configure(int nranks, size_t slice_bytes, const CostModel &m, con
         rhd_crossing_[j] = busiest(l, [&](int r) { return remote(r, r ^ (1 << j)); });
 }
 
-double Selector::step(size_t crossing, double bytes) const {
-    if (crossing == 0) return model_.a_local() + bytes * model_.b_local();
-    return model_.alpha + bytes * model_.beta * static_cast<double>(crossing);
+CostModel::PerByte CostModel::per_byte(double bytes) const {
+    const PerByte small{beta, b_local(), gamma};
+    if (big_bytes <= small_bytes || bytes <= static_cast<double>(small_bytes)) return small;
+    const double w = std::min(1.0, std::log2(bytes / static_cast<double>(small_bytes)) /
+                                       std::log2(static_cast<double>(big_bytes) / static_cast<double>(small_bytes)));
+    const auto mix = [w](double at_small, double at_big) { return at_big > 0 ? at_small + w * (at_big - at_small) : at_small; };
+    // Inside a host as between hosts where the host's links were not measured (b_local()).
+    const double local_big = beta_local_big > 0 ? beta_local_big : beta_local > 0 ? 0 : beta_big;
+    return {mix(small.beta, beta_big), mix(small.beta_local, local_big), mix(small.gamma, gamma_big)};
 }
 
-double Selector::rail_allreduce(double bytes) const {
+double Selector::step(const CostModel::PerByte &k, size_t crossing, double bytes) const {
+    if (crossing == 0) return model_.a_local() + bytes * k.beta_local;
+    return model_.alpha + bytes * k.beta * static_cast<double>(crossing);
+}
+
+double Selector::rail_allreduce(const CostModel::PerByte &k, double bytes) const {
     const size_t rails = static_cast<size_t>(per_host_);
-    const double h = hosts_, ga = model_.gamma;
-    if (hosts_ == 2) return step(rails, bytes) + bytes * ga; // one exchange, both reduce
+    const double h = hosts_, ga = k.gamma;
+    if (hosts_ == 2) return step(k, rails, bytes) + bytes * ga; // one exchange, both reduce
     if (power_of_two(hosts_)) {
         double c = 0, part = bytes;
-        for (int j = 0; j < rhd_steps(hosts_); ++j) c += 2 * step(rails, part /= 2);
+        for (int j = 0; j < rhd_steps(hosts_); ++j) c += 2 * step(k, rails, part /= 2);
         return c + (h - 1) / h * bytes * ga;
     }
-    return 2 * (h - 1) * step(rails, bytes / h) + (h - 1) / h * bytes * ga;
+    return 2 * (h - 1) * step(k, rails, bytes / h) + (h - 1) / h * bytes * ga;
 }
 
 double Selector::cost(Algo a, size_t bytes) const {
     const double n = n_, m = static_cast<double>(bytes);
-    const double ga = model_.gamma;
+    const CostModel::PerByte k = model_.per_byte(m);
+    const double ga = k.gamma;
     if (n_ <= 1) return 0;
     switch (a) {
     case Algo::ring:
         // 2(n-1) steps of a chunk each; each rank reduces (n-1)/n of the data once.
-        return 2 * (n - 1) * step(ring_crossing_, m / n) + (n - 1) / n * m * ga;
+        return 2 * (n - 1) * step(k, ring_crossing_, m / n) + (n - 1) / n * m * ga;
     case Algo::rhd: {
         const double p = static_cast<double>(1 << rhd_steps(n_));
         double c = 0, part = m;
-        for (size_t crossing : rhd_crossing_) c += 2 * step(crossing, part /= 2); // halving, then doubling
+        for (size_t crossing : rhd_crossing_) c += 2 * step(k, crossing, part /= 2); // halving, then doubling
         c += (p - 1) / p * m * ga;
-        if (p != n) c += 2 * step(fold_crossing_, m) + m * ga; // fold in and hand back the extra ranks
+        if (p != n) c += 2 * step(k, fold_crossing_, m) + m * ga; // fold in and hand back the extra ranks
         return c;
     }
     case Algo::tree: {
@@ -110,16 +123,16 @@ double Selector::cost(Algo a, size_t bytes) const {
         // slice index). ibex_sim's tree tests derive this for the schedule tree.cpp builds.
         const double d = tree_depth(n_);
         const double s = std::min(m / 2, static_cast<double>(slice_));
-        const double k = std::max(1.0, m / 2 / s);
-        const double wire = (4 * d - 2) * s + 4 * (k - 1) * s;
+        const double slices = std::max(1.0, m / 2 / s);
+        const double wire = (4 * d - 2) * s + 4 * (slices - 1) * s;
         const size_t crossing = hosts_ > 1 ? static_cast<size_t>(max_per_host_) : 0;
-        return 2 * d * step(crossing, 0) + (step(crossing, wire) - step(crossing, 0)) + m * ga;
+        return 2 * d * step(k, crossing, 0) + (step(k, crossing, wire) - step(k, crossing, 0)) + m * ga;
     }
     case Algo::hierarchical: {
         if (hosts_ <= 1 || per_host_ <= 0) return kNever;
         const double l = per_host_;
-        double c = rail_allreduce(m / l);
-        if (per_host_ > 1) c += 2 * (l - 1) * step(0, m / l) + (l - 1) / l * m * ga; // in-host ring halves
+        double c = rail_allreduce(k, m / l);
+        if (per_host_ > 1) c += 2 * (l - 1) * step(k, 0, m / l) + (l - 1) / l * m * ga; // in-host ring halves
         return c;
     }
     }
@@ -127,21 +140,24 @@ double Selector::cost(Algo a, size_t bytes) const {
 }
 
 double Selector::cost_reduce_scatter(bool hierarchical, size_t bytes) const {
-    const double n = n_, m = static_cast<double>(bytes), ga = model_.gamma;
+    const double n = n_, m = static_cast<double>(bytes);
+    const CostModel::PerByte k = model_.per_byte(n * m);
+    const double ga = k.gamma;
     if (n_ <= 1) return 0;
-    if (!hierarchical) return (n - 1) * (step(ring_crossing_, m) + m * ga);
+    if (!hierarchical) return (n - 1) * (step(k, ring_crossing_, m) + m * ga);
     if (hosts_ <= 1 || per_host_ <= 0) return kNever;
     const double h = hosts_, l = per_host_;
-    return h * (l - 1) * (step(0, m) + m * ga) + (h - 1) * (step(static_cast<size_t>(per_host_), m) + m * ga);
+    return h * (l - 1) * (step(k, 0, m) + m * ga) + (h - 1) * (step(k, static_cast<size_t>(per_host_), m) + m * ga);
 }
 
 double Selector::cost_allgather(bool hierarchical, size_t bytes) const {
     const double n = n_, m = static_cast<double>(bytes);
+    const CostModel::PerByte k = model_.per_byte(n * m);
     if (n_ <= 1) return 0;
-    if (!hierarchical) return (n - 1) * step(ring_crossing_, m);
+    if (!hierarchical) return (n - 1) * step(k, ring_crossing_, m);
     if (hosts_ <= 1 || per_host_ <= 0) return kNever;
     const double h = hosts_, l = per_host_;
-    return h * (l - 1) * step(0, m) + (h - 1) * step(static_cast<size_t>(per_host_), m);
+    return h * (l - 1) * step(k, 0, m) + (h - 1) * step(k, static_cast<size_t>(per_host_), m);
 }
 
 Algo Selector::choose(size_t bytes) const {
@@ -236,7 +252,8 @@ double measure_gamma(void *buf, size_t bytes) {
 
 CostModel combine(const std::vector<double> &per_rank) {
     CostModel m;
-    double *field[kModelFields] = {&m.alpha, &m.beta, &m.gamma, &m.alpha_local, &m.beta_local};
+    double *field[kModelFields] = {&m.alpha,       &m.beta,     &m.gamma,     &m.alpha_local,
+                                   &m.beta_local, &m.beta_big, &m.gamma_big, &m.beta_local_big};
     for (size_t f = 0; f < kModelFields; ++f) {
         std::vector<double> v;
         for (size_t i = f; i < per_rank.size(); i += kModelFields)

@@ -32,9 +32,20 @@ struct CostModel {
     double gamma = 1.0 / 4.0e9;    // s per byte reduced
     double alpha_local = 0;        // the same inside a host (0: as between hosts)
     double beta_local = 0;
+    // The per-byte costs again for collectives of big_bytes and more, whose buffers no
+    // longer fit the caches (0: as above). beta, beta_local and gamma hold for collectives
+    // of small_bytes and less; between the two sizes the model interpolates in log(size).
+    double beta_big = 0, beta_local_big = 0, gamma_big = 0;
+    size_t small_bytes = 1 << 20, big_bytes = 0;
     bool measured = false;
     double a_local() const { return alpha_local > 0 ? alpha_local : alpha; }
     double b_local() const { return beta_local > 0 ? beta_local : beta; }
+
+    // The per-byte costs that apply to a collective of `bytes` (each rank's buffer).
+    struct PerByte {
+        double beta, beta_local, gamma;
+    };
+    PerByte per_byte(double bytes) const;
 };
 
 class Selector {
@@ -57,8 +68,8 @@ public:
 private:
     // One transfer of `bytes` by each rank of a step; `crossing`: how many ranks of the
     // busiest host send to another host in that step (0: the step stays inside hosts).
-    double step(size_t crossing, double bytes) const;
-    double rail_allreduce(double bytes) const; // hierarchical's middle phase
+    double step(const CostModel::PerByte &k, size_t crossing, double bytes) const;
+    double rail_allreduce(const CostModel::PerByte &k, double bytes) const; // hierarchical's middle phase
 
     int n_ = 1;
     size_t slice_ = 128 << 10;
@@ -84,9 +95,10 @@ void probe_result(bool leads, int pings, size_t bulk, const std::vector<uint64_t
 // Seconds per byte of reduce_into() on f32 sums over buf (needs 3 * bytes).
 double measure_gamma(void *buf, size_t bytes);
 // Every rank's measurements, kModelFields per rank: alpha, beta (between hosts), gamma,
-// alpha_local, beta_local (0: not measured by that rank). The model takes the medians of
-// the measured values.
-constexpr size_t kModelFields = 5;
+// alpha_local, beta_local, then beta, gamma and beta_local for big collectives (0: not
+// measured by that rank). The model takes the medians of the measured values; the sizes
+// the two sets were measured at are the caller's to set.
+constexpr size_t kModelFields = 8;
 CostModel combine(const std::vector<double> &per_rank);
 
 } // namespace ibex::coll

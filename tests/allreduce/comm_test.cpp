@@ -3,6 +3,7 @@
 // and argument errors.
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <numeric>
@@ -183,6 +184,48 @@ int sleepy_body(RankCtx &ctx) {
 
 TEST(Comm, IdleAndWaitingRanksSleep) {
     ibex::test::expect_all_passed(ibex::test::run_ranks(2, sleepy_body, 60), true);
+}
+
+// What the communicator measured at creation, asked for with the struct of this release and
+// with that of 0.4-0.5.0 (which ends at gamma): the older caller gets its fields, and not a
+// byte past them; any other size is refused with the sizes it accepts.
+int topology_body(RankCtx &ctx) {
+    ibex_comm_t *comm = nullptr;
+    RANK_CHECK_OK(ctx, ibex_comm_init_rank(&comm, ctx.nranks, &ctx.id, ctx.rank, nullptr));
+    ibex_comm_topology_t t{};
+    t.size = sizeof t;
+    RANK_CHECK_OK(ctx, ibex_comm_query_topology(comm, &t));
+    RANK_CHECK(ctx, t.hosts == 1 && t.local_ranks == ctx.nranks, "%d hosts, %d local ranks", t.hosts, t.local_ranks);
+    // Both probe sizes ran on the one host's links; between hosts is the same link here.
+    RANK_CHECK(ctx, t.big_bytes > t.small_bytes && t.small_bytes > 0, "probe sizes %llu, %llu",
+               static_cast<unsigned long long>(t.small_bytes), static_cast<unsigned long long>(t.big_bytes));
+    RANK_CHECK(ctx, t.local_beta_ns_per_byte > 0 && t.big_local_beta_ns_per_byte > 0 && t.big_gamma_ns_per_byte > 0,
+               "beta %g, big beta %g, big gamma %g", t.local_beta_ns_per_byte, t.big_local_beta_ns_per_byte,
+               t.big_gamma_ns_per_byte);
+    RANK_CHECK(ctx, t.big_beta_ns_per_byte == t.big_local_beta_ns_per_byte, "one host: big beta %g and %g",
+               t.big_beta_ns_per_byte, t.big_local_beta_ns_per_byte);
+
+    constexpr size_t kOld = offsetof(ibex_comm_topology_t, gamma_ns_per_byte) + sizeof(double);
+    alignas(ibex_comm_topology_t) unsigned char raw[sizeof(ibex_comm_topology_t)];
+    std::memset(raw, 0xab, sizeof raw);
+    auto *old = reinterpret_cast<ibex_comm_topology_t *>(raw);
+    old->size = static_cast<uint32_t>(kOld);
+    RANK_CHECK_OK(ctx, ibex_comm_query_topology(comm, old));
+    RANK_CHECK(ctx, old->size == kOld && old->hosts == 1 && old->gamma_ns_per_byte == t.gamma_ns_per_byte,
+               "old struct: size %u, %d hosts, gamma %g", old->size, old->hosts, old->gamma_ns_per_byte);
+    for (size_t i = kOld; i < sizeof raw; ++i)
+        RANK_CHECK(ctx, raw[i] == 0xab, "byte %zu past an old caller's struct was written", i);
+
+    ibex_comm_topology_t odd{};
+    odd.size = static_cast<uint32_t>(kOld + 8);
+    RANK_CHECK(ctx, ibex_comm_query_topology(comm, &odd) == IBEX_ERR_INVALID_ARGUMENT, "size %u accepted", odd.size);
+    RANK_CHECK(ctx, std::strstr(ibex_last_error(), "expected") != nullptr, "error: %s", ibex_last_error());
+    RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
+    return 0;
+}
+
+TEST(Comm, TopologyQueryServesThisAndTheEarlierStruct) {
+    ibex::test::expect_all_passed(ibex::test::run_ranks(2, topology_body, 60));
 }
 
 TEST(Comm, InitArgumentErrors) {

@@ -131,19 +131,76 @@ TEST(Selector, Names) {
 TEST(Selector, CombineTakesMediansOfMeasuredValues) {
     // Ranks 1 and 3 did not measure alpha/beta (they did not lead a probe pair); nobody
     // measured a link inside a host.
-    const std::vector<double> t = {30e-6, 2e-9, 0.2e-9, 0, 0, 0, 0, 0.1e-9, 0, 0, 50e-6, 4e-9, 0.3e-9, 0, 0,
-                                   0,     0,    0.4e-9, 0, 0, 40e-6, 3e-9, 0.2e-9, 0, 0};
+    // Per rank: alpha, beta, gamma, alpha_local, beta_local, beta_big, gamma_big, beta_local_big.
+    const std::vector<double> t = {30e-6, 2e-9, 0.2e-9, 0, 0, 5e-9, 0.5e-9, 0,  //
+                                   0,     0,    0.1e-9, 0, 0, 0,    0.4e-9, 0,  //
+                                   50e-6, 4e-9, 0.3e-9, 0, 0, 7e-9, 0.6e-9, 0,  //
+                                   0,     0,    0.4e-9, 0, 0, 0,    0.3e-9, 0,  //
+                                   40e-6, 3e-9, 0.2e-9, 0, 0, 6e-9, 0.2e-9, 0};
     const CostModel m = combine(t);
     EXPECT_TRUE(m.measured);
     EXPECT_DOUBLE_EQ(m.alpha, 40e-6);
     EXPECT_DOUBLE_EQ(m.beta, 3e-9);
     EXPECT_DOUBLE_EQ(m.gamma, 0.2e-9);
+    EXPECT_DOUBLE_EQ(m.beta_big, 6e-9);
+    EXPECT_DOUBLE_EQ(m.gamma_big, 0.4e-9);
+    EXPECT_EQ(m.beta_local_big, 0);
     EXPECT_EQ(m.alpha_local, 0);
     EXPECT_DOUBLE_EQ(m.a_local(), 40e-6); // unmeasured: as between hosts
-    EXPECT_FALSE(combine({0, 0, 0, 0, 0}).measured);
-    const CostModel both = combine({1e-6, 1e-9, 1e-10, 5e-6, 2e-10});
+    EXPECT_FALSE(combine(std::vector<double>(kModelFields, 0)).measured);
+    const CostModel both = combine({1e-6, 1e-9, 1e-10, 5e-6, 2e-10, 3e-9, 4e-10, 6e-10});
     EXPECT_DOUBLE_EQ(both.alpha_local, 5e-6);
     EXPECT_DOUBLE_EQ(both.b_local(), 2e-10);
+    EXPECT_DOUBLE_EQ(both.beta_local_big, 6e-10);
+}
+
+CostModel two_sizes() {
+    CostModel m = model(10e-6, 1e-9, 0.1e-9);
+    m.beta_big = 4e-9;
+    m.gamma_big = 0.4e-9;
+    m.small_bytes = 1 << 20;
+    m.big_bytes = 8 << 20;
+    return m;
+}
+
+TEST(Selector, PerByteCostsMoveFromTheSmallToTheBigProbeInLogSize) {
+    const CostModel m = two_sizes();
+    for (double bytes : {0.0, 4096.0, double(1 << 20)}) {
+        EXPECT_DOUBLE_EQ(m.per_byte(bytes).beta, 1e-9) << bytes;
+        EXPECT_DOUBLE_EQ(m.per_byte(bytes).gamma, 0.1e-9) << bytes;
+    }
+    for (double bytes : {double(8 << 20), double(64 << 20), 1e12}) {
+        EXPECT_DOUBLE_EQ(m.per_byte(bytes).beta, 4e-9) << bytes;
+        EXPECT_DOUBLE_EQ(m.per_byte(bytes).gamma, 0.4e-9) << bytes;
+    }
+    // 2 MiB is a third of the way from 1 to 8 MiB in log2; 4 MiB two thirds.
+    EXPECT_NEAR(m.per_byte(2 << 20).beta, 2e-9, 1e-21);
+    EXPECT_NEAR(m.per_byte(4 << 20).beta, 3e-9, 1e-21);
+    EXPECT_NEAR(m.per_byte(4 << 20).gamma, 0.3e-9, 1e-21);
+    // Inside a host: unmeasured, as between hosts at both sizes; measured small but not
+    // big, the small value throughout.
+    EXPECT_DOUBLE_EQ(m.per_byte(64 << 20).beta_local, 4e-9);
+    CostModel local = m;
+    local.beta_local = 0.5e-9;
+    EXPECT_DOUBLE_EQ(local.per_byte(64 << 20).beta_local, 0.5e-9);
+    local.beta_local_big = 2e-9;
+    EXPECT_DOUBLE_EQ(local.per_byte(64 << 20).beta_local, 2e-9);
+    // No big probe (big_bytes 0, as ibex_sim's fabric model): one set of constants.
+    CostModel one = m;
+    one.big_bytes = 0;
+    EXPECT_DOUBLE_EQ(one.per_byte(64 << 20).beta, 1e-9);
+}
+
+TEST(Selector, BigCollectivesArePricedWithTheBigProbe) {
+    Selector s;
+    s.configure(2, 128 << 10, two_sizes());
+    // 2 ranks, ring: two steps of half the buffer, half of it reduced.
+    const double small = 512 << 10, big = 32 << 20;
+    EXPECT_NEAR(s.cost(Algo::ring, 1 << 20), 2 * (10e-6 + small * 1e-9) + small * 0.1e-9, 1e-12);
+    EXPECT_NEAR(s.cost(Algo::ring, 64 << 20), 2 * (10e-6 + big * 4e-9) + big * 0.4e-9, 1e-12);
+    // Reduce-scatter and allgather take the size of the whole collective (every rank's part).
+    EXPECT_NEAR(s.cost_allgather(false, 32 << 20), 10e-6 + big * 4e-9, 1e-12);
+    EXPECT_NEAR(s.cost_reduce_scatter(false, 512 << 10), 10e-6 + small * 1e-9 + small * 0.1e-9, 1e-12);
 }
 
 TEST(Selector, ProbeArithmetic) {

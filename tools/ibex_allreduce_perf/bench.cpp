@@ -220,6 +220,12 @@ void print_topology(FILE *f, ibex_comm_t *comm, const Options &o) {
                  t.hosts, t.hosts == 1 ? "" : "s", t.ranks_per_host ? std::to_string(t.ranks_per_host).c_str() : "uneven",
                  t.shm_peers, t.shm_peers == 1 ? "" : "s", t.net_peers, t.alpha_us, t.beta_ns_per_byte, t.local_alpha_us,
                  t.local_beta_ns_per_byte, t.gamma_ns_per_byte);
+    if (t.big_bytes > t.small_bytes)
+        std::fprintf(f,
+                     "# Cost model beyond the caches (those betas and gamma up to %llu B, these from %llu B): "
+                     "between hosts beta %.4f ns/B; in a host beta %.4f ns/B; gamma %.4f ns/B\n",
+                     static_cast<unsigned long long>(t.small_bytes), static_cast<unsigned long long>(t.big_bytes),
+                     t.big_beta_ns_per_byte, t.big_local_beta_ns_per_byte, t.big_gamma_ns_per_byte);
     if (o.coll != Coll::allreduce) return;
     std::string line;
     const std::vector<size_t> all = sizes(o);

@@ -132,7 +132,8 @@ IBEX_API double ibex_comm_allreduce_predict_us(const ibex_comm_t *comm, size_t b
  * namespace, or IBEX_HOST_ID) share a host; peers of the same host are reached over the
  * shm device unless IBEX_SHM=0. */
 typedef struct ibex_comm_topology {
-    uint32_t size;           /* set by the caller to sizeof(ibex_comm_topology_t) */
+    uint32_t size;           /* set by the caller to sizeof(ibex_comm_topology_t); a
+                              * struct of an older release (smaller) gets its fields only */
     int32_t hosts;
     int32_t ranks_per_host;  /* the same on every host, else 0 (uneven) */
     int32_t local_ranks;     /* ranks on this rank's host, itself included */
@@ -143,6 +144,11 @@ typedef struct ibex_comm_topology {
     double alpha_us, beta_ns_per_byte;             /* between hosts */
     double local_alpha_us, local_beta_ns_per_byte; /* inside a host */
     double gamma_ns_per_byte;                      /* reduction */
+    /* Since 0.5.1: the per-byte costs above hold for collectives of up to small_bytes per
+     * rank; these hold from big_bytes on, where buffers no longer fit the caches (the model
+     * interpolates between the two; 0: not measured, as above). */
+    uint64_t small_bytes, big_bytes;
+    double big_beta_ns_per_byte, big_local_beta_ns_per_byte, big_gamma_ns_per_byte;
 } ibex_comm_topology_t;
 IBEX_API ibex_status_t ibex_comm_query_topology(const ibex_comm_t *comm, ibex_comm_topology_t *topology);
 /* The device this rank reaches `peer` through ("shm", "udp:lo", ...), or NULL when it has
