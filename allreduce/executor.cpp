@@ -22,6 +22,18 @@ WrKind wr_kind(uint64_t id) { return static_cast<WrKind>(id >> 56); }
 size_t wr_chan(uint64_t id) { return static_cast<size_t>((id >> 32) & 0xffffff); }
 uint32_t wr_value(uint64_t id) { return static_cast<uint32_t>(id); }
 
+// How much of a local copy step one pass does, `done` bytes of it done: a bounded piece
+// between host buffers (a copy of several MiB would hold credits and completions back
+// meanwhile); device memory (one cudaMemcpy and its wait) and ranges that overlap (a
+// forward piece could overwrite bytes not yet copied) go whole.
+size_t local_piece(const Step &st, size_t done) {
+    constexpr size_t kPiece = size_t(1) << 20;
+    const size_t left = st.bytes - done;
+    const auto *d = static_cast<const uint8_t *>(st.dst), *s = static_cast<const uint8_t *>(st.src);
+    if ((d < s + st.bytes && s < d + st.bytes) || is_device_pointer(st.dst) || is_device_pointer(st.src)) return left;
+    return std::min(left, kPiece);
+}
+
 uint64_t now_ns() {
     return static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -121,6 +133,7 @@ ibex_status_t Executor::start(Schedule &&s, ibex_datatype_t type, ibex_redop_t o
     rkey_.assign(n, 0);
     locals_.clear();
     next_local_ = 0;
+    local_copied_ = 0;
     done_ = 0;
     op_chans_.clear();
     for (Channel &c : chans_) {
@@ -412,11 +425,16 @@ ibex_status_t Executor::advance(bool *did) {
         const int i = locals_[next_local_];
         const Step &st = sched_.steps[static_cast<size_t>(i)];
         if (!ready(st)) break;
-        if (st.bytes)
-            IBEX_TRY(copy_any(st.dst, st.src, st.bytes));
+        const size_t n = local_piece(st, local_copied_);
+        if (n)
+            IBEX_TRY(copy_any(static_cast<uint8_t *>(st.dst) + local_copied_,
+                              static_cast<const uint8_t *>(st.src) + local_copied_, n));
+        local_copied_ += n;
+        *did = true;
+        if (local_copied_ < st.bytes) break;
         mark_done(i);
         ++next_local_;
-        *did = true;
+        local_copied_ = 0;
     }
     return IBEX_OK;
 }

@@ -210,6 +210,7 @@ private:
     std::vector<uint32_t> lkey_, rkey_;
     std::vector<int> locals_;
     size_t next_local_ = 0;
+    size_t local_copied_ = 0; // bytes of the local step at next_local_ already copied
     size_t done_ = 0;
     std::vector<int> op_chans_;
 };

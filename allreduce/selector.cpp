@@ -83,7 +83,9 @@ CostModel::PerByte CostModel::per_byte(double bytes) const {
 
 double Selector::step(const CostModel::PerByte &k, size_t crossing, double bytes) const {
     if (crossing == 0) return model_.a_local() + bytes * k.beta_local;
-    return model_.alpha + bytes * k.beta * static_cast<double>(crossing);
+    const size_t probed = std::max<size_t>(model_.probe_crossing, 1);
+    const double share = static_cast<double>(std::max(crossing, probed)) / static_cast<double>(probed);
+    return model_.alpha + bytes * k.beta * share;
 }
 
 double Selector::rail_allreduce(const CostModel::PerByte &k, double bytes) const {
@@ -215,6 +217,11 @@ int probe_partner(const HostLayout &l, int rank, bool between_hosts) {
     if (h >= static_cast<int>(l.members.size() & ~size_t(1))) return -1; // the odd host out
     const auto &other = l.members[static_cast<size_t>(h ^ 1)];
     return static_cast<size_t>(i) < other.size() ? other[static_cast<size_t>(i)] : -1;
+}
+
+size_t probe_crossing(const HostLayout &l) {
+    const size_t most = busiest(l, [&](int r) { return probe_partner(l, r, true) >= 0; });
+    return std::max<size_t>(most, 1);
 }
 
 void probe_result(bool leads, int pings, size_t bulk, const std::vector<uint64_t> &t, double *alpha, double *beta) {

@@ -7,8 +7,9 @@
 // ranks' measurements), so every rank picks the same algorithm for the same message.
 //
 // A flat algorithm's step costs what its slowest transfer costs: a step with a partner on
-// another host pays the network's alpha, and beta times the number of this host's ranks
-// that cross at once (they share the host's link).
+// another host pays the network's alpha, and beta scaled by the number of this host's ranks
+// that cross at once where more cross than did in the probe (they share the host's link;
+// see CostModel::probe_crossing).
 #pragma once
 
 #include <cstddef>
@@ -37,6 +38,14 @@ struct CostModel {
     // of small_bytes and less; between the two sizes the model interpolates in log(size).
     double beta_big = 0, beta_local_big = 0, gamma_big = 0;
     size_t small_bytes = 1 << 20, big_bytes = 0;
+    // How many ranks of one host crossed to another host at once while beta (between hosts)
+    // was measured (1: beta is one rank's alone, as ibex_sim's fabric model gives it). The
+    // probe runs every rail at once, as the hierarchical rail phase does, so its beta holds
+    // their sharing of the host's link, or of its cores. A step in which c ranks of a host
+    // cross pays beta * max(c, probe_crossing) / probe_crossing per byte: more crossing
+    // ranks than probed share the link in proportion; fewer are not assumed faster, since
+    // where each rail has its own NIC, or the cores are the limit, they are not.
+    size_t probe_crossing = 1;
     bool measured = false;
     double a_local() const { return alpha_local > 0 ? alpha_local : alpha; }
     double b_local() const { return beta_local > 0 ? beta_local : beta; }
@@ -88,6 +97,9 @@ void build_probe(int rank, int partner, int pings, size_t bulk, void *buf, Sched
 // The probe partner of a rank for links inside its host (local ranks paired 0-1, 2-3, ...)
 // or between hosts (hosts paired 0-1, 2-3, ..., the same local rank on each), or -1.
 int probe_partner(const HostLayout &l, int rank, bool between_hosts);
+// How many ranks of the busiest host have a partner on another host in that probe (the
+// model's probe_crossing; at least 1).
+size_t probe_crossing(const HostLayout &l);
 // From the probe's step completion times (ns, indexed like the schedule): this rank's
 // alpha and beta, or 0 when this rank did not measure (it did not lead a pair).
 void probe_result(bool leads, int pings, size_t bulk, const std::vector<uint64_t> &done_ns, double *alpha,

@@ -6,9 +6,10 @@
 # default), and ring with IBEX_SHM=0 (every byte over udp). --repeat runs of each,
 # interleaved; per size the median time, its spread (min-max) and the ratio ring /
 # hierarchical, and the cost model's predicted time (printed by ibex_allreduce_perf) over
-# the measured median. --dpdk PMD (af_packet) adds hierarchical with the network side over
-# the DPDK port on the same veths (each rank its own address on its host's veth; its frames
-# go through the tbf qdisc too, IBEX_AF_PACKET_QDISC=1). Needs root and iproute2.
+# the measured median, for each of the three (model/meas; m/m). --dpdk PMD (af_packet)
+# adds hierarchical with the network side over the DPDK port on the same veths (each rank
+# its own address on its host's veth; its frames go through the tbf qdisc too,
+# IBEX_AF_PACKET_QDISC=1). Needs root and iproute2.
 #
 # usage: bench/collectives/hierarchical.sh [--build DIR] [--rate 10gbit] [--repeat 3]
 #                                          [--min 1M] [--max 64M] [--iters 5] [--out DIR]
@@ -113,11 +114,11 @@ summary "$OUT/ring.all" >"$OUT/ring.sum"
 summary "$OUT/ring_udp.all" >"$OUT/ring_udp.sum"
 echo
 echo "## allreduce, float sum, out-of-place, median of $REPEAT runs (min-max) in us; ratio = ring median / hierarchical median"
-printf "%10s  %26s  %26s  %26s  %8s  %8s  %12s  %10s\n" size hierarchical "ring (shm in host)" "ring (all udp)" \
-    ring/hier udp/hier "hier model" model/meas
+printf "%10s  %26s  %26s  %26s  %8s  %8s  %12s  %10s  %10s  %10s\n" size hierarchical "ring (shm in host)" "ring (all udp)" \
+    ring/hier udp/hier "hier model" model/meas "ring m/m" "udp m/m"
 join <(sort -k1,1 "$OUT/hier.sum") <(sort -k1,1 "$OUT/ring.sum") | join - <(sort -k1,1 "$OUT/ring_udp.sum") | sort -n |
-    awk '{ printf "%10s  %9.0f (%6.0f-%6.0f)  %9.0f (%6.0f-%6.0f)  %9.0f (%6.0f-%6.0f)  %8.2f  %8.2f  %12.0f  %10.2f\n",
-                  $1, $2, $3, $4, $6, $7, $8, $10, $11, $12, $6 / $2, $10 / $2, $5, $5 / $2 }'
+    awk '{ printf "%10s  %9.0f (%6.0f-%6.0f)  %9.0f (%6.0f-%6.0f)  %9.0f (%6.0f-%6.0f)  %8.2f  %8.2f  %12.0f  %10.2f  %10.2f  %10.2f\n",
+                  $1, $2, $3, $4, $6, $7, $8, $10, $11, $12, $6 / $2, $10 / $2, $5, $5 / $2, $9 / $6, $13 / $10 }'
 if [[ -n $DPDK ]]; then
     summary "$OUT/hier_dpdk.all" >"$OUT/hier_dpdk.sum"
     echo

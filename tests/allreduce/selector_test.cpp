@@ -86,6 +86,33 @@ TEST(Selector, HierarchicalWinsLargeMessagesAcrossASlowNetwork) {
     EXPECT_LT(s.cost_allgather(true, 16 << 20), s.cost_allgather(false, 16 << 20));
 }
 
+TEST(Selector, CrossingSharesTheProbesLinkOnlyBeyondTheProbedCount) {
+    // beta measured with both rails of a 2 x 2 crossing at once (calibration's probe).
+    const HostLayout l = make_host_layout(hosts_of(2, 2));
+    EXPECT_EQ(probe_crossing(l), 2u);
+    CostModel m = two_links(30e-6, 2e-9, 3e-6, 0.1e-9);
+    m.probe_crossing = probe_crossing(l);
+    Selector s;
+    s.configure(4, 128 << 10, m, &l);
+    const double b = 64 << 20;
+    // The rail phase crosses as the probe did: beta as measured, not twice it.
+    const double rail = 30e-6 + b / 2 * 2e-9 + b / 2 * 0.1e-9;
+    const double in_host = 2 * (3e-6 + b / 2 * 0.1e-9) + 0.5 * b * 0.1e-9;
+    EXPECT_NEAR(s.cost(Algo::hierarchical, 64 << 20), rail + in_host, 1e-9);
+    // The flat ring has one rank of each host crossing: not assumed faster than probed.
+    EXPECT_NEAR(s.cost(Algo::ring, 64 << 20), 6 * (30e-6 + b / 4 * 2e-9) + 0.75 * b * 0.1e-9, 1e-9);
+    // 2 hosts x 3 ranks with beta from 2 crossing at once: the three rails share 3/2 of it.
+    const HostLayout l3 = make_host_layout(hosts_of(2, 3));
+    m.probe_crossing = 2;
+    s.configure(6, 128 << 10, m, &l3);
+    const double rail3 = 30e-6 + b / 3 * 2e-9 * 1.5 + b / 3 * 0.1e-9;
+    const double in_host3 = 4 * (3e-6 + b / 3 * 0.1e-9) + 2.0 / 3 * b * 0.1e-9;
+    EXPECT_NEAR(s.cost(Algo::hierarchical, 64 << 20), rail3 + in_host3, 1e-9);
+    // Hosts of 3, 2 and 2 ranks: hosts 0 and 1 pair two rails, host 2 sits out.
+    EXPECT_EQ(probe_crossing(make_host_layout(std::vector<int>{0, 1, 0, 1, 2, 2, 0})), 2u);
+    EXPECT_EQ(probe_crossing(make_host_layout(hosts_of(1, 4))), 1u);
+}
+
 TEST(Selector, HierarchicalNeverChosenWhereItDoesNotApply) {
     Selector s;
     const HostLayout uneven = make_host_layout(std::vector<int>{0, 0, 0, 1});
