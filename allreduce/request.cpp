@@ -1,31 +1,37 @@
 // Requests: the per-thread cache of finished ones, completion, and sleeping on one.
 #include "allreduce/request.h"
 
+#include <algorithm>
 #include <new>
+#include <vector>
 
 namespace ibex::coll {
 
 namespace {
 
 // Finished requests kept for reuse by the thread that let go of them last (the caller that
-// waited, as a rule, which is also the thread that issues the next collectives). Bounded:
-// a burst of outstanding requests beyond it goes back to the heap.
+// waited, as a rule, which is also the thread that issues the next collectives). It keeps
+// up to as many as this thread has created (at least kMin): a thread that issues bursts of
+// N requests before waiting (nccl-tests' way, ibex_allreduce_perf's default) then reuses
+// them, as Open MPI's request free lists do, while a thread that only waits on another's
+// requests keeps kMin and gives the rest back to the heap.
 struct RequestCache {
-    static constexpr int kMax = 1024;
-    ibex_request *free[kMax];
-    int n = 0;
-    bool gone = false; // destroyed at thread exit: later requests bypass it
+    static constexpr size_t kMin = 1024;
+    std::vector<ibex_request *> free;
+    size_t created = 0; // requests this thread took from the heap
+    bool gone = false;  // destroyed at thread exit: later requests bypass it
     ~RequestCache() {
-        for (int i = 0; i < n; ++i) delete free[i];
-        n = 0;
+        for (ibex_request *r : free) delete r;
+        free.clear();
         gone = true;
     }
+    bool keeps_another() const { return !gone && free.size() < std::max(kMin, created); }
 };
 thread_local RequestCache request_cache;
 
 void recycle(ibex_request *r) {
     RequestCache &rc = request_cache;
-    if (rc.n == RequestCache::kMax || rc.gone) {
+    if (!rc.keeps_another()) {
         delete r;
         return;
     }
@@ -35,15 +41,29 @@ void recycle(ibex_request *r) {
     r->status = IBEX_OK;
     r->detail.reset();
     r->refs.store(2, std::memory_order_relaxed);
-    rc.free[rc.n++] = r;
+    try {
+        rc.free.push_back(r);
+    } catch (const std::bad_alloc &) {
+        delete r;
+    }
 }
 
 } // namespace
 
 ibex_request *request_new() {
     RequestCache &rc = request_cache;
-    if (rc.n > 0 && !rc.gone) return rc.free[--rc.n];
+    if (!rc.gone && !rc.free.empty()) {
+        ibex_request *r = rc.free.back();
+        rc.free.pop_back();
+        return r;
+    }
+    if (!rc.gone) ++rc.created;
     return new (std::nothrow) ibex_request;
+}
+
+size_t request_cache_size() {
+    const RequestCache &rc = request_cache;
+    return rc.gone ? 0 : rc.free.size();
 }
 
 void complete(ibex_request *r, ibex_status_t st, const std::string &detail) {
