@@ -112,9 +112,8 @@ bool run_inline(ibex_comm *c, Op &op, ibex_status_t *out) {
     bool ran_out = false; // finished by the first tight polls, outside drive_pass
     bool stopped = false;
     if (idle) {
-        d.op = std::move(op);
+        d.begin(std::move(op), false);
         d.op.req = nullptr;
-        d.have = true;
         d.fast = true;
         ibex_status_t st = c->fast.start(c, d.op);
         bool done = false, moved = false;
@@ -236,11 +235,7 @@ ibex_status_t submit_small(ibex_comm *c, Op &&op, ibex_request **req) {
         }
         return IBEX_OK;
     }
-    d.op = std::move(op);
-    d.have = true;
-    d.taken = false;
-    d.scheduled = false;
-    d.fast = false;
+    d.begin(std::move(op), false);
     if (const ibex_status_t st = c->fast.start(c, d.op); st != IBEX_OK) {
         enter_error(c, st, std::string(op_kind_name(d.op.kind)) + ": " + ibex_last_error(), true, &d.op);
         d.have = false; // r carries the error to the caller's wait

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <utility>
 
 #include <ibex/coll.h>
 
@@ -31,6 +32,15 @@ struct DriveState {
     // which would otherwise be a tenth of its time; the stamps come at most one idle pass
     // late, which only lengthens a spin or a timeout by that pass.
     bool moved_unstamped = false, active_unstamped = false;
+    // Makes o the running op, not yet started; from_queue: taken off the queue, so the next
+    // pass looks at it first (a GPU op is staged there).
+    void begin(Op &&o, bool from_queue) {
+        op = std::move(o);
+        have = true;
+        taken = from_queue;
+        fast = false;
+        scheduled = false;
+    }
     void mark_moved() { moved_unstamped = true; }
     void mark_active() { moved_unstamped = active_unstamped = true; }
     void stamp(std::chrono::steady_clock::time_point now) {

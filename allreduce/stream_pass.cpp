@@ -62,12 +62,8 @@ namespace {
 // Takes the next queued op as the running one (caller holds mu and nothing runs): the
 // next pass starts it.
 void take_next(ibex_comm *c) {
-    DriveState &d = c->drive;
-    d.op = std::move(c->queue.front());
+    c->drive.begin(std::move(c->queue.front()), true);
     c->queue.pop_front();
-    d.have = d.taken = true;
-    d.fast = false;
-    d.scheduled = false;
     c->running_op = true;
 }
 
@@ -350,6 +346,5 @@ void drive_idle(ibex_comm *c, std::unique_lock<std::mutex> &dl, int spin_us, boo
         }
     }
 }
-
 
 } // namespace ibex::coll
