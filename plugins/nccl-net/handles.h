@@ -1,5 +1,5 @@
 // Opaque handles that survive misuse: every object NCCL holds (listen and data comms,
-// memory registrations, requests) is a slot in a fixed table, and the handle NCCL gets
+// memory registrations, requests, v11+ contexts) is a slot in a fixed table, and the handle NCCL gets
 // is (generation, slot, kind) packed into a pointer-sized value, never an address. A
 // handle whose object was closed, deregistered or completed has an old generation; one
 // of another kind has the wrong kind byte; garbage points outside the table. All three
@@ -12,7 +12,7 @@
 
 namespace ibex_nccl {
 
-enum class Kind : uint8_t { Listen = 1, SendComm = 2, RecvComm = 3, Memory = 4, Request = 5 };
+enum class Kind : uint8_t { Listen = 1, SendComm = 2, RecvComm = 3, Memory = 4, Request = 5, Context = 6 };
 
 template <typename T>
 class HandleTable {

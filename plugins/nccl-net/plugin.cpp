@@ -1,6 +1,6 @@
-// The exported tables: ncclNetPlugin_v8, _v9 and _v10, each the version-independent
-// calls of state.h behind that version's signatures (nccl_net_abi.h). These three
-// symbols are all the library exports.
+// The exported tables: ncclNetPlugin_v8 to _v12, each the version-independent calls of
+// state.h behind that version's signatures (nccl_net_abi.h). These five symbols are all
+// the library exports.
 #include <cstring>
 #include <vector>
 
@@ -85,6 +85,70 @@ ncclResult_t iflush_any(void *recv_comm, int n, void ** /*data*/, int * /*sizes*
 
 ncclResult_t init_v10(ncclDebugLogger_t logger, ncclProfilerCallback_t /*profiler*/) { return init(logger); }
 
+ncclResult_t init_v11(void **ctx, uint64_t comm_id, ncclNetCommConfig_v11_t *config, ncclDebugLogger_t logger,
+                      ncclProfilerCallback_t /*profiler*/) {
+    return init_context(ctx, comm_id, config, logger);
+}
+
+// v11 and v12 properties: v9's, then the fields those versions add or move.
+template <typename Props>
+ncclResult_t properties_from_v9(int dev, Props *props) {
+    if (props == nullptr)
+        return ncclInvalidArgument;
+    ncclNetProperties_v9_t p{};
+    const ncclResult_t r = properties(dev, &p);
+    if (r != ncclSuccess)
+        return r;
+    *props = Props{};
+    props->name = p.name;
+    props->pciPath = p.pciPath;
+    props->guid = p.guid;
+    props->ptrSupport = p.ptrSupport;
+    props->regIsGlobal = p.regIsGlobal;
+    props->forceFlush = p.forceFlush;
+    props->speed = p.speed;
+    props->port = p.port;
+    props->latency = p.latency;
+    props->maxComms = p.maxComms;
+    props->maxRecvs = p.maxRecvs;
+    props->netDeviceType = p.netDeviceType;
+    props->netDeviceVersion = p.netDeviceVersion;
+    props->vProps.ndevs = p.vProps.ndevs;
+    for (int i = 0; i < p.vProps.ndevs && i < NCCL_NET_MAX_DEVS_PER_NIC; ++i)
+        props->vProps.devs[i] = p.vProps.devs[i];
+    props->maxP2pBytes = p.maxP2pBytes;
+    props->maxCollBytes = p.maxCollBytes;
+    props->maxMultiRequestSize = 1; // an isend or irecv is one request
+    return ncclSuccess;
+}
+
+ncclResult_t properties_v11(int dev, ncclNetProperties_v11_t *props) { return properties_from_v9(dev, props); }
+
+ncclResult_t properties_v12(int dev, ncclNetProperties_v12_t *props) {
+    const ncclResult_t r = properties_from_v9(dev, props);
+    if (r == ncclSuccess) {
+        props->railId = NCCL_NET_ID_UNDEF; // ibex_topo_bind knows rails; NCCL's numbering is its own
+        props->planeId = NCCL_NET_ID_UNDEF;
+    }
+    return r;
+}
+
+ncclResult_t listen_v11(void *ctx, int dev, void *handle, void **listen_comm) {
+    if (!context_valid(ctx))
+        return ncclInvalidArgument;
+    return ibex_nccl::listen(dev, handle, listen_comm);
+}
+
+ncclResult_t connect_v11(void *ctx, int dev, void *handle, void **send_comm, ncclNetDeviceHandle_t **dev_comm) {
+    if (!context_valid(ctx))
+        return ncclInvalidArgument;
+    return connect_v8(dev, handle, send_comm, dev_comm);
+}
+
+ncclResult_t set_net_attr_v11(void *ctx, ncclNetAttr_v11_t *attr) { return set_net_attr(ctx, attr); }
+
+ncclResult_t make_vdevice_v12(int *d, ncclNetVDeviceProps_v12_t * /*props*/) { return make_vdevice(d, nullptr); }
+
 } // namespace
 } // namespace ibex_nccl
 
@@ -106,4 +170,18 @@ IBEX_NCCL_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {
     "IBEX",     init_v10,   devices,      properties, ibex_nccl::listen,     connect_v10, accept_v8,
     reg_mr,     reg_mr_dmabuf, dereg_mr,  isend_v10,  irecv_v10,  iflush_any,  test,
     close_send, close_recv, close_listen, nullptr,    nullptr,    make_vdevice,
+};
+
+IBEX_NCCL_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {
+    "IBEX",     init_v11,   devices,      properties_v11, listen_v11, connect_v11, accept_v8,
+    reg_mr,     reg_mr_dmabuf, dereg_mr,  isend_v10,      irecv_v10,  iflush_any,  test,
+    close_send, close_recv, close_listen, nullptr,        nullptr,    make_vdevice,
+    finalize_context, set_net_attr_v11,
+};
+
+IBEX_NCCL_EXPORT const ncclNet_v12_t ncclNetPlugin_v12 = {
+    "IBEX",     init_v11,   devices,      properties_v12, listen_v11, connect_v11, accept_v8,
+    reg_mr,     reg_mr_dmabuf, dereg_mr,  isend_v10,      irecv_v10,  iflush_any,  test,
+    close_send, close_recv, close_listen, nullptr,        nullptr,    make_vdevice_v12,
+    finalize_context, set_net_attr_v11,
 };

@@ -112,6 +112,15 @@ struct Request {
     std::array<size_t, kMaxRecvs> sizes{};
 };
 
+// What one init of a v11+ table made: NCCL inits the plugin once per communicator and
+// passes the context to that communicator's listen, connect, setNetAttr and finalize.
+struct NetContext {
+    uint64_t comm_id = 0;
+    int traffic_class = -1; // ibex's providers set no traffic class; kept for the log
+    bool has_attr = false;
+    ncclNetAttr_v11_t attr{}; // NCCL's last hints (setNetAttr), which ibex only records
+};
+
 // Everything, behind one lock: NCCL drives a comm from one proxy thread, so the lock is
 // uncontended in practice and keeps close-while-busy safe.
 struct Plugin {
@@ -122,6 +131,7 @@ struct Plugin {
     HandleTable<Comm> recvs{Kind::RecvComm, 1024};
     HandleTable<Memory> memory{Kind::Memory, 65536};
     HandleTable<Request> requests{Kind::Request, 16384};
+    HandleTable<NetContext> contexts{Kind::Context, 4096};
 };
 Plugin &plugin();
 
@@ -141,6 +151,13 @@ ibex_pd_t *device_pd(int dev, ibex_context_t **context);
 // The IPv4 address a listener for `dev` binds (port 0): IBEX_NCCL_SOCKET_ADDR, else the
 // device's own interface, else the first non-loopback address, else 127.0.0.1.
 uint32_t device_socket_addr(int dev); // network order
+
+// contexts.cpp: the v11+ per-communicator contexts.
+ncclResult_t init_context(void **ctx, uint64_t comm_id, const ncclNetCommConfig_v11_t *config,
+                          ncclDebugLogger_t logger);
+ncclResult_t finalize_context(void *ctx);
+bool context_valid(const void *ctx); // warns when not
+ncclResult_t set_net_attr(void *ctx, const ncclNetAttr_v11_t *attr);
 
 // setup.cpp
 ncclResult_t listen(int dev, void *handle, void **listen_comm);

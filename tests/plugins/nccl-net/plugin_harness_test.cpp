@@ -42,6 +42,8 @@ void logger(ncclDebugLogLevel level, unsigned long, const char *file, int line, 
 }
 
 // One version's table behind size_t-based calls, so a test body runs on any of them.
+// Entries at the same place with the same signature are called through the oldest table
+// that has them (v8: accept, regMr...; v10: isend, irecv).
 class Net {
 public:
     explicit Net(int version) : version_(version) {
@@ -55,12 +57,24 @@ public:
     const ncclNet_v8_t *v8() const { return static_cast<const ncclNet_v8_t *>(table_); }
     const ncclNet_v9_t *v9() const { return static_cast<const ncclNet_v9_t *>(table_); }
     const ncclNet_v10_t *v10() const { return static_cast<const ncclNet_v10_t *>(table_); }
+    const ncclNet_v11_t *v11() const { return static_cast<const ncclNet_v11_t *>(table_); }
+    const ncclNet_v12_t *v12() const { return static_cast<const ncclNet_v12_t *>(table_); }
+    void *context() const { return ctx_; }
 
     ncclResult_t init() {
+        if (version_ >= 11) {
+            ncclNetCommConfig_v11_t config{-1};
+            return v11()->init(&ctx_, 0x1b3c0ffeeull, &config, logger, nullptr);
+        }
         return version_ == 10 ? v10()->init(logger, nullptr) : v9()->init(logger); // v8, v9: same slot
     }
-    ncclResult_t listen(void *handle, void **lc) { return v8()->listen(0, handle, lc); }
+    ncclResult_t finalize() { return v11()->finalize(ctx_); }
+    ncclResult_t listen(void *handle, void **lc) {
+        return version_ >= 11 ? v11()->listen(ctx_, 0, handle, lc) : v8()->listen(0, handle, lc);
+    }
     ncclResult_t connect(void *handle, void **sc) {
+        if (version_ >= 11)
+            return v11()->connect(ctx_, 0, handle, sc, nullptr);
         return version_ == 10 ? v10()->connect(0, nullptr, handle, sc, nullptr)
                               : v8()->connect(0, handle, sc, nullptr);
     }
@@ -100,6 +114,7 @@ private:
     int version_;
     void *so_ = nullptr;
     void *table_ = nullptr;
+    void *ctx_ = nullptr;
 };
 
 #define CHILD_CHECK(cond, ...)                                                                     \
@@ -286,6 +301,8 @@ int run_receiver(int version, int pipe_out, int done_pipe, const std::vector<siz
     CHILD_CHECK(net.dereg(rc, mh) == ncclSuccess, "deregMr");
     CHILD_CHECK(net.close_recv(rc) == ncclSuccess, "closeRecv");
     CHILD_CHECK(net.close_listen(lc) == ncclSuccess, "closeListen");
+    if (version >= 11)
+        CHILD_CHECK(net.finalize() == ncclSuccess, "finalize");
     return 0;
 }
 
@@ -349,6 +366,8 @@ int run_sender(int version, int pipe_in, int done_pipe, const std::vector<size_t
     CHILD_CHECK(write(done_pipe, "d", 1) == 1, "tell the receiver");
     CHILD_CHECK(net.dereg(sc, mh) == ncclSuccess, "deregMr");
     CHILD_CHECK(net.close_send(sc) == ncclSuccess, "closeSend");
+    if (version >= 11)
+        CHILD_CHECK(net.finalize() == ncclSuccess, "finalize");
     return 0;
 }
 
@@ -368,10 +387,10 @@ void transfer(int version, size_t largest) {
 
 } // namespace
 
-TEST(NcclNetPlugin, ExportsV8ToV10AndNoOtherSymbol) {
+TEST(NcclNetPlugin, ExportsV8ToV12AndNoOtherSymbol) {
     void *so = dlopen(IBEX_NCCL_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
     ASSERT_NE(so, nullptr) << dlerror();
-    for (int v : {8, 9, 10}) {
+    for (int v : {8, 9, 10, 11, 12}) {
         const std::string sym = "ncclNetPlugin_v" + std::to_string(v);
         const auto *t = static_cast<const ncclNet_v8_t *>(dlsym(so, sym.c_str()));
         ASSERT_NE(t, nullptr) << sym;
@@ -379,10 +398,32 @@ TEST(NcclNetPlugin, ExportsV8ToV10AndNoOtherSymbol) {
         EXPECT_NE(t->isend, nullptr);
         EXPECT_NE(t->closeListen, nullptr);
     }
-    // v11's layout is not stated (nccl_net_abi.h), so it must not be offered.
-    EXPECT_EQ(dlsym(so, "ncclNetPlugin_v11"), nullptr);
+    for (int v : {11, 12}) {
+        const auto *t = static_cast<const ncclNet_v11_t *>(dlsym(so, ("ncclNetPlugin_v" + std::to_string(v)).c_str()));
+        EXPECT_NE(t->finalize, nullptr) << v;
+        EXPECT_NE(t->setNetAttr, nullptr) << v;
+    }
+    // No layout newer than v12 is stated (nccl_net_abi.h), so none may be offered.
+    EXPECT_EQ(dlsym(so, "ncclNetPlugin_v13"), nullptr);
     EXPECT_EQ(dlsym(so, "_ZN9ibex_nccl4initEPFv17ncclDebugLogLevelmPKciS2_zE"), nullptr);
 }
+
+// A properties struct at the start of a larger buffer of sentinel bytes: the call must
+// fill the struct and write nothing past it (NCCL's struct is exactly that size).
+template <typename Props>
+struct Guarded {
+    union {
+        Props props;
+        unsigned char bytes[sizeof(Props) + 64];
+    };
+    Guarded() { std::memset(bytes, 0xab, sizeof(bytes)); }
+    bool tail_untouched() const {
+        for (size_t i = sizeof(Props); i < sizeof(bytes); ++i)
+            if (bytes[i] != 0xab)
+                return false;
+        return true;
+    }
+};
 
 TEST(NcclNetPlugin, PropertiesDescribeTheDeviceInEachLayout) {
     const pid_t pid = spawn([] {
@@ -404,6 +445,28 @@ TEST(NcclNetPlugin, PropertiesDescribeTheDeviceInEachLayout) {
                         p8.netDeviceType == NCCL_NET_DEVICE_HOST,
                     "v8 layout disagrees with v9");
         CHILD_CHECK(v9.v9()->getProperties(5, &p9) == ncclInvalidArgument, "a device that does not exist");
+        Net v11(11), v12(12);
+        CHILD_CHECK(v11.loaded() && v12.loaded(), "load v11, v12");
+        Guarded<ncclNetProperties_v11_t> g11;
+        CHILD_CHECK(v11.v11()->getProperties(0, &g11.props) == ncclSuccess, "getProperties v11");
+        CHILD_CHECK(g11.tail_untouched(), "v11 properties wrote past the struct");
+        CHILD_CHECK(std::strcmp(g11.props.name, "udp:lo") == 0 && g11.props.guid == p9.guid &&
+                        g11.props.maxRecvs == p9.maxRecvs && g11.props.maxP2pBytes == p9.maxP2pBytes &&
+                        g11.props.maxCollBytes == p9.maxCollBytes && g11.props.vProps.ndevs == 1 &&
+                        g11.props.vProps.devs[0] == 0 && g11.props.maxMultiRequestSize == 1,
+                    "v11 layout disagrees with v9");
+        Guarded<ncclNetProperties_v12_t> g12;
+        CHILD_CHECK(v12.v12()->getProperties(0, &g12.props) == ncclSuccess, "getProperties v12");
+        CHILD_CHECK(g12.tail_untouched(), "v12 properties wrote past the struct");
+        CHILD_CHECK(g12.props.guid == p9.guid && g12.props.speed == p9.speed && g12.props.vProps.ndevs == 1 &&
+                        g12.props.vProps.devs[0] == 0 && g12.props.maxP2pBytes == p9.maxP2pBytes &&
+                        g12.props.maxMultiRequestSize == 1 && g12.props.railId == NCCL_NET_ID_UNDEF &&
+                        g12.props.planeId == NCCL_NET_ID_UNDEF,
+                    "v12 layout disagrees with v9");
+        CHILD_CHECK(v12.v12()->getProperties(5, &g12.props) == ncclInvalidArgument, "v12: no device 5");
+        ncclNetVDeviceProps_v12_t vp12{};
+        int vdev12 = 0;
+        CHILD_CHECK(v12.v12()->makeVDevice(&vdev12, &vp12) != ncclSuccess, "v12 makeVDevice is refused");
         ncclNetVDeviceProps_v9_t vp{};
         int vdev = 0;
         CHILD_CHECK(v9.v9()->makeVDevice(&vdev, &vp) != ncclSuccess, "makeVDevice is refused");
@@ -413,6 +476,50 @@ TEST(NcclNetPlugin, PropertiesDescribeTheDeviceInEachLayout) {
 }
 
 TEST(NcclNetPlugin, EverySizeTo64MiBWithManyInFlightV10) { transfer(10, size_t{64} << 20); }
+
+TEST(NcclNetPlugin, EverySizeTo64MiBWithPerCommunicatorContextsV11) { transfer(11, size_t{64} << 20); }
+
+TEST(NcclNetPlugin, V12TableTo1MiB) { transfer(12, size_t{1} << 20); }
+
+// v11+: one init per communicator, each its own context; a context is good until its
+// finalize, and a finalized, foreign or garbage one is refused with an error code.
+TEST(NcclNetPlugin, ContextsLiveFromInitToFinalize) {
+    const pid_t pid = spawn([] {
+        Net net(11);
+        CHILD_CHECK(net.loaded(), "load");
+        const ncclNet_v11_t *t = net.v11();
+        void *a = nullptr, *b = nullptr;
+        ncclNetCommConfig_v11_t config{3};
+        CHILD_CHECK(t->init(&a, 1, &config, logger, nullptr) == ncclSuccess && a != nullptr, "first init");
+        CHILD_CHECK(t->init(&b, 2, nullptr, logger, nullptr) == ncclSuccess && b != nullptr && b != a,
+                    "second init (NCCL: another communicator)");
+        CHILD_CHECK(t->init(nullptr, 3, nullptr, logger, nullptr) == ncclInvalidArgument, "init without ctx");
+        CHILD_CHECK(t->setNetAttr(a, nullptr) == ncclSuccess, "setNetAttr with no hints");
+        ncclNetAttr_v11_t attr{{4, 1, 2, 1}, {4, 1, 2, 1}, ~0u, ~0u, ~0u};
+        CHILD_CHECK(t->setNetAttr(b, &attr) == ncclSuccess, "setNetAttr with hints");
+        char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+        void *lc = nullptr;
+        CHILD_CHECK(t->listen(a, 0, handle, &lc) == ncclSuccess && lc != nullptr, "listen in a context");
+        CHILD_CHECK(t->closeListen(lc) == ncclSuccess, "closeListen");
+        CHILD_CHECK(t->finalize(a) == ncclSuccess, "finalize a");
+        CHILD_CHECK(t->finalize(a) == ncclInvalidArgument, "a second finalize of a");
+        lc = nullptr;
+        CHILD_CHECK(t->listen(a, 0, handle, &lc) == ncclInvalidArgument && lc == nullptr,
+                    "listen in a finalized context");
+        void *sc = nullptr;
+        CHILD_CHECK(t->connect(a, 0, handle, &sc, nullptr) == ncclInvalidArgument && sc == nullptr,
+                    "connect in a finalized context");
+        CHILD_CHECK(t->setNetAttr(a, &attr) == ncclInvalidArgument, "setNetAttr on a finalized context");
+        void *garbage = reinterpret_cast<void *>(0xfeedull);
+        CHILD_CHECK(t->listen(garbage, 0, handle, &lc) == ncclInvalidArgument, "listen in a garbage context");
+        CHILD_CHECK(t->finalize(nullptr) == ncclInvalidArgument, "finalize(NULL)");
+        CHILD_CHECK(t->listen(b, 0, handle, &lc) == ncclSuccess && lc != nullptr, "b still works");
+        CHILD_CHECK(t->closeListen(lc) == ncclSuccess, "closeListen");
+        CHILD_CHECK(t->finalize(b) == ncclSuccess, "finalize b");
+        return 0;
+    });
+    EXPECT_EQ(wait_all({pid}, 30)[0], 0);
+}
 
 TEST(NcclNetPlugin, IntSizedV8TableTo1MiB) { transfer(8, size_t{1} << 20); }
 
