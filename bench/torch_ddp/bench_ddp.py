@@ -8,6 +8,12 @@ the ratio ibex / gloo of the medians.
 
     PYTHONPATH=build/python python3 bench/torch_ddp/bench_ddp.py --nproc 2 --steps 60
     PYTHONPATH=build/python python3 bench/torch_ddp/bench_ddp.py --backends gloo,ibex,ibex@shm
+    PYTHONPATH=build/python python3 bench/torch_ddp/bench_ddp.py --backends gloo,ibex,none
+
+"none" runs the same steps with gradients not reduced at all (a DDP hook that returns
+them as they are): the floor that no backend's step can go below, so the ratios say how
+much of the step is communication. For example, if none / gloo is 0.8, no backend can
+reach 0.8x gloo on that model and host.
 """
 
 import argparse
@@ -52,7 +58,8 @@ def main():
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--backends", default="gloo,ibex",
-                   help="comma list; ibex@shm runs ibex on the shm device")
+                   help="comma list; ibex@shm runs ibex on the shm device; none: no "
+                   "communication (the floor)")
     a = p.parse_args()
     backends = a.backends.split(",")
     times = {b: [] for b in backends}
@@ -71,8 +78,11 @@ def main():
         print(f"{b:10s} {med[b] * 1e3:8.2f} ms/step   spread {min(times[b]) * 1e3:.2f}.."
               f"{max(times[b]) * 1e3:.2f}   runs {[round(t * 1e3, 2) for t in times[b]]}")
     for b in backends:
-        if b.startswith("ibex") and "gloo" in med:
+        if (b.startswith("ibex") or b == "none") and "gloo" in med:
             print(f"{b} / gloo = {med[b] / med['gloo']:.3f}")
+    for b in backends:
+        if b != "none" and "none" in med:
+            print(f"{b} / none (communication's share over the floor) = {med[b] / med['none']:.3f}")
 
 
 if __name__ == "__main__":

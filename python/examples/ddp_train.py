@@ -45,10 +45,20 @@ def synthetic_batches(rank, steps, batch, seed):
         yield images, labels
 
 
+def skip_communication(_state, bucket):
+    """A DDP hook that hands each bucket back unreduced: what a step costs without any
+    communication, the floor every backend's step time sits above."""
+    done = torch.futures.Future()
+    done.set_result(bucket.buffer())
+    return done
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--backend", default="ibex", help="ibex, gloo, or ibex-hook (gloo "
-                   "process group, gradients through ibex.torch.allreduce_hook)")
+    p.add_argument("--backend", default="ibex", help="ibex, gloo, ibex-hook (gloo "
+                   "process group, gradients through ibex.torch.allreduce_hook), or none (gloo "
+                   "process group, gradients not reduced at all: the step's floor; the "
+                   "ranks' weights then differ)")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3, help="steps left out of the timing")
     p.add_argument("--batch", type=int, default=32, help="per rank")
@@ -64,7 +74,7 @@ def main():
         import ibex.torch
 
         ibex.torch.env_from_launcher()  # mpirun/srun: RANK, WORLD_SIZE from theirs
-    pg_backend = "gloo" if a.backend == "ibex-hook" else a.backend
+    pg_backend = "gloo" if a.backend in ("ibex-hook", "none") else a.backend
     dist.init_process_group(pg_backend)
     rank, world = dist.get_rank(), dist.get_world_size()
 
@@ -72,6 +82,8 @@ def main():
     model = nn.parallel.DistributedDataParallel(SmallCnn(a.width))
     if a.backend == "ibex-hook":
         model.register_comm_hook(ibex.torch.new_group(), ibex.torch.allreduce_hook)
+    if a.backend == "none":
+        model.register_comm_hook(None, skip_communication)
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
 
     losses, times = [], []

@@ -91,6 +91,12 @@ class DdpAgreement(unittest.TestCase):
         self.assert_trained(gloo)
         self.assert_identical(ibex, gloo, "ibex vs gloo, 2 ranks")
         self.assert_identical(hook, gloo, "ibex comm hook vs gloo, 2 ranks")
+        # The benchmark's floor (--backend none) must really skip the reduction: each rank
+        # then follows its own gradients, and rank 0 ends elsewhere than gloo's run.
+        floor = self.runs.torchrun("none", 2)
+        self.assert_trained(floor)
+        self.assertFalse(torch.equal(floor["weights"]["fc1.weight"], gloo["weights"]["fc1.weight"]),
+                         "--backend none gave the reduced weights: gradients were reduced")
         if shutil.which("mpirun") is None:
             self.skipTest("mpirun not installed (openmpi-bin): the mpirun launch is unchecked")
         mpi = self.runs.mpirun("ibex", 2)
