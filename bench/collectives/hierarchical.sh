@@ -11,14 +11,15 @@
 # its own address on its host's veth; its frames go through the tbf qdisc too,
 # IBEX_AF_PACKET_QDISC=1). Needs root and iproute2.
 #
-# usage: bench/collectives/hierarchical.sh [--build DIR] [--rate 10gbit] [--repeat 3]
-#                                          [--min 1M] [--max 64M] [--iters 5] [--out DIR]
-#                                          [--dpdk af_packet]
+# usage: bench/collectives/hierarchical.sh [--build DIR] [--rate 10gbit] [--burst 4mb]
+#                                          [--repeat 3] [--min 1M] [--max 64M] [--iters 5]
+#                                          [--out DIR] [--dpdk af_packet]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 BUILD=${IBEX_BUILD_DIR:-build}
 RATE=10gbit
+BURST=4mb
 REPEAT=3
 MIN=1M
 MAX=64M
@@ -26,7 +27,7 @@ ITERS=5
 OUT=
 DPDK=
 source bench/collectives/options.sh # after the cd to the top of the tree
-bench_options hierarchical.sh 2,16 build rate repeat min max iters out dpdk -- "$@"
+bench_options hierarchical.sh 2,16 build rate burst repeat min max iters out dpdk -- "$@"
 [[ $(id -u) == 0 ]] || { echo "hierarchical.sh: needs root (network namespaces, tc)" >&2; exit 2; }
 PERF=$BUILD/tools/ibex_allreduce_perf/ibex_allreduce_perf
 [[ -x $PERF ]] || { echo "hierarchical.sh: $PERF not built" >&2; exit 2; }
@@ -55,7 +56,7 @@ for h in 0 1; do
     ip -n "$ns" link set "hv${ID}_$h" up
     ip -n "$ns" link set lo up
     # The host's link: its egress limited to RATE (the other direction is the peer's egress).
-    ip netns exec "$ns" tc qdisc add dev "hv${ID}_$h" root tbf rate "$RATE" burst 4mb latency 100ms
+    ip netns exec "$ns" tc qdisc add dev "hv${ID}_$h" root tbf rate "$RATE" burst "$BURST" latency 100ms
 done
 
 # run TAG ALGO SHM DEV: one 4-rank run; rank 0's table in $OUT/TAG.txt.
@@ -76,7 +77,7 @@ run() {
     return $ok
 }
 
-echo "# $(date -u '+%F %T UTC'), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); 2 hosts x 2 ranks, links $RATE; raw output in $OUT"
+echo "# $(date -u '+%F %T UTC'), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); 2 hosts x 2 ranks, links $RATE (burst $BURST); raw output in $OUT"
 CONFIGS=("hier hierarchical 1 udp" "ring ring 1 udp" "ring_udp ring 0 udp")
 [[ -z $DPDK ]] || CONFIGS+=("hier_dpdk hierarchical 1 $DPDK")
 for ((k = 1; k <= REPEAT; k++)); do
