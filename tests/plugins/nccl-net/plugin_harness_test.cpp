@@ -658,6 +658,21 @@ TEST(NcclNetPlugin, RealNcclLoadsIt) {
     waitpid(pid, &status, 0);
     EXPECT_NE(log.find("IBEX"), std::string::npos) << log;
     EXPECT_NE(log.find("NET/IBEX"), std::string::npos) << log;
+    // NCCL takes the newest table it knows: v11 from 2.28, v12 from 2.30 ("Loaded net
+    // plugin IBEX (vN)"), so a release we state a layout for must not fall back to older.
+    using GetVersion = int (*)(int *);
+    auto get_version = reinterpret_cast<GetVersion>(dlsym(nccl, "ncclGetVersion"));
+    int code = 0;
+    if (get_version != nullptr && get_version(&code) == 0) {
+        const int minor = code >= 10000 ? (code % 10000) / 100 : (code % 1000) / 100; // 2.28.9: 22809
+        const int want = minor >= 30 ? 12 : minor >= 28 ? 11 : 0;
+        std::printf("NCCL %d, plugin table taken: %s\n", code,
+                    log.find("IBEX (v") != std::string::npos ? log.substr(log.find("IBEX (v") + 6, 4).c_str() : "?");
+        if (want != 0) {
+            EXPECT_NE(log.find("Loaded net plugin IBEX (v" + std::to_string(want) + ")"), std::string::npos)
+                << "NCCL " << code << " should take ncclNetPlugin_v" << want << ":\n" << log;
+        }
+    }
 }
 
 // Run only by RealNcclLoadsIt, in a child with NCCL's environment set.
