@@ -27,8 +27,8 @@ struct Topology {
 };
 
 // Collective over the communicator's bootstrap. A pair of ranks uses shm when both are on
-// one host and both want it (IBEX_SHM, default on; the communicator's own device is not
-// shm already; the shm provider is built in).
+// one host and both want it (IBEX_SHM, default on; the shm provider is built in, or is the
+// communicator's own device).
 ibex_status_t learn_topology(ibex_comm *c, Topology *out);
 
 } // namespace ibex::coll

@@ -253,4 +253,42 @@ TEST(ShmDirect, StagingAloneWhereCrossMemoryAttachIsRefused) {
         120));
 }
 
+// A communicator whose own device is shm (ibex.torch's choice on one host) reaches its
+// peers over shm like any other: one shm link, the fast boxes for small collectives and the
+// direct path for large ones. With IBEX_SHM=0 it stays on the scheduled algorithms.
+TEST(ShmDirect, DeviceShmTakesTheFastPaths) {
+    for (const char *shm_env : {"1", "0"}) {
+        ibex::test::expect_all_passed(ibex::test::run_ranks(
+            3,
+            [shm_env](RankCtx &ctx) {
+                ::setenv("IBEX_SHM", shm_env, 1);
+                const bool on = *shm_env == '1';
+                ibex_comm_config_t cfg = IBEX_COMM_CONFIG_INIT;
+                cfg.device = "shm";
+                cfg.timeout_ms = 20000;
+                ibex_comm_t *comm = nullptr;
+                RANK_CHECK_OK(ctx, ibex_comm_init_rank(&comm, ctx.nranks, &ctx.id, ctx.rank, &cfg));
+                RANK_CHECK(ctx, comm->exec.links() == 1 &&
+                                    std::strcmp(ibex_context_device_name(comm->exec.context(0)), "shm") == 0,
+                           "%d links, the first %s", comm->exec.links(), ibex_context_device_name(comm->exec.context(0)));
+                const char *small = ibex_comm_allreduce_algo(comm, 8), *large = ibex_comm_allreduce_algo(comm, 1 << 20);
+                RANK_CHECK(ctx, (std::strcmp(small, "fastbox") == 0) == on && (std::strcmp(large, "direct") == 0) == on,
+                           "IBEX_SHM=%s: %s at 8 B, %s at 1 MiB", shm_env, small, large);
+                for (size_t count : {size_t(2), size_t(1) << 18}) {
+                    std::vector<float> x(count, float(ctx.rank + 1)), y(count, 0.0f);
+                    const uint64_t taken = comm->direct.taken();
+                    RANK_CHECK_OK(ctx, ibex_allreduce(x.data(), y.data(), count, IBEX_F32, IBEX_SUM, comm, nullptr));
+                    RANK_CHECK(ctx, y.front() == 6.0f && y.back() == 6.0f, "%zu floats: sum %g", count,
+                               static_cast<double>(y.back()));
+                    const bool direct = on && count * sizeof(float) >= kMin;
+                    RANK_CHECK(ctx, comm->direct.taken() == taken + direct, "%zu floats: %llu taken directly", count,
+                               static_cast<unsigned long long>(comm->direct.taken() - taken));
+                }
+                RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
+                return 0;
+            },
+            60));
+    }
+}
+
 } // namespace
