@@ -9,6 +9,7 @@ the ratio ibex / gloo of the medians.
     PYTHONPATH=build/python python3 bench/torch_ddp/bench_ddp.py --nproc 2 --steps 60
     PYTHONPATH=build/python python3 bench/torch_ddp/bench_ddp.py --backends gloo,ibex,ibex@shm
     PYTHONPATH=build/python python3 bench/torch_ddp/bench_ddp.py --backends gloo,ibex,none
+    PYTHONPATH=build/python python3 bench/torch_ddp/bench_ddp.py --model bag --nproc 4
 
 "none" runs the same steps with gradients not reduced at all (a DDP hook that returns
 them as they are): the floor that no backend's step can go below, so the ratios say how
@@ -43,7 +44,7 @@ def one_run(spec, a, out):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--redirects", "1", "--tee", "1",
            "--nproc_per_node", str(a.nproc), "--master_addr", "127.0.0.1",
            "--master_port", str(free_port()), CLIENT, "--backend", backend,
-           "--steps", str(a.steps), "--warmup", str(a.warmup), "--width", str(a.width),
+           "--steps", str(a.steps), "--warmup", str(a.warmup), "--model", a.model, "--width", str(a.width),
            "--batch", str(a.batch), "--out", out]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     return torch.load(out)["step_s"]
@@ -54,6 +55,8 @@ def main():
     p.add_argument("--nproc", type=int, default=2)
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--model", default="cnn", choices=["cnn", "bag"],
+                   help="cnn: compute-bound; bag: 8 MiB of gradients, little compute (see ddp_train.py)")
     p.add_argument("--width", type=int, default=16)
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--repeats", type=int, default=3)
@@ -68,7 +71,8 @@ def main():
             for b in backends:
                 times[b].append(one_run(b, a, os.path.join(tmp, f"{b}_{r}.pt")))
     device = os.environ.get("IBEX_DEVICE", "shm (one host, ibex.torch's choice)")
-    print(f"# {a.nproc} ranks, {a.steps} steps ({a.warmup} warm-up), width {a.width}, "
+    shape = f"width {a.width}" if a.model == "cnn" else "vocab 32768 x dim 64"
+    print(f"# {a.model} model ({shape}), {a.nproc} ranks, {a.steps} steps ({a.warmup} warm-up), "
           f"batch {a.batch}/rank, ibex on {device} unless ibex@DEVICE; median of "
           f"{a.repeats} runs, each run's value its median step; load average "
           f"{os.getloadavg()[0]:.1f}")

@@ -3,7 +3,8 @@ seed: the loss curves and final weights must agree.
 
 Two ranks: bit for bit. A sum of two float32 values is the same whichever rank adds, so
 every reduction order gives the same bits, and the runs must be identical (ibex as the
-process group, ibex through the DDP comm hook, and ibex under mpirun).
+process group, ibex through the DDP comm hook, and ibex under mpirun; and the embedding-
+bag model, whose 8 MiB of gradients take the large-message paths).
 
 Four ranks: within 1e-5 (absolute, plus 1e-5 relative). gloo sums ring-wise, ((a+b)+c)+d
 rotated per chunk, ibex pairwise, (a+b)+(c+d); each order rounds differently, by at most
@@ -38,13 +39,13 @@ class Runs:
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="ibex_ddp_")
 
-    def torchrun(self, backend, nproc):
-        out = os.path.join(self.dir, f"{backend}_{nproc}.pt")
+    def torchrun(self, backend, nproc, model="cnn"):
+        out = os.path.join(self.dir, f"{backend}_{nproc}_{model}.pt")
         # --redirects/--tee 1: torch 1.13's torchrun cannot parse its own default "0"
         # under Python 3.11 (IntFlag iteration changed); 1 is valid everywhere.
         cmd = [sys.executable, "-m", "torch.distributed.run", "--redirects", "1", "--tee", "1",
                "--nproc_per_node", str(nproc), "--master_addr", "127.0.0.1",
-               "--master_port", str(free_port()), CLIENT, "--backend", backend,
+               "--master_port", str(free_port()), CLIENT, "--backend", backend, "--model", model,
                "--steps", str(STEPS), "--out", out]
         return self._run(cmd, out)
 
@@ -101,6 +102,15 @@ class DdpAgreement(unittest.TestCase):
             self.skipTest("mpirun not installed (openmpi-bin): the mpirun launch is unchecked")
         mpi = self.runs.mpirun("ibex", 2)
         self.assert_identical(mpi, gloo, "ibex under mpirun vs gloo under torchrun")
+
+    def test_embedding_model_two_ranks_bit_for_bit(self):
+        # The communication-bound model: 8 MiB of gradients per step, which take the
+        # large-message paths (direct reads and writes on one host) rather than the
+        # CNN's 0.8 MiB.
+        gloo = self.runs.torchrun("gloo", 2, "bag")
+        ibex = self.runs.torchrun("ibex", 2, "bag")
+        self.assert_trained(gloo)
+        self.assert_identical(ibex, gloo, "bag model: ibex vs gloo, 2 ranks")
 
     def test_four_ranks_within_tolerance(self):
         gloo = self.runs.torchrun("gloo", 4)
