@@ -143,6 +143,7 @@ ibex_status_t comm_create(int nranks, const char *id_text, int rank, const CommO
         c->opt.wait_spin_us = c->opt.own_core ? 10000 : c->opt.spin_us;
     }
     if (ibex_status_t st = learn_topology(c, &c->topo); st != IBEX_OK) return bail(st);
+    if (ibex_status_t st = choose_device_for_hosts(c); st != IBEX_OK) return bail(st);
     if (is_rail_device(c->opt.device)) {
         const HostLayout &l = c->topo.layout;
         const int local_size = static_cast<int>(l.members[static_cast<size_t>(l.host_of[static_cast<size_t>(rank)])].size());

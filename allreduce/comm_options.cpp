@@ -26,6 +26,7 @@ ibex_status_t comm_options(const ibex_comm_config_t *config, CommOptions *out) {
         if (ibex_get_device_list(&list, &count) == IBEX_OK && count > 0) out->device = ibex_device_name(list, 0);
         if (list) ibex_free_device_list(list);
         if (out->device.empty()) return fail(IBEX_ERR_NO_DEVICE, "no device to open (set IBEX_DEVICE)");
+        out->device_defaulted = true;
     } else {
         out->device = dev;
     }

@@ -13,6 +13,7 @@ namespace ibex::coll {
 
 struct CommOptions {
     std::string device;
+    bool device_defaulted = false; // neither config->device nor IBEX_DEVICE: the first listed
     int timeout_ms = 30000;
     bool forced = false;
     Algo algo = Algo::ring;

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -32,6 +34,56 @@ bool device_listed(const char *name) {
         for (int i = 0; i < count && !found; ++i) found = std::strcmp(ibex_device_name(list, i), name) == 0;
     if (list) ibex_free_device_list(list);
     return found;
+}
+
+bool device_is_local_only(const std::string &name) {
+    if (name == kShmDevice) return true;
+    if (name.rfind("udp:", 0) != 0) return false; // dpdk ports and RDMA devices leave the host
+    const size_t end = name.find(':', 4);
+    const std::string ifname = name.substr(4, end == std::string::npos ? std::string::npos : end - 4);
+    ifaddrs *ifs = nullptr;
+    bool loopback = false;
+    if (getifaddrs(&ifs) != 0) return false;
+    for (ifaddrs *i = ifs; i; i = i->ifa_next)
+        if (i->ifa_name && ifname == i->ifa_name && (i->ifa_flags & IFF_LOOPBACK)) loopback = true;
+    freeifaddrs(ifs);
+    return loopback;
+}
+
+ibex_status_t choose_device_for_hosts(ibex_comm *c) {
+    const HostLayout &l = c->topo.layout;
+    const int hosts = l.hosts();
+    if (hosts > 1 && device_is_local_only(c->opt.device)) {
+        if (!c->opt.device_defaulted) {
+            if (config::get_string("IBEX_HOST_ID", nullptr)) return IBEX_OK; // named hosts on one machine
+            return fail(IBEX_ERR_INVALID_ARGUMENT,
+                        "device %s reaches only this machine, and the communicator spans %d hosts: name a device "
+                        "on the network between them (config->device or IBEX_DEVICE, e.g. udp:eth0)",
+                        c->opt.device.c_str(), hosts);
+        }
+        ibex_device_list_t *list = nullptr;
+        int count = 0;
+        std::string pick;
+        if (ibex_get_device_list(&list, &count) == IBEX_OK)
+            for (int i = 0; i < count && pick.empty(); ++i)
+                if (!device_is_local_only(ibex_device_name(list, i))) pick = ibex_device_name(list, i);
+        if (list) ibex_free_device_list(list);
+        if (pick.empty())
+            return fail(IBEX_ERR_NO_DEVICE,
+                        "the communicator spans %d hosts, and this host lists no device beyond %s: set IBEX_DEVICE",
+                        hosts, c->opt.device.c_str());
+        IBEX_LOG(info, "communicator rank %d: %d hosts, so device %s rather than %s (the first listed)", c->rank,
+                 hosts, pick.c_str(), c->opt.device.c_str());
+        c->opt.device = pick;
+    }
+    // Ranks of one host on one soft udp device would all bind its address's UDP port 4791
+    // (loopback alone gives each process an address of its own): each takes 4791 + its
+    // local rank, as the rail devices do, unless the device names a port.
+    const std::string &d = c->opt.device;
+    const int local_size = static_cast<int>(l.members[static_cast<size_t>(l.host_of[static_cast<size_t>(c->rank)])].size());
+    if (local_size > 1 && d.rfind("udp:", 0) == 0 && d.find(':', 4) == std::string::npos && !device_is_local_only(d))
+        c->opt.device += ":" + std::to_string(4791 + l.local_rank(c->rank));
+    return IBEX_OK;
 }
 
 std::string host_identity() {

@@ -19,6 +19,16 @@ std::string host_identity();
 // `name` is in this process's device list (a built-in provider, an RDMA device verbs sees).
 bool device_listed(const char *name);
 
+// The device reaches only this machine: soft on a loopback interface ("udp:lo"), or shm.
+bool device_is_local_only(const std::string &name);
+
+// Where the communicator spans several hosts: a defaulted device that reaches only this
+// machine (the first listed is usually udp:lo) is replaced by the first listed device that
+// does not, as NCCL skips loopback when it picks its interface; a device named so (config
+// or IBEX_DEVICE) is an error unless IBEX_HOST_ID makes the "hosts" names on one machine.
+// Ranks sharing a host on a soft udp device that names no port take 4791 + local rank.
+ibex_status_t choose_device_for_hosts(ibex_comm *c);
+
 struct Topology {
     HostLayout layout;
     std::vector<uint8_t> local; // per rank: a peer of this host, reached over shm

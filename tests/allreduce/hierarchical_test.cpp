@@ -170,6 +170,56 @@ TEST(HierarchicalHostId, MatrixOnNamedHosts) {
     }
 }
 
+// No device named (no config->device, no IBEX_DEVICE): the first listed is udp:lo, which
+// cannot reach another host, so a communicator across hosts takes the first listed device
+// that can (here each host's veth). Two ranks of a host on one udp device (found so, or
+// named without a port) each take their own UDP port. Naming udp:lo across real hosts is
+// refused with a message that says what to name instead.
+TEST(HierarchicalHosts, DefaultDeviceAcrossHostsLeavesLoopback) {
+    BridgedHosts hosts;
+    std::string why;
+    if (!hosts.create(2, &why)) GTEST_SKIP() << why;
+    ::setenv("IBEX_BOOTSTRAP_ADDR", hosts.bridge_ip().c_str(), 1);
+    const std::vector<int> host_of = {0, 0, 1, 1};
+    for (const char *mode : {"default", "veth", "loopback"}) {
+        SCOPED_TRACE(mode);
+        const auto out = ibex::test::run_ranks(4, [&](RankCtx &ctx) {
+            ::unsetenv("IBEX_DEVICE");
+            ::unsetenv("IBEX_HOST_ID");
+            const int h = host_of[static_cast<size_t>(ctx.rank)];
+            RANK_CHECK(ctx, ibex::test::enter_netns(hosts.ns(h)), "rank %d: cannot enter %s", ctx.rank,
+                       hosts.ns(h).c_str());
+            const std::string want = "udp:" + hosts.ifname(h);
+            const std::string m = mode;
+            ibex_comm_config_t cfg = IBEX_COMM_CONFIG_INIT;
+            cfg.device = m == "default" ? nullptr : m == "veth" ? want.c_str() : "udp:lo";
+            cfg.timeout_ms = 30000;
+            ibex_comm_t *comm = nullptr;
+            const ibex_status_t st = ibex_comm_init_rank(&comm, ctx.nranks, &ctx.id, ctx.rank, &cfg);
+            if (m == "loopback") {
+                const std::string msg = ibex_last_error();
+                RANK_CHECK(ctx, st == IBEX_ERR_INVALID_ARGUMENT && msg.find("reaches only this machine") != std::string::npos &&
+                                    msg.find("2 hosts") != std::string::npos,
+                           "rank %d: udp:lo across hosts gave %s: %s", ctx.rank, ibex_strerror(st), msg.c_str());
+                return 0;
+            }
+            RANK_CHECK_OK(ctx, st);
+            for (int p = 0; p < ctx.nranks; ++p) {
+                const char *dev = ibex_comm_peer_device(comm, p);
+                if (p == ctx.rank || !dev) continue;
+                const bool same = host_of[static_cast<size_t>(p)] == h;
+                RANK_CHECK(ctx, same ? std::strcmp(dev, "shm") == 0 : std::string(dev).rfind(want, 0) == 0,
+                           "rank %d reaches rank %d over %s (want %s)", ctx.rank, p, dev, same ? "shm" : want.c_str());
+            }
+            if (int rc = check_large(ctx, comm); rc) return rc;
+            RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
+            return 0;
+        }, 120);
+        ibex::test::expect_all_passed(out);
+    }
+    ::unsetenv("IBEX_BOOTSTRAP_ADDR");
+}
+
 // IBEX_SHM=0: every peer over udp, nothing over shm, results still right.
 TEST(HierarchicalHostsNoShm, EveryPeerOverTheNetwork) {
     BridgedHosts hosts;

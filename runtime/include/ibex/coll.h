@@ -76,7 +76,8 @@ typedef struct ibex_comm_config {
     uint32_t magic; /* IBEX_MAGIC_COMM_CONFIG */
     uint32_t version;
     uint32_t reserved0;
-    /* Device every rank opens, e.g. "udp:lo" (NULL: IBEX_DEVICE, else the first listed).
+    /* Device every rank opens, e.g. "udp:lo" (NULL: IBEX_DEVICE, else the first listed; across
+     * hosts the first listed that leaves the machine).
      * "rail" ("rail:udp", "rail:verbs"): each rank opens the NIC that ibex_topo_bind gives
      * its local rank (its RDMA device where verbs lists it, else udp on its netdev). */
     const char *device;
