@@ -211,24 +211,28 @@ typedef struct {
 /* v11 and v12: the per-communicator config init receives (as v10's connect did). */
 typedef ncclNetCommConfig_v10_t ncclNetCommConfig_v11_t;
 
+/* v11 and v12 properties: v9's fields with the version's vNIC struct, then theirs. */
+#define IBEX_NCCL_NET_V11_PROPERTIES(vprops_t)                                                       \
+    char *name;                                                                                      \
+    char *pciPath;                                                                                   \
+    uint64_t guid;                                                                                   \
+    int ptrSupport;                                                                                  \
+    int regIsGlobal;                                                                                 \
+    int forceFlush;                                                                                  \
+    int speed;                                                                                       \
+    int port;                                                                                        \
+    float latency;                                                                                   \
+    int maxComms;                                                                                    \
+    int maxRecvs;                                                                                    \
+    ncclNetDeviceType netDeviceType;                                                                 \
+    int netDeviceVersion;                                                                            \
+    vprops_t vProps;                                                                                 \
+    size_t maxP2pBytes;                                                                              \
+    size_t maxCollBytes;                                                                             \
+    int maxMultiRequestSize /* requests one multi-request may hold; 1: none */
+
 typedef struct {
-    char *name;
-    char *pciPath;
-    uint64_t guid;
-    int ptrSupport;
-    int regIsGlobal;
-    int forceFlush;
-    int speed;
-    int port;
-    float latency;
-    int maxComms;
-    int maxRecvs;
-    ncclNetDeviceType netDeviceType;
-    int netDeviceVersion;
-    ncclNetVDeviceProps_v9_t vProps;
-    size_t maxP2pBytes;
-    size_t maxCollBytes;
-    int maxMultiRequestSize; /* requests one multi-request may hold; 1: none */
+    IBEX_NCCL_NET_V11_PROPERTIES(ncclNetVDeviceProps_v9_t);
 } ncclNetProperties_v11_t;
 
 #define NCCL_NET_MAX_DEVS_PER_NIC_V12 8
@@ -239,24 +243,8 @@ typedef struct {
 
 #define NCCL_NET_ID_UNDEF (-1)
 typedef struct {
-    char *name;
-    char *pciPath;
-    uint64_t guid;
-    int ptrSupport;
-    int regIsGlobal;
-    int forceFlush;
-    int speed;
-    int port;
-    float latency;
-    int maxComms;
-    int maxRecvs;
-    ncclNetDeviceType netDeviceType;
-    int netDeviceVersion;
-    ncclNetVDeviceProps_v12_t vProps;
-    size_t maxP2pBytes;
-    size_t maxCollBytes;
-    int maxMultiRequestSize;
-    int16_t railId;  /* NCCL_NET_ID_UNDEF: not known */
+    IBEX_NCCL_NET_V11_PROPERTIES(ncclNetVDeviceProps_v12_t);
+    int16_t railId; /* NCCL_NET_ID_UNDEF: not known */
     int16_t planeId;
 } ncclNetProperties_v12_t;
 

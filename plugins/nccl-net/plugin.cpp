@@ -1,6 +1,7 @@
 // The exported tables: ncclNetPlugin_v8 to _v12, each the version-independent calls of
 // state.h behind that version's signatures (nccl_net_abi.h). These five symbols are all
 // the library exports.
+#include <cstddef>
 #include <cstring>
 #include <vector>
 
@@ -8,15 +9,24 @@
 
 #define IBEX_NCCL_EXPORT extern "C" __attribute__((visibility("default")))
 
+// The layouts NCCL's structs have on x86-64 and aarch64 (LP64), from the field lists.
+static_assert(sizeof(ncclNetProperties_v9_t) == 104 && offsetof(ncclNetProperties_v9_t, maxP2pBytes) == 88);
+static_assert(sizeof(ncclNetProperties_v11_t) == 112 && offsetof(ncclNetProperties_v11_t, maxMultiRequestSize) == 104);
+static_assert(sizeof(ncclNetProperties_v12_t) == 128 && offsetof(ncclNetProperties_v12_t, maxP2pBytes) == 104 &&
+              offsetof(ncclNetProperties_v12_t, railId) == 124);
+static_assert(sizeof(ncclNetAttr_v11_t) == 44);
+
 namespace ibex_nccl {
 namespace {
 
+// v9's properties of `dev`, which every other layout is filled from.
+ncclResult_t base_properties(int dev, const void *props, ncclNetProperties_v9_t *p) {
+    return props == nullptr ? ncclInvalidArgument : properties(dev, p);
+}
+
 ncclResult_t properties_v8(int dev, ncclNetProperties_v8_t *props) {
-    if (props == nullptr)
-        return ncclInvalidArgument;
     ncclNetProperties_v9_t p{};
-    const ncclResult_t r = properties(dev, &p);
-    if (r != ncclSuccess)
+    if (const ncclResult_t r = base_properties(dev, props, &p); r != ncclSuccess)
         return r;
     *props = ncclNetProperties_v8_t{p.name,     p.pciPath,  p.guid,          p.ptrSupport,
                                     p.regIsGlobal, p.speed, p.port,          p.latency,
@@ -93,11 +103,8 @@ ncclResult_t init_v11(void **ctx, uint64_t comm_id, ncclNetCommConfig_v11_t *con
 // v11 and v12 properties: v9's, then the fields those versions add or move.
 template <typename Props>
 ncclResult_t properties_from_v9(int dev, Props *props) {
-    if (props == nullptr)
-        return ncclInvalidArgument;
     ncclNetProperties_v9_t p{};
-    const ncclResult_t r = properties(dev, &p);
-    if (r != ncclSuccess)
+    if (const ncclResult_t r = base_properties(dev, props, &p); r != ncclSuccess)
         return r;
     *props = Props{};
     props->name = p.name;
