@@ -104,6 +104,53 @@ TEST_P(FastboxMatrix, EveryCollectiveTypeOpAndSizeUpToTheLimit) {
 INSTANTIATE_TEST_SUITE_P(Ranks, FastboxMatrix, ::testing::Values(2, 3, 4),
                          [](const auto &info) { return std::to_string(info.param) + "_ranks"; });
 
+// A reduce-scatter both paths could take (12 KiB per rank fits the boxes; the whole 24 KiB
+// is past the direct path's threshold): rank 0 issues it behind a queued allreduce (the
+// stream decides), rank 1 blocking on an idle stream (its caller decides). Both must
+// choose the fast boxes; when the stream asked the direct path first, the ranks named
+// each other's different calls.
+int queued_and_inline_body(RankCtx &ctx) {
+    ::setenv("IBEX_FASTBOX_MAX", "16384", 1);
+    ::setenv("IBEX_SHM_DIRECT_MIN", "16385", 1);
+    ibex_comm_t *comm = nullptr;
+    RANK_CHECK_OK(ctx, init_host_comm(ctx, &comm));
+    const size_t per_rank = 3072; // floats: 12 KiB
+    RANK_CHECK(ctx, per_rank * 4 <= comm->fast.max_bytes() && 2 * per_rank * 4 >= comm->direct.min_bytes(),
+               "limits %zu and %zu do not overlap here", comm->fast.max_bytes(), comm->direct.min_bytes());
+    std::vector<float> big(1 << 18, 1.0f), big_out(big.size()), in(2 * per_rank), out(per_rank);
+    for (int round = 0; round < 20; ++round) {
+        for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>((ctx.rank + 1) * (i % 7 + round));
+        const uint64_t fast = comm->fast.taken(), direct = comm->direct.taken();
+        if (ctx.rank == 0) {
+            ibex_request_t *a = nullptr, *b = nullptr;
+            RANK_CHECK_OK(ctx, ibex_allreduce(big.data(), big_out.data(), big.size(), IBEX_F32, IBEX_SUM, comm, &a));
+            RANK_CHECK_OK(ctx, ibex_reduce_scatter(in.data(), out.data(), per_rank, IBEX_F32, IBEX_SUM, comm, &b));
+            RANK_CHECK_OK(ctx, ibex_wait(a));
+            RANK_CHECK_OK(ctx, ibex_wait(b));
+        } else {
+            RANK_CHECK_OK(ctx, ibex_allreduce(big.data(), big_out.data(), big.size(), IBEX_F32, IBEX_SUM, comm, nullptr));
+            RANK_CHECK_OK(ctx, ibex_reduce_scatter(in.data(), out.data(), per_rank, IBEX_F32, IBEX_SUM, comm, nullptr));
+        }
+        for (size_t i = 0; i < per_rank; ++i) {
+            const size_t at = static_cast<size_t>(ctx.rank) * per_rank + i;
+            RANK_CHECK(ctx, out[i] == static_cast<float>(3 * (at % 7 + round)), "round %d element %zu: %g", round, i,
+                       static_cast<double>(out[i]));
+        }
+        // The allreduce went directly (an announce and a barrier through the boxes), the
+        // reduce-scatter through the boxes.
+        RANK_CHECK(ctx, comm->direct.taken() - direct == 1 && comm->fast.taken() - fast == 3,
+                   "round %d: %llu direct, %llu fast-box ops", round,
+                   static_cast<unsigned long long>(comm->direct.taken() - direct),
+                   static_cast<unsigned long long>(comm->fast.taken() - fast));
+    }
+    RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
+    return 0;
+}
+
+TEST(Fastbox, QueuedAndInlineCallsChooseTheSamePath) {
+    ibex::test::expect_all_passed(ibex::test::run_ranks(2, queued_and_inline_body, 60));
+}
+
 // Thousands of collectives back to back: blocking ones (run by the caller) and bursts of
 // queued ones (run by whoever drives the stream), with a scheduled one now and then. Each
 // result is checked exactly (integer sums of values that differ per rank, op and element).
