@@ -1,7 +1,7 @@
 // Large collectives read and write straight in the peers' memory (allreduce/shm_direct.h),
 // on forked ranks of one host: every collective, type and op at the threshold and at an
 // odd count, in place and out of place, against the reference and with the same bits on
-// every rank (rotating roots); one element below the threshold goes the scheduled way; ranks calling different counts are
+// every rank (rotating roots); one element below the threshold goes another way (the fast boxes); ranks calling different counts are
 // told so; a killed rank fails the others; IBEX_SHM_DIRECT_MIN=0 on any rank turns the
 // path off for all. The staged collectives (through peers' mapped staging) give the bits
 // the process_vm_* ones do, are used up to IBEX_SHM_STAGE_BYTES, and are off for all when
@@ -10,6 +10,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -30,7 +31,17 @@ using ibex::test::init_host_comm;
 using ibex::test::RankCtx;
 using namespace ibex::test::matrix;
 
-constexpr size_t kMin = 65536; // IBEX_SHM_DIRECT_MIN's default
+constexpr size_t kMin = 16385;     // IBEX_SHM_DIRECT_MIN's default (16 KiB), above the fast boxes'
+constexpr size_t kFastMax = 16384; // IBEX_FASTBOX_MAX's default, per rank
+
+// The smallest count per rank that takes the direct path: the whole buffer at least kMin,
+// and, for reduce-scatter and allgather (share = ranks), more per rank than the fast boxes
+// take (they are asked first).
+size_t first_direct_count(ibex_datatype_t type, size_t share) {
+    const size_t e = ibex_datatype_size(type);
+    const size_t c = ((kMin + e - 1) / e + share - 1) / share;
+    return share > 1 ? std::max(c, kFastMax / e + 1) : c;
+}
 
 int matrix_body(RankCtx &ctx) {
     ibex_comm_t *comm = nullptr;
@@ -45,7 +56,7 @@ int matrix_body(RankCtx &ctx) {
     // At the threshold (the whole buffer for reduce-scatter and allgather) and an odd count.
     const auto counts = [n](Coll coll, ibex_datatype_t type) {
         const size_t share = coll == Coll::reduce_scatter || coll == Coll::allgather ? n : 1;
-        return std::vector<size_t>{(kMin / ibex_datatype_size(type) + share - 1) / share, size_t(100003) / share};
+        return std::vector<size_t>{first_direct_count(type, share), size_t(100003) / share};
     };
     const PathTally t = run_path_matrix(ctx, comm, "direct path", counts, [comm] { return comm->direct.taken(); });
     // The collectives went through the staging (all are under its size).
@@ -53,7 +64,7 @@ int matrix_body(RankCtx &ctx) {
                comm->direct.stage_bytes());
     int id = t.next_id, failures = t.failures;
     const uint64_t hash = t.hash, expect = comm->direct.taken();
-    // One element below the threshold: the scheduled way, still right.
+    // One element below the threshold: another way (the fast boxes), still right.
     const Combo below{id++, Coll::allreduce, IBEX_U8, IBEX_SUM, kMin - 1, 0};
     std::vector<uint8_t> got;
     if (!failures && !run_combo(ctx, comm, below, false, &got)) ++failures;
@@ -138,7 +149,7 @@ TEST(ShmDirect, StagedAndCrossMemoryAttachGiveTheSameBits) {
                 for (int ty = 0; ty < IBEX_DATATYPE_COUNT && !failures; ++ty) {
                     const auto type = static_cast<ibex_datatype_t>(ty);
                     for (int op = 0; op < (reduces(coll) ? IBEX_REDOP_COUNT : 1) && !failures; ++op) {
-                        for (size_t count : {(kMin / ibex_datatype_size(type) + share - 1) / share, size_t(100003) / share}) {
+                        for (size_t count : {first_direct_count(type, share), size_t(100003) / share}) {
                             for (bool in_place : {false, true}) {
                                 const Combo c{id++, coll, type, static_cast<ibex_redop_t>(op), count, id % ctx.nranks};
                                 const uint64_t before = staged->direct.staged();
