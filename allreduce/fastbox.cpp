@@ -13,10 +13,13 @@
 namespace ibex::coll {
 namespace {
 
-// Up to 16 KiB per rank the boxes beat both the scheduled path and the direct one: 2-rank
-// allreduce at 8 and 16 KiB took 1.6 and 3.2 us (direct 2.7 and 4.4, scheduled rhd over
-// shm 8.2 and 11); at 32 KiB the direct path caught up at 2 ranks and won at 3-8.
-constexpr size_t kDefaultMax = 16 << 10;
+// A peer reads a box's data out of the writer's cache, line by line: past 4 KiB that is
+// the slower way whenever the ranks' cores are far apart. On this VM, which switches
+// between fast and slow cache-to-cache modes, 2-rank allreduce at 8 and 16 KiB took 1.7
+// and 3.3 us through boxes of 16 KiB against 2.5 and 4.2 on the direct path in the fast
+// mode, but 5.0 and 10-12 against 2.7 and 4.1 in the slow one (4 ranks: 20-23 and 39-45
+// against 15-20 and 17-23). Open MPI's vader hands over to single copy at 4 KiB too.
+constexpr size_t kDefaultMax = 4096;
 constexpr size_t kLargestMax = 64 << 10;
 
 size_t round_line(size_t b) { return (b + 63) & ~size_t(63); }

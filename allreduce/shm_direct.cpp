@@ -20,9 +20,9 @@
 namespace ibex::coll {
 namespace {
 
-// Right above the fast boxes' default: between 16 and 64 KiB the scheduled path took 11-67
-// us where this one took 6.5-21 (2 and 4 ranks, 32 KiB).
-constexpr size_t kDefaultMin = 16 << 10;
+// Right above the fast boxes' default (4 KiB): from there to 64 KiB the scheduled path
+// took 8-67 us where this one takes 2.5-31 (2 and 4 ranks; allreduce/README.md).
+constexpr size_t kDefaultMin = 4 << 10;
 constexpr size_t kDefaultStage = 32 << 20;
 constexpr size_t kBlockBytes = 256 << 10; // a peer's block and its reduction stay in cache
 

@@ -29,7 +29,7 @@ using ibex::test::init_host_comm;
 using ibex::test::RankCtx;
 using namespace ibex::test::matrix;
 
-constexpr size_t kLimit = 16384; // IBEX_FASTBOX_MAX's default
+constexpr size_t kLimit = 4096; // IBEX_FASTBOX_MAX's default
 
 // Element counts from one to the limit (per rank's slot), and one past it.
 std::vector<size_t> counts_for(ibex_datatype_t t) {

@@ -31,8 +31,8 @@ using ibex::test::init_host_comm;
 using ibex::test::RankCtx;
 using namespace ibex::test::matrix;
 
-constexpr size_t kMin = 16385;     // IBEX_SHM_DIRECT_MIN's default (16 KiB), above the fast boxes'
-constexpr size_t kFastMax = 16384; // IBEX_FASTBOX_MAX's default, per rank
+constexpr size_t kMin = 4097;     // IBEX_SHM_DIRECT_MIN's default (4 KiB), above the fast boxes'
+constexpr size_t kFastMax = 4096; // IBEX_FASTBOX_MAX's default, per rank
 
 // The smallest count per rank that takes the direct path: the whole buffer at least kMin,
 // and, for reduce-scatter and allgather (share = ranks), more per rank than the fast boxes

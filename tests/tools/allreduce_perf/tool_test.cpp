@@ -155,9 +155,9 @@ TEST(AllreducePerfTool, TwoForkedRanksPrintNcclTestsTable) {
     EXPECT_NE(r.out.find("#  Rank  1 Pid "), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("out-of-place"), std::string::npos);
     EXPECT_NE(r.out.find("in-place"), std::string::npos);
-    // Two ranks of one host: the sizes up to the fast boxes' 16 KiB go through them, the
+    // Two ranks of one host: the sizes up to the fast boxes' 4 KiB go through them, the
     // larger ones read and write the peer's buffers directly.
-    EXPECT_NE(r.out.find("# Algorithm: 8-8192 B fastbox, 32768-131072 B direct"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("# Algorithm: 8-2048 B fastbox, 8192-131072 B direct"), std::string::npos) << r.out;
     const auto rows = table(r.out);
     ASSERT_EQ(rows.size(), 8u) << r.out; // 8 B, 32 B, ... 256 KiB
     double sum_bus = 0;
