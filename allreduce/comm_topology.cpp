@@ -51,16 +51,17 @@ bool device_is_local_only(const std::string &name) {
 }
 
 ibex_status_t choose_device_for_hosts(ibex_comm *c) {
+    // Hosts named by IBEX_HOST_ID may all be this machine: its loopback reaches them, and
+    // their local ranks are not the ranks sharing an address.
+    if (config::get_string("IBEX_HOST_ID", nullptr)) return IBEX_OK;
     const HostLayout &l = c->topo.layout;
     const int hosts = l.hosts();
     if (hosts > 1 && device_is_local_only(c->opt.device)) {
-        if (!c->opt.device_defaulted) {
-            if (config::get_string("IBEX_HOST_ID", nullptr)) return IBEX_OK; // named hosts on one machine
+        if (!c->opt.device_defaulted)
             return fail(IBEX_ERR_INVALID_ARGUMENT,
                         "device %s reaches only this machine, and the communicator spans %d hosts: name a device "
                         "on the network between them (config->device or IBEX_DEVICE, e.g. udp:eth0)",
                         c->opt.device.c_str(), hosts);
-        }
         ibex_device_list_t *list = nullptr;
         int count = 0;
         std::string pick;

@@ -25,8 +25,9 @@ bool device_is_local_only(const std::string &name);
 // Where the communicator spans several hosts: a defaulted device that reaches only this
 // machine (the first listed is usually udp:lo) is replaced by the first listed device that
 // does not, as NCCL skips loopback when it picks its interface; a device named so (config
-// or IBEX_DEVICE) is an error unless IBEX_HOST_ID makes the "hosts" names on one machine.
-// Ranks sharing a host on a soft udp device that names no port take 4791 + local rank.
+// or IBEX_DEVICE) is an error. Ranks sharing a host on a soft udp device that names no
+// port take 4791 + local rank. With IBEX_HOST_ID (hosts that may be names on one machine)
+// the device is left as it is.
 ibex_status_t choose_device_for_hosts(ibex_comm *c);
 
 struct Topology {
