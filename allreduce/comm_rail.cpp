@@ -43,7 +43,7 @@ ibex_status_t rail_device(const std::string &spec, int local_rank, int local_siz
             return fail(IBEX_ERR_NO_DEVICE, "device \"%s\": local rank %d's NIC %s (%s) has no network interface for udp",
                         spec.c_str(), local_rank, nic.label, nic.pci_busid);
         *device = std::string("udp:") + nic.netdev;
-        if (local_size > 1) *device += ":" + std::to_string(4791 + local_rank);
+        if (local_size > 1) *device = udp_device_for_local_rank(*device, local_rank);
     }
     IBEX_LOG(info, "rail: local rank %d of %d bound to %s (%s%s%s): opening %s", local_rank, local_size, nic.label,
              has_rdma ? nic.rdma_device : "", has_rdma && *nic.netdev ? ", " : "", nic.netdev ? nic.netdev : "",

@@ -50,6 +50,10 @@ bool device_is_local_only(const std::string &name) {
     return loopback;
 }
 
+std::string udp_device_for_local_rank(const std::string &udp_device, int local_rank) {
+    return udp_device + ":" + std::to_string(4791 + local_rank);
+}
+
 ibex_status_t choose_device_for_hosts(ibex_comm *c) {
     // Hosts named by IBEX_HOST_ID may all be this machine: its loopback reaches them, and
     // their local ranks are not the ranks sharing an address.
@@ -83,7 +87,7 @@ ibex_status_t choose_device_for_hosts(ibex_comm *c) {
     const std::string &d = c->opt.device;
     const int local_size = static_cast<int>(l.members[static_cast<size_t>(l.host_of[static_cast<size_t>(c->rank)])].size());
     if (local_size > 1 && d.rfind("udp:", 0) == 0 && d.find(':', 4) == std::string::npos && !device_is_local_only(d))
-        c->opt.device += ":" + std::to_string(4791 + l.local_rank(c->rank));
+        c->opt.device = udp_device_for_local_rank(d, l.local_rank(c->rank));
     return IBEX_OK;
 }
 

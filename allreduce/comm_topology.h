@@ -30,6 +30,10 @@ bool device_is_local_only(const std::string &name);
 // the device is left as it is.
 ibex_status_t choose_device_for_hosts(ibex_comm *c);
 
+// The soft udp device for one of several ranks sharing a host: "udp:<if>" with UDP port
+// 4791 + local_rank, so each binds its own (RoCEv2's port for local rank 0).
+std::string udp_device_for_local_rank(const std::string &udp_device, int local_rank);
+
 struct Topology {
     HostLayout layout;
     std::vector<uint8_t> local; // per rank: a peer of this host, reached over shm

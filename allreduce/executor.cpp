@@ -22,16 +22,13 @@ WrKind wr_kind(uint64_t id) { return static_cast<WrKind>(id >> 56); }
 size_t wr_chan(uint64_t id) { return static_cast<size_t>((id >> 32) & 0xffffff); }
 uint32_t wr_value(uint64_t id) { return static_cast<uint32_t>(id); }
 
-// How much of a local copy step one pass does, `done` bytes of it done: a bounded piece
-// between host buffers (a copy of several MiB would hold credits and completions back
-// meanwhile); device memory (one cudaMemcpy and its wait) and ranges that overlap (a
-// forward piece could overwrite bytes not yet copied) go whole.
-size_t local_piece(const Step &st, size_t done) {
-    constexpr size_t kPiece = size_t(1) << 20;
-    const size_t left = st.bytes - done;
+// Whether a local copy step goes in bounded pieces, one per pass (a copy of several MiB
+// would hold credits and completions back meanwhile): between host buffers yes; device
+// memory (one cudaMemcpy and its wait) and ranges that overlap (a forward piece could
+// overwrite bytes not yet copied) go whole. Asked once per step, at its first piece.
+bool copies_in_pieces(const Step &st) {
     const auto *d = static_cast<const uint8_t *>(st.dst), *s = static_cast<const uint8_t *>(st.src);
-    if ((d < s + st.bytes && s < d + st.bytes) || is_device_pointer(st.dst) || is_device_pointer(st.src)) return left;
-    return std::min(left, kPiece);
+    return !(d < s + st.bytes && s < d + st.bytes) && !is_device_pointer(st.dst) && !is_device_pointer(st.src);
 }
 
 uint64_t now_ns() {
@@ -425,7 +422,10 @@ ibex_status_t Executor::advance(bool *did) {
         const int i = locals_[next_local_];
         const Step &st = sched_.steps[static_cast<size_t>(i)];
         if (!ready(st)) break;
-        const size_t n = local_piece(st, local_copied_);
+        constexpr size_t kPiece = size_t(1) << 20;
+        if (local_copied_ == 0) local_in_pieces_ = copies_in_pieces(st);
+        const size_t left = st.bytes - local_copied_;
+        const size_t n = local_in_pieces_ ? std::min(left, kPiece) : left;
         if (n)
             IBEX_TRY(copy_any(static_cast<uint8_t *>(st.dst) + local_copied_,
                               static_cast<const uint8_t *>(st.src) + local_copied_, n));

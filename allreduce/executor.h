@@ -210,7 +210,8 @@ private:
     std::vector<uint32_t> lkey_, rkey_;
     std::vector<int> locals_;
     size_t next_local_ = 0;
-    size_t local_copied_ = 0; // bytes of the local step at next_local_ already copied
+    size_t local_copied_ = 0;     // bytes of the local step at next_local_ already copied
+    bool local_in_pieces_ = false; // that step goes a piece per pass (set at its first piece)
     size_t done_ = 0;
     std::vector<int> op_chans_;
 };
