@@ -258,5 +258,26 @@ TEST(Selector, ProbeArithmetic) {
     EXPECT_EQ(alpha, 0);
 }
 
+TEST(Selector, OneLatePingMovesNeitherAlphaNorBeta) {
+    // 8 pings 100 us apart, but the fourth pong waits out a 3 ms time slice; the bulk
+    // exchange ends 1.1 ms after the last pong, as in ProbeArithmetic.
+    const int pings = 8;
+    const size_t bulk = 1 << 20;
+    std::vector<uint64_t> t;
+    uint64_t at = 0;
+    for (int k = 0; k < pings; ++k) {
+        at += k == 3 ? 3000000 : 100000;
+        t.push_back(at - 50000); // send done
+        t.push_back(at);         // pong landed
+    }
+    t.push_back(at + 400000);
+    t.push_back(at + 800000);
+    t.push_back(at + 1100000);
+    double alpha = 0, beta = 0;
+    probe_result(true, pings, bulk, t, &alpha, &beta);
+    EXPECT_NEAR(alpha, 50e-6, 1e-9);
+    EXPECT_NEAR(beta, 1.0e-3 / bulk, 1e-15);
+}
+
 } // namespace
 } // namespace ibex::coll
