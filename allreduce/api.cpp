@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "allreduce/comm.h"
+#include "allreduce/op_start.h"
 #include "runtime/bootstrap/launcher_env.h"
 #include "runtime/bootstrap/unique_id.h"
 #include "runtime/base/status.h"
@@ -46,7 +47,7 @@ ibex_status_t run(ibex_comm *comm, Op &&op, ibex_request **req) {
     if (req) *req = nullptr;
     op.on_gpu = GpuStaging::needs(op, comm->rank, comm->nranks);
     if (ibex_status_t st; !req && run_inline(comm, op, &st)) return st;
-    if (req && comm->fast.takes(comm, op)) return submit_small(comm, std::move(op), req);
+    if (req && op_path(comm, op) == OpPath::boxes) return submit_small(comm, std::move(op), req);
     ibex_request *r = nullptr;
     IBEX_TRY(comm_submit(comm, std::move(op), &r));
     if (req) {

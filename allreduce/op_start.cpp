@@ -5,6 +5,12 @@
 
 namespace ibex::coll {
 
+OpPath op_path(const ibex_comm *c, const Op &op) {
+    if (c->fast.takes(c, op)) return OpPath::boxes;
+    if (c->direct.takes(op)) return OpPath::direct;
+    return OpPath::scheduled;
+}
+
 ibex_status_t start_op(ibex_comm *c, Op &op, bool *empty) {
     CollArgs a = op.args;
     a.rank = c->rank;

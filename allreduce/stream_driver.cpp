@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "allreduce/comm.h"
+#include "allreduce/op_start.h"
 #include "allreduce/stream_pass.h"
 #include "runtime/base/log.h"
 #include "runtime/base/status.h"
@@ -99,7 +100,7 @@ void stop_progress_thread(ibex_comm *c, bool abort) {
 }
 
 bool run_inline(ibex_comm *c, Op &op, ibex_status_t *out) {
-    if (!c->fast.takes(c, op)) return false;
+    if (op_path(c, op) != OpPath::boxes) return false;
     c->waiters.fetch_add(1, std::memory_order_acq_rel); // the progress thread hands the stream over
     std::unique_lock dl(c->drive_mu);
     DriveState &d = c->drive;

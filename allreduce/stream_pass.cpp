@@ -171,14 +171,11 @@ Pass drive_pass(ibex_comm *c, int fast_polls) {
         }
         bool empty = false;
         ibex_status_t st = err;
-        // The fast boxes are asked first, as the caller's own paths (api.cpp: run_inline,
-        // submit_small) ask them: a reduce-scatter or allgather can fit both (the boxes
-        // count bytes per rank, the direct path the whole buffer), and every rank must
-        // choose alike whichever way its call reached the stream.
-        if (st == IBEX_OK && !d.scheduled && c->fast.takes(c, d.op)) {
+        const OpPath path = st == IBEX_OK && !d.scheduled ? op_path(c, d.op) : OpPath::scheduled;
+        if (st == IBEX_OK && path == OpPath::boxes) {
             st = c->fast.start(c, d.op);
             d.fast = st == IBEX_OK;
-        } else if (st == IBEX_OK && !d.scheduled && c->direct.takes(d.op)) {
+        } else if (st == IBEX_OK && path == OpPath::direct) {
             c->direct.begin(d.op);
             st = c->fast.start(c, c->direct.sub());
             d.fast = st == IBEX_OK;
