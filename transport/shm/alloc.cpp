@@ -6,6 +6,7 @@
 // completions stay exactly where the other mechanisms keep them.
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -19,6 +20,9 @@
 namespace ibex::shm {
 
 namespace {
+
+// How long ibex_rkey_ptr waits for a peer's fd that has not come yet.
+constexpr int kOfferWaitUs = 1'000'000;
 
 struct FdMessage {
     uint64_t sender; // pid << 32 | context id
@@ -161,14 +165,28 @@ uint8_t *peer_mapping(ShmQp &qp, uint64_t id, uint64_t off, uint64_t len) {
 
 namespace {
 
+// A peer's socket queues a few datagrams only (net.unix.max_dgram_qlen, 10 by default)
+// until that peer drains it, which it does when it misses a mapping; an offer it could not
+// take is made again from the progress pass (retry_offers) until it goes through.
 void offer(ShmQp &qp, const Alloc &a) {
-    if (qp.peer && qp.ctx->sock >= 0 && !qp.shared_allocs.count(a.id) && send_fd(qp, a)) qp.shared_allocs.insert(a.id);
+    if (!qp.peer || qp.ctx->sock < 0 || qp.shared_allocs.count(a.id)) return;
+    if (send_fd(qp, a))
+        qp.shared_allocs.insert(a.id);
+    else
+        qp.ctx->offers_pending = true;
 }
 
 } // namespace
 
 void offer_allocs(ShmQp &qp) {
     for (auto &[base, a] : qp.ctx->allocs) offer(qp, a);
+}
+
+void retry_offers(ShmContext &ctx) {
+    if (!ctx.offers_pending) return;
+    ctx.offers_pending = false;
+    for (ShmQp *qp : ctx.qps)
+        if (qp->self && qp->self->ready.load(std::memory_order_relaxed)) offer_allocs(*qp);
 }
 
 void publish_mr(ShmContext &ctx, const ibex_mr &mr) {
@@ -330,7 +348,7 @@ ibex_status_t mem_free(ibex_pd *pd, void *ptr) {
 
 ibex_status_t rkey_ptr(ibex_qp *q, uint64_t remote_addr, uint32_t rkey, size_t length, unsigned access, void **out) {
     ShmQp *qp = qp_of(q);
-    Lock l(qp->ctx->mu);
+    std::unique_lock l(qp->ctx->mu);
     if ((qp->state != IBEX_QPS_RTR && qp->state != IBEX_QPS_RTS) || !qp->peer)
         return fail(IBEX_ERR_INVALID_STATE, "ibex_rkey_ptr: QP %u is not connected (RTR or RTS)", qp->qp_num);
     uint64_t alloc = 0, off = 0;
@@ -345,8 +363,19 @@ ibex_status_t rkey_ptr(ibex_qp *q, uint64_t remote_addr, uint32_t rkey, size_t l
                     "here (WRITE and READ still reach it)",
                     rkey);
     uint8_t *p = peer_mapping(*qp, alloc, off, length);
+    // The fd may still be on its way: the peer offers it again from its progress pass when
+    // this context's queue was full, which the miss above has just emptied.
+    for (int waited_us = 0; !p && qp->ctx->sock >= 0 && waited_us < kOfferWaitUs; waited_us += 100) {
+        l.unlock();
+        usleep(100);
+        l.lock();
+        if (!qp->peer) break;
+        p = peer_mapping(*qp, alloc, off, length);
+    }
     if (!p)
-        return fail(IBEX_ERR_NOT_SUPPORTED, "ibex_rkey_ptr: the peer has not shared the allocation under rkey 0x%x", rkey);
+        return fail(IBEX_ERR_NOT_SUPPORTED,
+                    "ibex_rkey_ptr: the peer has not shared the allocation under rkey 0x%x (waited %d ms for its fd)",
+                    rkey, kOfferWaitUs / 1000);
     *out = p;
     return IBEX_OK;
 }

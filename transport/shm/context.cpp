@@ -28,11 +28,12 @@ constexpr uint64_t kMaxSleepNs = 50'000'000;   // bounded sleep: the loop re-che
 // the core from a polling application thread.
 constexpr uint64_t kAppPollingNs = 200'000;
 constexpr uint64_t kNapNs = 1'000'000;
+constexpr uint64_t kOfferRetryNs = 200'000; // an fd a peer's full queue refused goes again
 
 std::atomic<uint32_t> g_next_ctx{0};
 
 uint64_t next_deadline(const ShmContext &ctx) {
-    uint64_t d = 0;
+    uint64_t d = ctx.offers_pending ? now_ns() + kOfferRetryNs : 0;
     for (const ShmQp *qp : ctx.qps)
         if (const uint64_t q = requester_deadline(*qp); q && (!d || q < d)) d = q;
     return d;
@@ -135,6 +136,7 @@ void ShmContext::note_app_blocking() {
 bool progress_once(ShmContext &ctx, uint64_t now) {
     const uint32_t bell = ctx.shared->doorbell.load(std::memory_order_acquire);
     bool did = false, quiet = true;
+    retry_offers(ctx);
     for (ShmQp *qp : ctx.qps) {
         did |= serve_requests(*qp);
         did |= requester_progress(*qp, now);

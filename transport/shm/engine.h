@@ -48,6 +48,8 @@ void publish_mr(ShmContext &ctx, const ibex_mr &mr);
 void withdraw_mr(ShmContext &ctx, const ibex_mr &mr);
 // Sends the peer context the fds of all this context's allocations it lacks.
 void offer_allocs(ShmQp &qp);
+// Offers again what a peer's full socket queue refused (lock held).
+void retry_offers(ShmContext &ctx);
 // Initiator: WRITE or READ straight into or out of the peer's allocation when its
 // published MR, QP state and access allow it (checked as the target would); false: the
 // request goes the usual way, and the target answers it, errors included.

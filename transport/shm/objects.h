@@ -112,6 +112,7 @@ struct ShmContext : ibex_context {
     CopyStats copies;
     // ---- `map` (alloc.cpp)
     std::map<uintptr_t, Alloc> allocs; // by base address
+    bool offers_pending = false;       // an fd a peer's queue refused, offered again by progress
     uint64_t next_alloc = 1;
     int sock = -1; // datagram socket "@ibex-shm.<pid>.<ctx>": peers' fds arrive here
     std::map<std::pair<uint64_t, uint64_t>, PeerMapping> peer_maps;

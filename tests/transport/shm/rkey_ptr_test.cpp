@@ -1,7 +1,10 @@
 // ibex_rkey_ptr: a peer's ibex_mem_alloc memory reached by plain loads and stores over a
 // connected shm QP; everything else refused with the reason, and other devices answer
 // "not supported".
+#include <cstdio>
 #include <cstring>
+#include <memory>
+#include <vector>
 
 #include "tests/support/qp_endpoint.h"
 #include "tests/transport/shm/shm_pair.h"
@@ -34,6 +37,31 @@ TEST(ShmRkeyPtr, LoadsAndStoresReachThePeersAllocation) {
     void *ro = nullptr;
     EXPECT_EQ(ibex_rkey_ptr(p.a.qp, r.at(0), ibex_mr_rkey(r.mr), kRegion, IBEX_ACCESS_REMOTE_READ, &ro), IBEX_OK);
     EXPECT_EQ(static_cast<uint8_t *>(ro) + 1000, q);
+}
+
+TEST(ShmRkeyPtr, MoreAllocationsThanThePeersSocketQueuesAreAllMapped) {
+    // Each allocation's fd goes to the peer in a datagram; the peer's socket queues only
+    // net.unix.max_dgram_qlen of them until it drains. Those refused are offered again
+    // from the owner's progress pass, so every region is mapped in the end.
+    int qlen = 10;
+    if (FILE *f = std::fopen("/proc/sys/net/unix/max_dgram_qlen", "r")) {
+        if (std::fscanf(f, "%d", &qlen) != 1) qlen = 10;
+        std::fclose(f);
+    }
+    ShmPair p;
+    p.open(4096, nullptr);
+    std::vector<std::unique_ptr<AllocRegion>> regions;
+    for (int i = 0; i < qlen + 30; ++i) {
+        regions.push_back(std::make_unique<AllocRegion>(p.b.pd, 4096, IBEX_ACCESS_LOCAL_WRITE | kRw));
+        ASSERT_TRUE(regions.back()->ok());
+        std::memset(regions.back()->bytes(), i & 0xff, 4096);
+    }
+    for (size_t i = 0; i < regions.size(); ++i) {
+        void *ptr = nullptr;
+        ASSERT_EQ(ibex_rkey_ptr(p.a.qp, regions[i]->at(0), ibex_mr_rkey(regions[i]->mr), 4096, kRw, &ptr), IBEX_OK)
+            << "region " << i << " of " << regions.size() << ": " << ibex_last_error();
+        EXPECT_EQ(check_const(static_cast<uint8_t *>(ptr), 4096, static_cast<uint8_t>(i & 0xff)), 0u) << "region " << i;
+    }
 }
 
 TEST(ShmRkeyPtr, KeysRangesAndRightsAreCheckedLikeAWrite) {
