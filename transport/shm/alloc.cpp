@@ -251,10 +251,10 @@ void count_map(ShmQp &qp, uint64_t bytes) {
 
 } // namespace
 
-bool direct_copy(ShmQp &qp, const SendWqe &w) {
-    const bool write = w.opcode == IBEX_WR_RDMA_WRITE;
-    if ((!write && w.opcode != IBEX_WR_RDMA_READ) || !w.local.total || qp.send_mode == Copy::kRing ||
-        qp.forced == static_cast<uint32_t>(Copy::kRing))
+bool direct_copy(ShmQp &qp, const SendWqe &w, bool place_only) {
+    const bool write = w.opcode == (place_only ? IBEX_WR_RDMA_WRITE_WITH_IMM : IBEX_WR_RDMA_WRITE);
+    if ((!write && (place_only || w.opcode != IBEX_WR_RDMA_READ)) || !w.local.total || qp.send_mode == Copy::kRing ||
+        qp.forced == static_cast<uint32_t>(Copy::kRing) || (place_only && qp.forced == static_cast<uint32_t>(Copy::kCma)))
         return false;
     uint64_t alloc = 0, off = 0;
     if (!peer_allows(qp, w.rkey, w.remote_addr, w.local.total, write ? IBEX_ACCESS_REMOTE_WRITE : IBEX_ACCESS_REMOTE_READ,
@@ -266,7 +266,7 @@ bool direct_copy(ShmQp &qp, const SendWqe &w) {
         alloc && qp.forced != static_cast<uint32_t>(Copy::kCma) ? peer_mapping(qp, alloc, off, w.local.total) : nullptr;
     if (!remote) {
         // Other memory: one process_vm_* call of ours, when this process may reach the peer.
-        if (qp.serve_mode != Copy::kCma) return false;
+        if (place_only || qp.serve_mode != Copy::kCma) return false;
         iovec rem{reinterpret_cast<void *>(static_cast<uintptr_t>(w.remote_addr)), w.local.total};
         if (!cma_all(write, qp.peer_pid, iov, static_cast<unsigned long>(n), &rem, 1, w.local.total)) return false;
         ++qp.ctx->copies.cma_ops;

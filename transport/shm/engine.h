@@ -52,8 +52,10 @@ void offer_allocs(ShmQp &qp);
 void retry_offers(ShmContext &ctx);
 // Initiator: WRITE or READ straight into or out of the peer's allocation when its
 // published MR, QP state and access allow it (checked as the target would); false: the
-// request goes the usual way, and the target answers it, errors included.
-bool direct_copy(ShmQp &qp, const SendWqe &w);
+// request goes the usual way, and the target answers it, errors included. place_only: a
+// WRITE with immediate whose payload goes straight into the peer's mapping (`map` only),
+// leaving the immediate, the receive and the completion to a request that follows.
+bool direct_copy(ShmQp &qp, const SendWqe &w, bool place_only = false);
 // The latency path: a lone WRITE from one SGE into the peer's mapped allocation, with
 // nothing queued before it, copied and completed in the post without a WQE. False, with
 // nothing done, for anything else: the general path then posts it (and reports errors).

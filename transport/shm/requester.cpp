@@ -73,6 +73,17 @@ void on_response(ShmQp &qp, const Response &r, uint64_t now) {
     if (qp.sq.empty()) qp.ack_deadline = 0;
 }
 
+// Every request in flight is a WRITE whose bytes are already at the peer (placed, or
+// empty): nothing the peer has still to move could land after what is placed next.
+bool only_placed_in_flight(ShmQp &qp) {
+    for (uint64_t seq = qp.una_seq; seq != qp.next_seq; ++seq) {
+        const Fragment &f = qp.frags[seq % kSlots];
+        const uint8_t op = qp.sq.at(f.wqe).opcode;
+        if (f.len || (op != IBEX_WR_RDMA_WRITE && op != IBEX_WR_RDMA_WRITE_WITH_IMM)) return false;
+    }
+    return true;
+}
+
 } // namespace
 
 bool transmit(ShmQp &qp) {
@@ -98,13 +109,19 @@ bool transmit(ShmQp &qp) {
         }
         const bool atomic = is_atomic(w.opcode);
         const uint32_t total = atomic ? 8 : w.local.total;
-        uint32_t len = total - qp.tx_off;
+        // `map`, a WRITE with immediate: the payload is copied into the peer's mapping here,
+        // and the request that follows carries only the immediate (its receive and its
+        // completion are the peer's). Only behind requests whose data is already in place,
+        // so a later message's bytes never land before an earlier one's.
+        const bool placed = qp.tx_off == 0 && w.opcode == IBEX_WR_RDMA_WRITE_WITH_IMM && only_placed_in_flight(qp) &&
+                            direct_copy(qp, w, true);
+        uint32_t len = placed ? 0 : total - qp.tx_off;
         if (ring && len > kSlotBytes) len = kSlotBytes;
         Request &r = qp.peer->req.next();
         r.seq = qp.next_seq;
         r.opcode = w.opcode;
         r.first = qp.tx_off == 0;
-        r.last = qp.tx_off + len == total;
+        r.last = placed || qp.tx_off + len == total;
         r.imm = w.imm;
         r.rkey = w.rkey;
         r.len = len;

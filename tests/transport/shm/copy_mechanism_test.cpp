@@ -190,6 +190,8 @@ TEST(ShmCopy, MapChecksKeysBoundsAndRightsLikeTheTarget) {
         unsigned access;
     };
     for (const Case &c : {Case{"bad rkey", IBEX_WR_RDMA_WRITE, 0x5500, 0, kAllAccess},
+                          Case{"bad rkey, with immediate", IBEX_WR_RDMA_WRITE_WITH_IMM, 0x5500, 0, kAllAccess},
+                          Case{"no remote write, with immediate", IBEX_WR_RDMA_WRITE_WITH_IMM, 0, 0, IBEX_ACCESS_LOCAL_WRITE},
                           Case{"past the end", IBEX_WR_RDMA_WRITE, 0, 4096 - 100, kAllAccess},
                           Case{"no remote write", IBEX_WR_RDMA_WRITE, 0, 0, IBEX_ACCESS_LOCAL_WRITE},
                           Case{"no remote read", IBEX_WR_RDMA_READ, 0, 0, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE}}) {
@@ -222,6 +224,71 @@ TEST(ShmCopy, MapChecksKeysBoundsAndRightsLikeTheTarget) {
 } // namespace
 
 namespace {
+
+// A WRITE with immediate into ibex_mem_alloc memory is copied into the target's mapping by
+// the initiator, and the request after it carries only the immediate. Several in a row:
+// each lands whole, the receiver's completions come in order with their immediates and
+// lengths, and the target moved no byte itself.
+TEST(ShmCopy, WriteWithImmediateIsPlacedByTheInitiator) {
+    ShmPair p;
+    p.open(kBuf, nullptr);
+    AllocRegion b(p.b.pd, kBuf, kAllAccess);
+    ASSERT_TRUE(b.ok());
+    constexpr int kWrites = 4;
+    constexpr uint32_t kLen = (64 << 10) + 5;
+    for (int i = 0; i < kWrites; ++i) IBEX_ASSERT_OK(p.b.post_recv(100 + i, 0, 0));
+    for (int i = 0; i < kWrites; ++i) {
+        fill_pattern(p.a.buf.data() + i * kLen, kLen, 40 + i);
+        IBEX_ASSERT_OK(p.a.post_rdma(IBEX_WR_RDMA_WRITE_WITH_IMM, i, i * kLen, kLen, b.at(i * kLen), ibex_mr_rkey(b.mr),
+                                     true, 0x1000 + i));
+    }
+    const auto sent = p.a.wait(kWrites);
+    ASSERT_EQ(sent.size(), size_t(kWrites));
+    for (const ibex_wc_t &w : sent) EXPECT_EQ(w.status, IBEX_WC_SUCCESS) << ibex_wc_status_str(w.status);
+    const auto got = p.b.wait(kWrites);
+    ASSERT_EQ(got.size(), size_t(kWrites));
+    for (int i = 0; i < kWrites; ++i) {
+        SCOPED_TRACE(i);
+        EXPECT_EQ(got[i].status, IBEX_WC_SUCCESS) << ibex_wc_status_str(got[i].status);
+        EXPECT_EQ(got[i].opcode, IBEX_WC_RECV_RDMA_WITH_IMM);
+        EXPECT_EQ(got[i].wr_id, uint64_t(100 + i));
+        EXPECT_EQ(got[i].imm_data, uint32_t(0x1000 + i));
+        EXPECT_TRUE(got[i].wc_flags & IBEX_WC_WITH_IMM);
+        EXPECT_EQ(got[i].byte_len, kLen);
+        EXPECT_EQ(check_pattern(b.bytes() + i * kLen, kLen, 40 + i), 0u);
+    }
+    const auto sa = stats(p.a), sb = stats(p.b);
+    EXPECT_EQ(sa.map_ops, uint64_t(kWrites));
+    EXPECT_EQ(sa.map_bytes, uint64_t(kWrites) * kLen);
+    EXPECT_EQ(sb.map_ops + sb.cma_ops + sb.ring_ops, 0u) << "the target moved the payload itself";
+}
+
+// The receiver has no receive posted: the placed WRITE's request is refused (RNR) and sent
+// again until a receive is there; then it completes with its immediate, and its bytes are
+// the sender's.
+TEST(ShmCopy, PlacedWriteWithImmediateWaitsOutAReceiverNotReady) {
+    ShmPair p;
+    p.open(4096, nullptr);
+    AllocRegion b(p.b.pd, 4096, kAllAccess);
+    ASSERT_TRUE(b.ok());
+    IBEX_ASSERT_OK(p.a.set_timers(14, 7, 7)); // rnr_retry 7: without limit
+    fill_pattern(p.a.buf.data(), 1000, 5);
+    IBEX_ASSERT_OK(p.a.post_rdma(IBEX_WR_RDMA_WRITE_WITH_IMM, 1, 0, 1000, b.at(8), ibex_mr_rkey(b.mr), true, 77));
+    EXPECT_TRUE(p.a.wait(1, 30).empty()) << "completed without a receive at the target";
+    IBEX_ASSERT_OK(p.b.post_recv(2, 0, 0));
+    const auto sent = p.a.wait(1);
+    ASSERT_EQ(sent.size(), 1u);
+    EXPECT_EQ(sent[0].status, IBEX_WC_SUCCESS) << ibex_wc_status_str(sent[0].status);
+    const auto got = p.b.wait(1);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].imm_data, 77u);
+    EXPECT_EQ(got[0].byte_len, 1000u);
+    EXPECT_EQ(check_pattern(b.bytes() + 8, 1000, 5), 0u);
+    ibex_counters_t c;
+    IBEX_ASSERT_OK(p.a.query_counters(&c));
+    EXPECT_GE(c.rnr_nak_received, 1u);
+    EXPECT_GE(stats(p.a).map_ops, 1u);
+}
 
 // A chain of WRITEs between allocations is copied in place while it can be; from the
 // first WRITE that cannot (here a bad rkey) the rest queue behind it. Completions come in
