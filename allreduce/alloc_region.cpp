@@ -6,17 +6,16 @@
 
 namespace ibex::coll {
 
-ibex_status_t AllocRegion::open(ibex_pd_t *pd, size_t bytes, unsigned access) {
+ibex_status_t AllocRegion::open(ibex_pd_t *pd, size_t bytes, unsigned access, const char *what) {
     close();
     pd_ = pd;
-    if (ibex_status_t st = ibex_mem_alloc(pd, bytes, &mem_); st != IBEX_OK) {
-        mem_ = nullptr;
-        return st;
-    }
-    if (ibex_status_t st = ibex_reg_mr(pd, mem_, bytes, access, &mr_); st != IBEX_OK) {
+    ibex_status_t st = ibex_mem_alloc(pd, bytes, &mem_);
+    if (st != IBEX_OK) mem_ = nullptr;
+    else if ((st = ibex_reg_mr(pd, mem_, bytes, access, &mr_)) != IBEX_OK) mr_ = nullptr;
+    if (st != IBEX_OK) {
         const std::string why = ibex_last_error(); // ibex_mem_free clears it
-        mr_ = nullptr;
         close();
+        if (what) return fail(st, "%s of %zu bytes: %s", what, bytes, why.c_str());
         return fail(st, "%s", why.c_str());
     }
     bytes_ = bytes;

@@ -1,5 +1,8 @@
 // Memory that same-host peers map: an ibex_mem_alloc region registered on its PD (the
-// fast boxes, the staged allreduce's staging). Freed, registration first, when it goes.
+// fast boxes, the staged allreduce's staging, the executor's staging slots and eager
+// rings). On the shm device a peer's WRITE into it is one memcpy into its mapping; on
+// other devices it is ordinary page-aligned memory. Freed, registration first, when it
+// goes.
 #pragma once
 
 #include <cstddef>
@@ -14,15 +17,23 @@ public:
     AllocRegion() = default;
     AllocRegion(const AllocRegion &) = delete;
     AllocRegion &operator=(const AllocRegion &) = delete;
+    AllocRegion(AllocRegion &&o) noexcept : pd_(o.pd_), mem_(o.mem_), mr_(o.mr_), bytes_(o.bytes_) {
+        o.mem_ = nullptr;
+        o.mr_ = nullptr;
+        o.bytes_ = 0;
+    }
+    AllocRegion &operator=(AllocRegion &&) = delete;
     ~AllocRegion() { close(); }
 
-    // On failure it holds nothing and ibex_last_error() says why.
-    ibex_status_t open(ibex_pd_t *pd, size_t bytes, unsigned access);
+    // On failure it holds nothing and ibex_last_error() says why (naming the buffer `what`
+    // where one is given).
+    ibex_status_t open(ibex_pd_t *pd, size_t bytes, unsigned access, const char *what = nullptr);
     void close();
 
     explicit operator bool() const { return mr_ != nullptr; }
     uint8_t *data() const { return static_cast<uint8_t *>(mem_); }
     size_t size() const { return bytes_; }
+    ibex_mr_t *mr() const { return mr_; }
     uint32_t lkey() const { return mr_ ? ibex_mr_lkey(mr_) : 0; }
     uint32_t rkey() const { return mr_ ? ibex_mr_rkey(mr_) : 0; }
 

@@ -24,6 +24,7 @@
 
 #include <ibex/ibex.h>
 
+#include "allreduce/alloc_region.h"
 #include "allreduce/reg_cache.h"
 #include "allreduce/schedule.h"
 
@@ -116,23 +117,6 @@ private:
         uint32_t rkey;
         Ctl kind;
     };
-    // Page-aligned memory registered with the executor's PD, released with its owner.
-    class RegisteredBuffer {
-      public:
-        RegisteredBuffer() = default;
-        RegisteredBuffer(RegisteredBuffer &&o) noexcept : data_(o.data_), mr_(o.mr_) { o.data_ = nullptr, o.mr_ = nullptr; }
-        RegisteredBuffer &operator=(RegisteredBuffer &&) = delete;
-        ~RegisteredBuffer();
-        // what names the buffer in the error of a failed allocation.
-        ibex_status_t allocate(ibex_pd_t *pd, size_t bytes, unsigned access, const char *what);
-        uint8_t *data() const { return data_; }
-        ibex_mr_t *mr() const { return mr_; }
-        explicit operator bool() const { return data_ != nullptr; }
-
-      private:
-        uint8_t *data_ = nullptr;
-        ibex_mr_t *mr_ = nullptr;
-    };
     struct Link {
         ibex_context_t *ctx = nullptr;
         ibex_pd_t *pd = nullptr;
@@ -147,14 +131,14 @@ private:
         std::vector<uint8_t> rx;
         ibex_mr_t *rx_mr = nullptr;
         // Staging slots for incoming slices that are reduced on arrival.
-        RegisteredBuffer staging;
+        AllocRegion staging;
         std::vector<int> free_slots;
         // Lifetime sequence numbers of data messages (eager or not), both directions.
         uint32_t send_seq = 0, arrive_seq = 0;
         uint32_t recv_base = 0; // arrive_seq at the start of the running collective
         std::deque<Credit> credits;
         // This rank's eager ring (the peer writes into it) and what is consumed / handed back.
-        RegisteredBuffer eager;
+        AllocRegion eager;
         uint32_t eager_arrived = 0, eager_consumed = 0, eager_returned = 0;
         std::deque<uint32_t> early; // lengths of eager slices that came before their collective
         std::vector<int> eager_slot_of; // per recv index: the eager slot it landed in, or -1
@@ -165,7 +149,7 @@ private:
         uint32_t eager_sent = 0, eager_freed = 0;
         // Send buffers for eager slices (as many as this rank's own ring has slots); one is
         // reused once the send that used it completed.
-        RegisteredBuffer eager_tx;
+        AllocRegion eager_tx;
         uint32_t eager_tx_done = 0;
         // The running collective's steps with this peer, in order.
         std::vector<int> sends, recvs;

@@ -10,23 +10,6 @@
 
 namespace ibex::coll {
 
-Executor::RegisteredBuffer::~RegisteredBuffer() {
-    if (mr_) ibex_dereg_mr(mr_);
-    std::free(data_);
-}
-
-ibex_status_t Executor::RegisteredBuffer::allocate(ibex_pd_t *pd, size_t bytes, unsigned access, const char *what) {
-    data_ = static_cast<uint8_t *>(std::aligned_alloc(4096, (bytes + 4095) & ~size_t(4095)));
-    if (!data_) return fail(IBEX_ERR_NO_MEMORY, "%s of %zu bytes", what, bytes);
-    if (ibex_status_t st = ibex_reg_mr(pd, data_, bytes, access, &mr_); st != IBEX_OK) {
-        std::free(data_);
-        data_ = nullptr; // stays empty, so a later call may try again
-        mr_ = nullptr;
-        return st;
-    }
-    return IBEX_OK;
-}
-
 Executor::~Executor() {
     for (Channel &c : chans_) {
         if (c.qp) ibex_destroy_qp(c.qp);
@@ -97,8 +80,8 @@ ibex_status_t Executor::open(const char *device, const char *local_device, int r
         IBEX_TRY(ibex_reg_mr(pd, c.rx.data(), c.rx.size(), IBEX_ACCESS_LOCAL_WRITE, &c.rx_mr));
         if (eager_slots(params)) {
             const size_t bytes = params.eager_bytes * static_cast<size_t>(params.eager_slots);
-            IBEX_TRY(c.eager.allocate(pd, bytes, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE, "eager ring"));
-            IBEX_TRY(c.eager_tx.allocate(pd, bytes, IBEX_ACCESS_LOCAL_WRITE, "eager send buffers"));
+            IBEX_TRY(c.eager.open(pd, bytes, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE, "eager ring"));
+            IBEX_TRY(c.eager_tx.open(pd, bytes, IBEX_ACCESS_LOCAL_WRITE, "eager send buffers"));
         }
     }
     return IBEX_OK;

@@ -1,0 +1,66 @@
+// The executor's own buffers that peers write into (staging slots for slices reduced on
+// arrival, eager rings) come from ibex_mem_alloc, so over the shm device a slice, a WRITE
+// with immediate, is copied by its sender straight into the peer's mapping (counted as
+// `map` by the sender's shm context), not pulled by the peer with process_vm_readv.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <vector>
+
+#include "allreduce/comm.h"
+#include "tests/allreduce/ranks.h"
+#include "transport/shm/engine.h"
+
+namespace {
+
+using ibex::test::init_host_comm;
+using ibex::test::RankCtx;
+
+int body(RankCtx &ctx) {
+    // The fast boxes and the direct path off: every collective runs a schedule.
+    ::setenv("IBEX_FASTBOX_MAX", "0", 1);
+    ::setenv("IBEX_SHM_DIRECT_MIN", "0", 1);
+    ibex_comm_t *comm = nullptr;
+    RANK_CHECK_OK(ctx, init_host_comm(ctx, &comm));
+    const int peer = 1 - ctx.rank;
+    const int link = comm->exec.link_of(peer);
+    RANK_CHECK(ctx, link >= 0, "no QP to rank %d", peer);
+    // A region's fd reaches the peer a moment after it is offered (sooner or later, see
+    // ShmRkeyPtr.MoreAllocationsThanThePeersSocketQueuesAreAllMapped); until then its
+    // slices go another way. A few collectives first let every fd arrive.
+    std::vector<float> warm(256 << 10, 1.0f);
+    for (int i = 0; i < 20; ++i)
+        RANK_CHECK_OK(ctx, ibex_allreduce(warm.data(), warm.data(), i % 2 ? warm.size() : 256, IBEX_F32, IBEX_SUM,
+                                          comm, nullptr));
+    ibex::shm::CopyStats before{}, after{};
+    RANK_CHECK(ctx, ibex::shm::copy_stats(comm->exec.context(link), &before), "the peer's link is not shm");
+    // 1 KiB: eager slices. 1 MiB: 128 KiB slices, reduced on arrival.
+    for (size_t count : {size_t(256), size_t(256) << 10}) {
+        std::vector<float> x(count, static_cast<float>(ctx.rank + 1)), y(count, 0.0f);
+        RANK_CHECK_OK(ctx, ibex_allreduce(x.data(), y.data(), count, IBEX_F32, IBEX_SUM, comm, nullptr));
+        for (float v : y) RANK_CHECK(ctx, v == 3.0f, "count %zu: got %g", count, static_cast<double>(v));
+        RANK_CHECK(ctx, ibex::shm::copy_stats(comm->exec.context(link), &after), "copy statistics");
+        const uint64_t mapped = after.map_bytes - before.map_bytes, attached = after.cma_bytes - before.cma_bytes;
+        ctx.say("count %zu: %llu bytes mapped, %llu attached, %llu through the ring", count,
+                static_cast<unsigned long long>(mapped), static_cast<unsigned long long>(attached),
+                static_cast<unsigned long long>(after.ring_bytes - before.ring_bytes));
+        // This rank's half goes into the peer's ring (the small op) or slots (the large
+        // op's reduce-scatter half) by memcpy; the large op's allgather half lands in the
+        // peer's receive buffer, ordinary memory, which the peer pulls with
+        // process_vm_readv.
+        const uint64_t half = count * sizeof(float) / 2;
+        RANK_CHECK(ctx, mapped >= half, "count %zu: only %llu of %llu bytes went into mapped memory", count,
+                   static_cast<unsigned long long>(mapped), static_cast<unsigned long long>(half));
+        if (count == 256) RANK_CHECK(ctx, attached == 0, "eager slices went by process_vm_writev (%llu bytes)",
+                                     static_cast<unsigned long long>(attached));
+        before = after;
+    }
+    RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
+    return 0;
+}
+
+TEST(ExecutorBuffers, PeersWriteSlotsAndRingsThroughTheirMappings) {
+    ibex::test::expect_all_passed(ibex::test::run_ranks(2, body));
+}
+
+} // namespace
