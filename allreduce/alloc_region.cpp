@@ -1,17 +1,24 @@
 #include "allreduce/alloc_region.h"
 
+#include <cstdlib>
 #include <string>
 
 #include "runtime/base/status.h"
 
 namespace ibex::coll {
 
-ibex_status_t AllocRegion::open(ibex_pd_t *pd, size_t bytes, unsigned access, const char *what) {
+ibex_status_t AllocRegion::open(ibex_pd_t *pd, size_t bytes, unsigned access, const char *what, bool peers_map) {
     close();
     pd_ = pd;
-    ibex_status_t st = ibex_mem_alloc(pd, bytes, &mem_);
-    if (st != IBEX_OK) mem_ = nullptr;
-    else if ((st = ibex_reg_mr(pd, mem_, bytes, access, &mr_)) != IBEX_OK) mr_ = nullptr;
+    ibex_status_t st = IBEX_OK;
+    if (!peers_map) {
+        private_ = true;
+        if (!(mem_ = std::aligned_alloc(4096, (bytes + 4095) & ~size_t(4095))))
+            st = fail(IBEX_ERR_NO_MEMORY, "out of memory");
+    } else if ((st = ibex_mem_alloc(pd, bytes, &mem_)) != IBEX_OK) {
+        mem_ = nullptr;
+    }
+    if (st == IBEX_OK && (st = ibex_reg_mr(pd, mem_, bytes, access, &mr_)) != IBEX_OK) mr_ = nullptr;
     if (st != IBEX_OK) {
         const std::string why = ibex_last_error(); // ibex_mem_free clears it
         close();
@@ -24,7 +31,9 @@ ibex_status_t AllocRegion::open(ibex_pd_t *pd, size_t bytes, unsigned access, co
 
 void AllocRegion::close() {
     if (mr_) ibex_dereg_mr(mr_);
-    if (mem_) ibex_mem_free(pd_, mem_);
+    if (mem_ && private_) std::free(mem_);
+    else if (mem_) ibex_mem_free(pd_, mem_);
+    private_ = false;
     mr_ = nullptr;
     mem_ = nullptr;
     bytes_ = 0;

@@ -17,7 +17,7 @@ public:
     AllocRegion() = default;
     AllocRegion(const AllocRegion &) = delete;
     AllocRegion &operator=(const AllocRegion &) = delete;
-    AllocRegion(AllocRegion &&o) noexcept : pd_(o.pd_), mem_(o.mem_), mr_(o.mr_), bytes_(o.bytes_) {
+    AllocRegion(AllocRegion &&o) noexcept : pd_(o.pd_), mem_(o.mem_), mr_(o.mr_), bytes_(o.bytes_), private_(o.private_) {
         o.mem_ = nullptr;
         o.mr_ = nullptr;
         o.bytes_ = 0;
@@ -26,8 +26,10 @@ public:
     ~AllocRegion() { close(); }
 
     // On failure it holds nothing and ibex_last_error() says why (naming the buffer `what`
-    // where one is given).
-    ibex_status_t open(ibex_pd_t *pd, size_t bytes, unsigned access, const char *what = nullptr);
+    // where one is given). peers_map = false: memory only this process touches (a source
+    // of sends), page-aligned but not an ibex_mem_alloc region, so the shm device does not
+    // hand it to every peer.
+    ibex_status_t open(ibex_pd_t *pd, size_t bytes, unsigned access, const char *what = nullptr, bool peers_map = true);
     void close();
 
     explicit operator bool() const { return mr_ != nullptr; }
@@ -42,6 +44,7 @@ private:
     void *mem_ = nullptr;
     ibex_mr_t *mr_ = nullptr;
     size_t bytes_ = 0;
+    bool private_ = false; // aligned_alloc'd, not ibex_mem_alloc'd
 };
 
 } // namespace ibex::coll

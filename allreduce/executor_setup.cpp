@@ -81,7 +81,7 @@ ibex_status_t Executor::open(const char *device, const char *local_device, int r
         if (eager_slots(params)) {
             const size_t bytes = params.eager_bytes * static_cast<size_t>(params.eager_slots);
             IBEX_TRY(c.eager.open(pd, bytes, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE, "eager ring"));
-            IBEX_TRY(c.eager_tx.open(pd, bytes, IBEX_ACCESS_LOCAL_WRITE, "eager send buffers"));
+            IBEX_TRY(c.eager_tx.open(pd, bytes, IBEX_ACCESS_LOCAL_WRITE, "eager send buffers", false));
         }
     }
     return IBEX_OK;
