@@ -18,7 +18,7 @@ ibex_status_t AllocRegion::open(ibex_pd_t *pd, size_t bytes, unsigned access, co
     } else if ((st = ibex_mem_alloc(pd, bytes, &mem_)) != IBEX_OK) {
         mem_ = nullptr;
     }
-    if (st == IBEX_OK && (st = ibex_reg_mr(pd, mem_, bytes, access, &mr_)) != IBEX_OK) mr_ = nullptr;
+    if (st == IBEX_OK && access && (st = ibex_reg_mr(pd, mem_, bytes, access, &mr_)) != IBEX_OK) mr_ = nullptr;
     if (st != IBEX_OK) {
         const std::string why = ibex_last_error(); // ibex_mem_free clears it
         close();
@@ -36,6 +36,25 @@ void AllocRegion::close() {
     private_ = false;
     mr_ = nullptr;
     mem_ = nullptr;
+    bytes_ = 0;
+}
+
+ibex_status_t RegisteredSlice::open(ibex_pd_t *pd, uint8_t *base, size_t bytes, unsigned access, const char *what) {
+    close();
+    if (ibex_status_t st = ibex_reg_mr(pd, base, bytes, access, &mr_); st != IBEX_OK) {
+        mr_ = nullptr;
+        const std::string why = ibex_last_error(); // fail() writes where this points
+        return fail(st, "%s of %zu bytes: %s", what, bytes, why.c_str());
+    }
+    data_ = base;
+    bytes_ = bytes;
+    return IBEX_OK;
+}
+
+void RegisteredSlice::close() {
+    if (mr_) ibex_dereg_mr(mr_);
+    mr_ = nullptr;
+    data_ = nullptr;
     bytes_ = 0;
 }
 

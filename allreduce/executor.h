@@ -122,23 +122,28 @@ private:
         ibex_pd_t *pd = nullptr;
         ibex_cq_t *cq = nullptr;
         int cq_fd = -1;
+        // The memory of its channels' staging slots and eager rings, one allocation each,
+        // carved per channel (alloc_region.h says why); staging is allocated at first use.
+        AllocRegion staging, eager;
+        int channels = 0;
     };
     struct Channel {
         int rank = -1;
         int link = 0;
+        int on_link = 0; // its place among the link's channels: its slice of the link's memory
         ibex_qp_t *qp = nullptr;
         // Receive pool: credits and WRITE_WITH_IMM notifications both consume one.
         std::vector<uint8_t> rx;
         ibex_mr_t *rx_mr = nullptr;
         // Staging slots for incoming slices that are reduced on arrival.
-        AllocRegion staging;
+        RegisteredSlice staging;
         std::vector<int> free_slots;
         // Lifetime sequence numbers of data messages (eager or not), both directions.
         uint32_t send_seq = 0, arrive_seq = 0;
         uint32_t recv_base = 0; // arrive_seq at the start of the running collective
         std::deque<Credit> credits;
         // This rank's eager ring (the peer writes into it) and what is consumed / handed back.
-        AllocRegion eager;
+        RegisteredSlice eager;
         uint32_t eager_arrived = 0, eager_consumed = 0, eager_returned = 0;
         std::deque<uint32_t> early; // lengths of eager slices that came before their collective
         std::vector<int> eager_slot_of; // per recv index: the eager slot it landed in, or -1

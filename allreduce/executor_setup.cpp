@@ -17,6 +17,8 @@ Executor::~Executor() {
     }
     chans_.clear(); // registered buffers go before the PD
     for (Link &l : links_) {
+        l.staging.close();
+        l.eager.close();
         if (l.cq) ibex_destroy_cq(l.cq);
         if (l.pd) ibex_dealloc_pd(l.pd);
         if (l.ctx) ibex_close_device(l.ctx);
@@ -24,6 +26,7 @@ Executor::~Executor() {
 }
 
 ibex_status_t Executor::open_link(Link &l, const char *device, int cqe) {
+    l.channels = 0;
     IBEX_TRY(ibex_open_device(device, nullptr, &l.ctx));
     IBEX_TRY(ibex_alloc_pd(l.ctx, &l.pd));
     IBEX_TRY(ibex_create_cq(l.ctx, cqe, &l.cq));
@@ -66,7 +69,16 @@ ibex_status_t Executor::open(const char *device, const char *local_device, int r
         Channel &c = chans_[i];
         c.rank = peers[i];
         c.link = link_of_kind[local_device && local[static_cast<size_t>(c.rank)] ? 1 : 0];
+        c.on_link = links_[c.link].channels++;
         chan_of_[static_cast<size_t>(c.rank)] = static_cast<int>(i);
+    }
+    const size_t eager_bytes = params.eager_bytes * static_cast<size_t>(params.eager_slots);
+    if (eager_slots(params))
+        for (int k = 0; k < nlinks_; ++k)
+            if (links_[k].channels)
+                IBEX_TRY(links_[k].eager.open(links_[k].pd, eager_bytes * static_cast<size_t>(links_[k].channels),
+                                              0, "eager rings"));
+    for (Channel &c : chans_) {
         ibex_pd_t *pd = links_[c.link].pd;
         ibex_qp_init_attr_t a = IBEX_QP_INIT_ATTR_INIT;
         a.send_cq = links_[c.link].cq;
@@ -79,9 +91,9 @@ ibex_status_t Executor::open(const char *device, const char *local_device, int r
         c.rx.assign(static_cast<size_t>(rx_depth(params)) * kRxBytes, 0);
         IBEX_TRY(ibex_reg_mr(pd, c.rx.data(), c.rx.size(), IBEX_ACCESS_LOCAL_WRITE, &c.rx_mr));
         if (eager_slots(params)) {
-            const size_t bytes = params.eager_bytes * static_cast<size_t>(params.eager_slots);
-            IBEX_TRY(c.eager.open(pd, bytes, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE, "eager ring"));
-            IBEX_TRY(c.eager_tx.open(pd, bytes, IBEX_ACCESS_LOCAL_WRITE, "eager send buffers", false));
+            IBEX_TRY(c.eager.open(pd, links_[c.link].eager.data() + static_cast<size_t>(c.on_link) * eager_bytes,
+                                  eager_bytes, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE, "eager ring"));
+            IBEX_TRY(c.eager_tx.open(pd, eager_bytes, IBEX_ACCESS_LOCAL_WRITE, "eager send buffers", false));
         }
     }
     return IBEX_OK;

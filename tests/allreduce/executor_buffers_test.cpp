@@ -63,4 +63,49 @@ TEST(ExecutorBuffers, PeersWriteSlotsAndRingsThroughTheirMappings) {
     ibex::test::expect_all_passed(ibex::test::run_ranks(2, body));
 }
 
+// The shm device hands each allocation to every same-host peer. A rank's slots and rings
+// for all its channels are one allocation each, so a rank maps two allocations of each peer
+// here (its eager rings and its staging slots; the fast boxes and the staged path, which
+// add one each, are off), not one per channel of that peer's as well, which grew as the
+// square of the ranks (14-19 mapped of 25+ offered at 6 ranks, against 6-8 now).
+constexpr int kSharedRanks = 6;
+constexpr size_t kRegionsPerRank = 2;
+
+int count_body(RankCtx &ctx) {
+    // Schedules only (the fast boxes and the direct path off), so that every channel's
+    // slice of the slots and rings is written.
+    ::setenv("IBEX_FASTBOX_MAX", "0", 1);
+    ::setenv("IBEX_SHM_DIRECT_MIN", "0", 1);
+    ibex_comm_t *comm = nullptr;
+    RANK_CHECK_OK(ctx, init_host_comm(ctx, &comm));
+    const int link = comm->exec.link_of((ctx.rank + 1) % ctx.nranks);
+    RANK_CHECK(ctx, link >= 0, "no QP to the next rank");
+    for (size_t count : {size_t(1) << 8, size_t(1) << 20}) {
+        std::vector<float> x(count, static_cast<float>(ctx.rank + 1)), y(count, 0.0f);
+        const float want = static_cast<float>(ctx.nranks * (ctx.nranks + 1) / 2);
+        RANK_CHECK_OK(ctx, ibex_allreduce(x.data(), y.data(), count, IBEX_F32, IBEX_SUM, comm, nullptr));
+        for (size_t i = 0; i < count; ++i)
+            RANK_CHECK(ctx, y[i] == want, "count %zu: element %zu is %g, not %g", count, i, static_cast<double>(y[i]),
+                       static_cast<double>(want));
+    }
+    // An offer that found this rank's socket queue full is made again from its sender's
+    // progress pass: a few barriers let the late ones in.
+    size_t mapped = 0;
+    for (int round = 0; round < 8; ++round) {
+        RANK_CHECK_OK(ctx, ibex_barrier(comm, nullptr));
+        RANK_CHECK(ctx, ibex::shm::mapped_peer_allocs(comm->exec.context(link), &mapped), "the link is not shm");
+    }
+    const size_t peers = static_cast<size_t>(ctx.nranks - 1);
+    ctx.say("%zu peer allocations mapped (%zu peers)", mapped, peers);
+    RANK_CHECK(ctx, mapped >= peers, "only %zu peer allocations mapped for %zu peers", mapped, peers);
+    RANK_CHECK(ctx, mapped <= kRegionsPerRank * peers, "%zu peer allocations mapped for %zu peers (at most %zu each)",
+               mapped, peers, kRegionsPerRank);
+    RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
+    return 0;
+}
+
+TEST(ExecutorBuffers, EachPeerSharesAFewAllocationsWhateverTheRankCount) {
+    ibex::test::expect_all_passed(ibex::test::run_ranks(kSharedRanks, count_body, 120));
+}
+
 } // namespace

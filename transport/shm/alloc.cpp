@@ -163,6 +163,15 @@ uint8_t *peer_mapping(ShmQp &qp, uint64_t id, uint64_t off, uint64_t len) {
     return it->second.base + off;
 }
 
+bool mapped_peer_allocs(ibex_context *c, size_t *out) {
+    if (!c || c->ops != &kShmProviderOps) return false;
+    ShmContext &ctx = *to_shm(c);
+    Lock l(ctx.mu);
+    if (ctx.sock >= 0) drain(ctx);
+    *out = ctx.peer_maps.size();
+    return true;
+}
+
 namespace {
 
 // A peer's socket queues a few datagrams only (net.unix.max_dgram_qlen, 10 by default)

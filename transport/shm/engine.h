@@ -70,6 +70,9 @@ bool shared_alloc_of(ShmQp &qp, const void *p, size_t len, uint64_t *id, uint64_
 // Target: where the initiator's bytes [off, off + len) of allocation `id` lie here, or
 // nullptr (not received, out of range).
 uint8_t *peer_mapping(ShmQp &qp, uint64_t id, uint64_t off, uint64_t len);
+// How many peer allocations this context has mapped, once the fds waiting on its socket
+// are taken (tests); false when `c` is not shm.
+bool mapped_peer_allocs(ibex_context *c, size_t *out);
 
 // ---- copy.cpp
 // IBEX_SHM_COPY (map|cma|ring), 0 when unset; logs a bad value once.
