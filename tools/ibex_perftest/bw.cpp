@@ -10,6 +10,7 @@
 #include "tools/ibex_perftest/ops.h"
 #include "tools/ibex_perftest/perftest.h"
 #include "tools/ibex_perftest/session.h"
+#include "tools/ibex_perftest/ticks.h"
 
 namespace ibex::perftest {
 
@@ -55,9 +56,13 @@ public:
         tcompleted_.clear();
         signaled_.clear();
         if (keep_times) {
-            tposted_.reserve(per_qp * nq);
+            // Written now, so that no page of them is first touched (faulted in) inside
+            // the timed loop.
+            tposted_.assign(per_qp * nq, 0);
             tcompleted_.assign(per_qp * nq, 0);
+            signaled_.reserve(per_qp * nq / cq_mod_ + nq);
         }
+        size_t stamped = 0;
         received_ = 0;
         last_recv_ns_ = 0;
         uint64_t expected = receives && !timed ? per_qp * nq : UINT64_MAX; // timed: the sender says
@@ -66,6 +71,10 @@ public:
         const bool own_clock = receives && timed && !s_.ibex_peer();
         bool peer_sent_known = !receives || !timed || own_clock;
 
+        // Every post and signaled completion is stamped for the peak: with the cycle
+        // counter, as perftest does, since a clock read per post (20-40 ns on a VM) was
+        // most of an 8-byte post over shm and capped the message rate it measured.
+        const TickClock ticks;
         const uint64_t start = now_ns();
         const uint64_t end = timed ? start + uint64_t(o_.duration) * 1000000000ull : 0;
         uint64_t total_posted = 0, first_post = 0;
@@ -81,11 +90,10 @@ public:
                         const bool last = k + 1 == per_qp;
                         const bool signaled = (k + 1) % cq_mod_ == 0 || last;
                         if (!post(wrs[q], q, k, signaled)) return false;
-                        const uint64_t t = now_ns();
-                        if (!total_posted) first_post = t;
+                        if (!total_posted) first_post = now_ns();
                         if (!timed) {
-                            gof_[q][k] = tposted_.size();
-                            tposted_.push_back(t);
+                            gof_[q][k] = stamped;
+                            tposted_[stamped++] = ticks.read();
                         }
                         ++total_posted;
                     }
@@ -106,7 +114,7 @@ public:
                         return false;
                 }
             }
-            if (!poll(stop || !can_post(per_qp))) return false;
+            if (!poll(stop || !can_post(per_qp), ticks)) return false;
             const uint64_t t = now_ns();
             if (o_.run_infinitely && sends && !stop && t - interval_start >= uint64_t(o_.duration) * 1000000000ull) {
                 const uint64_t done = completed_total();
@@ -148,6 +156,8 @@ public:
                 *sent = bw_result_avg(size, posted_total(), first_post, last_completion_, o_.report_gbits);
             } else {
                 std::sort(signaled_.begin(), signaled_.end());
+                tposted_.resize(stamped);
+                stamps_to_ns(ticks);
                 *sent = bw_result(size, tposted_, tcompleted_, signaled_, o_.report_gbits);
             }
         }
@@ -197,7 +207,7 @@ private:
     }
 
     // blocked: nothing more can be posted until something completes.
-    bool poll(bool blocked) {
+    bool poll(bool blocked, const TickClock &ticks) {
         // The runner spins anyway: drive the engine from here too rather than wait for the
         // progress thread to be scheduled (on a busy host it may not be for a while). With
         // -e it sleeps instead while blocked, leaving the CPU to the progress thread and
@@ -230,11 +240,21 @@ private:
             last_completion_ = t;
             if (!gof_.empty()) {
                 const uint64_t g = gof_[q][k];
-                tcompleted_[g] = t;
+                tcompleted_[g] = ticks.read();
                 signaled_.push_back(g);
             }
         }
         return true;
+    }
+
+    // The post and completion stamps in steady-clock nanoseconds, scaled in one go (only
+    // signaled completions are stamped).
+    void stamps_to_ns(const TickClock &ticks) {
+        std::vector<uint64_t> all(tposted_);
+        for (uint64_t g : signaled_) all.push_back(tcompleted_[g]);
+        ticks.to_ns(all);
+        std::copy(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(tposted_.size()), tposted_.begin());
+        for (size_t i = 0; i < signaled_.size(); ++i) tcompleted_[signaled_[i]] = all[tposted_.size() + i];
     }
 
     Session &s_;
