@@ -50,6 +50,7 @@ std::string Fastbox::said(const Meta &m) {
 Fastbox::~Fastbox() { close(); }
 
 void Fastbox::close() {
+    peer_box_.clear();
     region_.close();
     box_ = nullptr;
     max_bytes_ = 0;
@@ -127,6 +128,19 @@ ibex_status_t Fastbox::open(ibex_comm *c) {
         peer_addr_[r] = all[r].addr;
         peer_rkey_[r] = all[r].rkey;
     }
+    // Through the mappings where every peer's box has one here (the fd comes over the shm
+    // device's socket, so it may still be on its way: ibex_rkey_ptr waits for it).
+    peer_box_.assign(n, nullptr);
+    for (int p = 0; p < nranks_; ++p) {
+        if (p == rank_) continue;
+        void *mapped = nullptr;
+        if (ibex_rkey_ptr(c->exec.qp_to(p), peer_addr_[static_cast<size_t>(p)], peer_rkey_[static_cast<size_t>(p)],
+                          4 * n * slot_bytes_, IBEX_ACCESS_REMOTE_WRITE, &mapped) == IBEX_OK)
+            peer_box_[static_cast<size_t>(p)] = static_cast<uint8_t *>(mapped);
+        else
+            IBEX_LOG(info, "communicator rank %d: rank %d's fast box is not mapped here (%s): WRITEs to it instead",
+                     rank_, p, ibex_last_error());
+    }
     arrived_.assign(n, 0);
     if (rank_ == 0)
         IBEX_LOG(info, "communicator: collectives of up to %zu bytes per rank go through fast boxes in shared memory",
@@ -200,7 +214,15 @@ ibex_status_t Fastbox::start(ibex_comm *c, const Op &op) {
         }
         // A reduce's data matters to the root only; the others get the description alone.
         const size_t bytes = sends_data && (op.kind != OpKind::reduce || p == a.root) ? b : 0;
-        const uint64_t remote = peer_addr_[static_cast<size_t>(p)] + static_cast<uint64_t>(inbox(seq, rank_) - box_);
+        const size_t at = static_cast<size_t>(inbox(seq, rank_) - box_);
+        if (uint8_t *theirs = peer_box_[static_cast<size_t>(p)]) {
+            // The description and data, then the word with release semantics: a peer that
+            // reads the word (acquire) sees the rest.
+            std::memcpy(theirs + at + kMeta, src + kMeta, kData - kMeta + bytes);
+            __atomic_store_n(reinterpret_cast<uint64_t *>(theirs + at + kSeq), seq, __ATOMIC_RELEASE);
+            continue;
+        }
+        const uint64_t remote = peer_addr_[static_cast<size_t>(p)] + at;
         const Executor::WritePiece chain[] = {{src + kMeta, kData - kMeta + bytes, remote + kMeta},
                                               {word, sizeof seq, remote + kSeq}};
         IBEX_TRY(exec_->write_to(p, chain, region_.lkey(), peer_rkey_[static_cast<size_t>(p)]));

@@ -2,10 +2,12 @@
 // region from ibex_mem_alloc on the shm device (a memfd its peers map), registered once
 // and announced to every peer at creation. A collective of at most max_bytes per rank then
 // skips the schedule, credits and completions: every rank copies its contribution into
-// its own staging slot, WRITEs it into its slot of every peer's box (on shm a lone WRITE
-// between mapped allocations is a memcpy inside ibex_post_send), WRITEs a sequence word
-// after it, and polls its own box until every peer's word shows this collective's
-// number. Reductions run in rank order over the slots, so every rank computes the same
+// its own staging slot, copies it into its slot of every peer's box, then the sequence
+// word after it, and polls its own box until every peer's word shows this collective's
+// number. The copies go straight into the peers' boxes through this process's mappings
+// of them (ibex_rkey_ptr, taken at creation); where a box cannot be mapped they are
+// WRITEs on the shm QP (which, in place, are the same memcpys behind the provider's
+// checks and lock: about 50 ns a post). Reductions run in rank order over the slots, so every rank computes the same
 // bits.
 //
 // Safety of reuse. Slots alternate by the sequence number's parity. Every rank writes
@@ -93,6 +95,8 @@ private:
     int rank_ = 0, nranks_ = 1;
     std::vector<uint64_t> peer_addr_;
     std::vector<uint32_t> peer_rkey_;
+    // Each peer's box as this process maps it (ibex_rkey_ptr), or nullptr: WRITEs instead.
+    std::vector<uint8_t *> peer_box_;
     bool logged_ = false;
     // Running collective.
     uint64_t seq_ = 0;

@@ -20,6 +20,7 @@
 
 #include "allreduce/comm.h"
 #include "tests/allreduce/killed_rank.h"
+#include "transport/shm/engine.h"
 #include "tests/allreduce/matrix/matrix.h"
 
 namespace {
@@ -370,6 +371,39 @@ TEST(Fastbox, OffWithZeroLimitOrAForcedAlgorithm) {
         ibex::test::run_ranks(2, [](RankCtx &ctx) { return off_body(ctx, "IBEX_FASTBOX_MAX", "0"); }, 60));
     ibex::test::expect_all_passed(
         ibex::test::run_ranks(2, [](RankCtx &ctx) { return off_body(ctx, "IBEX_ALGO", "ring"); }, 60));
+}
+
+// The boxes are written through this process's mappings of the peers' boxes: a fast
+// collective posts no WRITE on the shm QPs (the provider counts none), and still sums right.
+int mapped_body(RankCtx &ctx) {
+    ibex_comm_t *comm = nullptr;
+    RANK_CHECK_OK(ctx, init_host_comm(ctx, &comm));
+    const int link = comm->exec.link_of((ctx.rank + 1) % ctx.nranks);
+    RANK_CHECK(ctx, link >= 0, "no QP to the next rank");
+    ibex::shm::CopyStats before{}, after{};
+    RANK_CHECK(ctx, ibex::shm::copy_stats(comm->exec.context(link), &before), "the link is not shm");
+    const uint64_t taken = comm->fast.taken();
+    constexpr int kOps = 200;
+    for (int i = 0; i < kOps; ++i) {
+        std::vector<float> x(64, static_cast<float>(ctx.rank + i)), y(64, 0.0f);
+        RANK_CHECK_OK(ctx, ibex_allreduce(x.data(), y.data(), x.size(), IBEX_F32, IBEX_SUM, comm, nullptr));
+        const float want = static_cast<float>(ctx.nranks * (ctx.nranks - 1) / 2 + ctx.nranks * i);
+        RANK_CHECK(ctx, y[0] == want && y[63] == want, "op %d: %g, not %g", i, static_cast<double>(y[63]),
+                   static_cast<double>(want));
+    }
+    RANK_CHECK(ctx, ibex::shm::copy_stats(comm->exec.context(link), &after), "copy statistics");
+    RANK_CHECK(ctx, comm->fast.taken() - taken == kOps, "%llu of %d took the boxes",
+               static_cast<unsigned long long>(comm->fast.taken() - taken), kOps);
+    const uint64_t posted = (after.map_ops - before.map_ops) + (after.cma_ops - before.cma_ops) +
+                            (after.ring_ops - before.ring_ops);
+    RANK_CHECK(ctx, posted == 0, "%llu WRITEs went through the provider for %d fast collectives",
+               static_cast<unsigned long long>(posted), kOps);
+    RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
+    return 0;
+}
+
+TEST(Fastbox, WrittenThroughTheMappingsOfThePeersBoxes) {
+    ibex::test::expect_all_passed(ibex::test::run_ranks(3, mapped_body, 60));
 }
 
 // Ranks that ask for different limits use the smallest.
