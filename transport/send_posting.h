@@ -31,7 +31,7 @@ ibex_status_t resolve_sges(const Mrs &mrs, const ibex_sge_t *sg, int n, unsigned
         if (!p) {
             if (!mrs.find(sg[i].lkey))
                 return fail(IBEX_ERR_INVALID_ARGUMENT, "sge %d: lkey 0x%x is not a registered memory region", i, sg[i].lkey);
-            if (need && !mrs.resolve(sg[i].lkey, sg[i].addr, sg[i].length, 0))
+            if (!mrs.resolve(sg[i].lkey, sg[i].addr, sg[i].length, 0))
                 return fail(IBEX_ERR_INVALID_ARGUMENT, "sge %d: [0x%llx, +%u) lies outside memory region 0x%x", i,
                             static_cast<unsigned long long>(sg[i].addr), sg[i].length, sg[i].lkey);
             return fail(IBEX_ERR_INVALID_ARGUMENT, "sge %d: memory region 0x%x lacks IBEX_ACCESS_LOCAL_WRITE", i,
