@@ -11,6 +11,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "runtime/base/config.h"
 #include "runtime/base/status.h"
 #include "transport/shm/engine.h"
 #include "transport/shm/shm_ops.h"
@@ -170,7 +171,9 @@ ibex_status_t open_device(const char *device, const ibex_context_attr_t *attr, i
     ctx->shared->probe_addr = reinterpret_cast<uintptr_t>(&ctx->shared->probe);
     ctx->shared->magic = kCtxMagic;
     open_fd_socket(*ctx);
-    ctx->progress_thread = !attr || attr->progress_thread;
+    // IBEX_PROGRESS_THREAD=0 takes the thread away as on the soft providers: every
+    // completion then comes from the application's own ibex calls.
+    ctx->progress_thread = (!attr || attr->progress_thread) && config::get_bool("IBEX_PROGRESS_THREAD", true);
     if (ctx->progress_thread) ctx->thread = std::thread(progress_main, ctx);
     *out = ctx;
     return IBEX_OK;
