@@ -51,8 +51,12 @@ int body(RankCtx &ctx) {
         const uint64_t half = count * sizeof(float) / 2;
         RANK_CHECK(ctx, mapped >= half, "count %zu: only %llu of %llu bytes went into mapped memory", count,
                    static_cast<unsigned long long>(mapped), static_cast<unsigned long long>(half));
-        if (count == 256) RANK_CHECK(ctx, attached == 0, "eager slices went by process_vm_writev (%llu bytes)",
-                                     static_cast<unsigned long long>(attached));
+        // A slice posted while a request of its QP that was not placed is still in flight
+        // goes as a request itself (RC order), which its target serves with
+        // process_vm_readv: on a loaded host a few eager slices do (192 of 512 bytes, once
+        // in ten runs beside another test). Most must not.
+        if (count == 256) RANK_CHECK(ctx, attached < half, "eager slices went by process_vm_readv (%llu of %llu bytes)",
+                                     static_cast<unsigned long long>(attached), static_cast<unsigned long long>(half));
         before = after;
     }
     RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
