@@ -231,9 +231,10 @@ namespace {
 // [remote_addr, +len) under `rkey`, checked against the peer's published MR as the target
 // would check it (key, access, bounds; the peer QP in RTR or RTS with `need` allowed).
 // On success *alloc is the peer allocation holding it (0: none, CMA only) and *off the
-// offset of remote_addr in it.
+// offset of remote_addr in it; `mr`, when given, gets the peer MR's range and the
+// seqlock value it was read under (for the in-place lane).
 bool peer_allows(const ShmQp &qp, uint32_t rkey, uint64_t remote_addr, uint64_t len, unsigned need, uint64_t *alloc,
-                 uint64_t *off) {
+                 uint64_t *off, LaneTarget *mr = nullptr) {
     const uint32_t state = qp.peer->state.load(std::memory_order_acquire);
     if ((state != IBEX_QPS_RTR && state != IBEX_QPS_RTS) || !(qp.peer->access.load(std::memory_order_relaxed) & need))
         return false;
@@ -249,7 +250,14 @@ bool peer_allows(const ShmQp &qp, uint32_t rkey, uint64_t remote_addr, uint64_t 
                     (p.access.load(std::memory_order_relaxed) & need) == need && remote_addr >= addr && len <= mr_len &&
                     remote_addr - addr <= mr_len - len;
     std::atomic_thread_fence(std::memory_order_acquire);
-    return ok && p.seq.load(std::memory_order_relaxed) == seq;
+    if (!ok || p.seq.load(std::memory_order_relaxed) != seq) return false;
+    if (mr) {
+        mr->remote_addr = addr;
+        mr->remote_len = mr_len;
+        mr->peer_mr_seq = &p.seq;
+        mr->peer_mr_seq_seen = seq;
+    }
+    return true;
 }
 
 void count_map(ShmQp &qp, uint64_t bytes) {
@@ -305,7 +313,9 @@ bool write_in_place(ShmQp &qp, const ibex_send_wr_t &wr) {
     const ibex_sge_t &sge = wr.sg_list[0];
     const uint8_t *src = sge.length ? qp.ctx->mrs.resolve(sge.lkey, sge.addr, sge.length, 0) : nullptr;
     uint64_t alloc = 0, off = 0;
-    if (!src || !peer_allows(qp, wr.wr.rdma.rkey, wr.wr.rdma.remote_addr, sge.length, IBEX_ACCESS_REMOTE_WRITE, &alloc, &off) ||
+    LaneTarget lane;
+    if (!src || !peer_allows(qp, wr.wr.rdma.rkey, wr.wr.rdma.remote_addr, sge.length, IBEX_ACCESS_REMOTE_WRITE, &alloc, &off,
+                             &lane) ||
         !alloc)
         return false;
     uint8_t *dst = peer_mapping(qp, alloc, off, sge.length);
@@ -314,6 +324,36 @@ bool write_in_place(ShmQp &qp, const ibex_send_wr_t &wr) {
     count_map(qp, sge.length);
     if ((wr.send_flags & IBEX_SEND_SIGNALED) || qp.sig_all)
         complete(qp, qp.scq, wr.wr_id, IBEX_WC_SUCCESS, IBEX_WC_RDMA_WRITE, sge.length);
+    // The next WRITE between these two regions may skip the lock (in_place_lane.h): open
+    // the lane over both MRs whole, when the peer's MR lies whole in the mapping.
+    const ibex_mr *mr = qp.ctx->mrs.find(sge.lkey);
+    const uint64_t mr_off = off - (wr.wr.rdma.remote_addr - lane.remote_addr);
+    if (uint8_t *base = peer_mapping(qp, alloc, mr_off, lane.remote_len); mr && base) {
+        lane.lkey = sge.lkey;
+        lane.rkey = wr.wr.rdma.rkey;
+        lane.local_addr = reinterpret_cast<uintptr_t>(mr->addr);
+        lane.local_len = mr->length;
+        lane.remote_base = base;
+        lane.peer = qp.peer;
+        qp.lane.open(lane);
+    }
+    return true;
+}
+
+bool write_in_lane(ShmQp &qp, const ibex_send_wr_t &wr) {
+    if (wr.opcode != IBEX_WR_RDMA_WRITE || wr.num_sge != 1 || !wr.sg_list || (wr.send_flags & IBEX_SEND_INLINE))
+        return false;
+    const ibex_sge_t &sge = wr.sg_list[0];
+    uint8_t *dst =
+        sge.length ? qp.lane.target(sge.lkey, sge.addr, sge.length, wr.wr.rdma.rkey, wr.wr.rdma.remote_addr) : nullptr;
+    if (!dst) return false;
+    std::memcpy(dst, reinterpret_cast<const void *>(static_cast<uintptr_t>(sge.addr)), sge.length);
+    qp.lane.count(sge.length);
+    if ((wr.send_flags & IBEX_SEND_SIGNALED) || qp.sig_all) {
+        // After the copy: the peer sees the bytes while this waits for the lock.
+        Lock l(qp.ctx->mu);
+        complete(qp, qp.scq, wr.wr_id, IBEX_WC_SUCCESS, IBEX_WC_RDMA_WRITE, sge.length);
+    }
     return true;
 }
 

@@ -51,6 +51,7 @@ ibex_status_t dereg_mr(ibex_mr *mr) {
         Lock l(ctx->mu);
         withdraw_mr(*ctx, *mr);
         ctx->mrs.remove(mr->lkey);
+        for (ShmQp *qp : ctx->qps) qp->lane.close(); // a lane may copy from this MR
         --static_cast<ShmPd *>(mr->pd)->users;
     }
     delete mr;

@@ -16,6 +16,7 @@
 #include "transport/completion_ring.h"
 #include "transport/provider.h"
 #include "transport/qp_attrs.h"
+#include "transport/shm/in_place_lane.h"
 #include "transport/shm/layout.h"
 #include "transport/shm/segment.h"
 #include "transport/soft/engine/work_queue.h"
@@ -34,6 +35,7 @@ struct CopyStats {
     uint64_t cma_ops = 0, cma_bytes = 0;
     uint64_t ring_ops = 0, ring_bytes = 0;
     uint64_t map_ops = 0, map_bytes = 0;
+    uint64_t lane_ops = 0; // of map_ops: WRITEs through a QP's in-place lane, without the lock
 };
 
 // Memory regions by key (transport/mr_keys.h), with the responder's range check.
@@ -170,6 +172,7 @@ struct ShmQp : ibex_qp, QpAttrs {
     std::set<uint64_t> shared_allocs; // our allocation ids whose fd the peer context got
 
     // ---- requester
+    InPlaceLane lane; // WRITEs that skip the lock (in_place_lane.h); closed by anything that stales it
     Ring<SendWqe> sq;
     uint64_t tx_wqe = 0;       // SQ position being sent
     uint32_t tx_off = 0;       // its next byte

@@ -37,6 +37,15 @@ ibex_status_t post_send(ibex_qp *q, ibex_send_wr_t *wr, ibex_send_wr_t **bad) {
     // a progress thread that stopped napping would fight it for the lock on every post
     // (a 1 MiB WRITE holds it for the whole copy).
     ctx.note_app_poll();
+    // WRITEs the QP's open lane covers go without the lock, in order, while they can.
+    while (wr && write_in_lane(*qp, *wr)) {
+        wr = wr->next;
+        std::atomic_thread_fence(std::memory_order_release);
+    }
+    if (!wr) {
+        if (bad) *bad = nullptr;
+        return IBEX_OK;
+    }
     Lock l(ctx.mu);
     // Touches no ring of ours: a quiet context stays quiet (see below). A chain goes in
     // place while it can; the rest queues behind what was done, so one QP's WRITEs still
@@ -51,6 +60,7 @@ ibex_status_t post_send(ibex_qp *q, ibex_send_wr_t *wr, ibex_send_wr_t **bad) {
     }
     const uint64_t quiet_before = ctx.quiet_bell.load(std::memory_order_relaxed);
     ctx.unquiet();
+    qp->lane.close(); // a WRITE must not pass what is queued now
     ibex_status_t st = IBEX_OK;
     for (; wr; wr = wr->next)
         if ((st = post_one(*qp, *wr)) != IBEX_OK) break;

@@ -100,6 +100,7 @@ void complete(ShmQp &qp, ShmCq *cq, uint64_t wr_id, ibex_wc_status_t st, ibex_wc
 }
 
 void qp_to_error(ShmQp &qp) {
+    qp.lane.close();
     if (qp.state == IBEX_QPS_ERR) return;
     qp.state = IBEX_QPS_ERR;
     if (qp.self) qp.self->state.store(IBEX_QPS_ERR, std::memory_order_release);
@@ -145,6 +146,9 @@ ibex_status_t destroy_qp(ibex_qp *q) {
                 break;
             }
         if (qp->self) qp->self->closed.store(1);
+        qp->ctx->copies.map_ops += qp->lane.ops(); // copy_stats counts the live QPs' lanes
+        qp->ctx->copies.lane_ops += qp->lane.ops();
+        qp->ctx->copies.map_bytes += qp->lane.bytes();
         --qp->scq->users;
         --qp->rcq->users;
         --static_cast<ShmPd *>(qp->pd)->users;
@@ -157,6 +161,7 @@ ibex_status_t modify_qp(ibex_qp *q, const ibex_qp_attr_t *a, unsigned mask) {
     ShmQp *qp = qp_of(q);
     Lock l(qp->ctx->mu);
     qp->ctx->unquiet();
+    qp->lane.close(); // whatever changes, the next in-place WRITE checks it all again
     IBEX_TRY(check_modify_common(qp->qp_num, qp->state, *a, mask));
     const ibex_qp_state_t to = (mask & IBEX_QP_STATE) ? a->qp_state : qp->state;
     if (to == IBEX_QPS_RESET) return reset(*qp);

@@ -1,0 +1,209 @@
+// The in-place lane (transport/shm/in_place_lane.h): after one WRITE went in place, the
+// next ones between the same two regions skip the context lock. What the lane must never
+// do is copy where the locked path would refuse: these tests open it, change what it was
+// opened under (the target's MR, the peer QP's state, the source's MR, a WQE queued ahead),
+// and check that the next WRITE is refused, or waits its turn, with the target untouched.
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "tests/transport/shm/shm_pair.h"
+#include "tests/transport/soft/rc/peer.h"
+
+using namespace ibex::test;
+
+namespace {
+
+constexpr size_t kRegion = 4096;
+
+struct LanePair {
+    ShmPair p;
+    std::unique_ptr<AllocRegion> src, dst;
+    LanePair() {
+        p.open(4096, nullptr);
+        src = std::make_unique<AllocRegion>(p.a.pd, kRegion, kAllAccess);
+        dst = std::make_unique<AllocRegion>(p.b.pd, kRegion, kAllAccess);
+        std::memset(dst->bytes(), 0x3c, kRegion);
+    }
+    bool ok() const { return src->ok() && dst->ok(); }
+
+    // One signaled WRITE of `len` bytes at `off` of the source to `off` of the target.
+    ibex_status_t write(uint64_t id, size_t off, uint32_t len, uint32_t rkey, uint32_t lkey) {
+        ibex_sge_t s{src->at(off), len, lkey};
+        ibex_send_wr_t wr{};
+        wr.wr_id = id;
+        wr.sg_list = &s;
+        wr.num_sge = 1;
+        wr.opcode = IBEX_WR_RDMA_WRITE;
+        wr.send_flags = IBEX_SEND_SIGNALED;
+        wr.wr.rdma.remote_addr = dst->at(off);
+        wr.wr.rdma.rkey = rkey;
+        return ibex_post_send(p.a.qp, &wr, nullptr);
+    }
+    ibex_status_t write(uint64_t id, size_t off, uint32_t len) {
+        return write(id, off, len, ibex_mr_rkey(dst->mr), ibex_mr_lkey(src->mr));
+    }
+    // Opens the lane: one WRITE in place, completed.
+    void open_lane() {
+        std::memset(src->bytes(), 0x11, 64);
+        ASSERT_EQ(write(1, 0, 64), IBEX_OK) << ibex_last_error();
+        auto wc = p.a.wait(1);
+        ASSERT_EQ(wc.size(), 1u);
+        ASSERT_EQ(wc[0].status, IBEX_WC_SUCCESS) << ibex_wc_status_str(wc[0].status);
+        ASSERT_EQ(check_const(dst->bytes(), 64, 0x11), 0u);
+        std::memset(dst->bytes(), 0x3c, kRegion);
+        ASSERT_EQ(stats(p.a).lane_ops, 0u) << "the first WRITE takes the locked path";
+    }
+};
+
+TEST(ShmLane, WritesAfterTheFirstSkipTheLockAndLandInOrder) {
+    LanePair l;
+    ASSERT_TRUE(l.ok());
+    ASSERT_NO_FATAL_FAILURE(l.open_lane());
+    constexpr int kWrites = 50;
+    for (int i = 0; i < kWrites; ++i) {
+        const size_t off = static_cast<size_t>(i) * 64;
+        std::memset(l.src->bytes() + off, 0x40 + i, 64);
+        ASSERT_EQ(l.write(100 + static_cast<uint64_t>(i), off, 64), IBEX_OK) << ibex_last_error();
+        // Copied before the post returned, as on the locked path.
+        ASSERT_EQ(check_const(l.dst->bytes() + off, 64, static_cast<uint8_t>(0x40 + i)), 0u) << i;
+    }
+    auto wc = l.p.a.wait(kWrites);
+    ASSERT_EQ(wc.size(), static_cast<size_t>(kWrites));
+    for (int i = 0; i < kWrites; ++i) {
+        EXPECT_EQ(wc[static_cast<size_t>(i)].wr_id, 100u + static_cast<uint64_t>(i));
+        EXPECT_EQ(wc[static_cast<size_t>(i)].status, IBEX_WC_SUCCESS);
+        EXPECT_EQ(wc[static_cast<size_t>(i)].opcode, IBEX_WC_RDMA_WRITE);
+        EXPECT_EQ(wc[static_cast<size_t>(i)].byte_len, 64u);
+    }
+    const auto s = stats(l.p.a);
+    EXPECT_EQ(s.lane_ops, static_cast<uint64_t>(kWrites));
+    EXPECT_EQ(s.map_ops, static_cast<uint64_t>(kWrites) + 1);
+}
+
+TEST(ShmLane, OutsideEitherRegionTakesTheLockedPathAndItsErrors) {
+    LanePair l;
+    ASSERT_TRUE(l.ok());
+    ASSERT_NO_FATAL_FAILURE(l.open_lane());
+    // Past the end of the target's MR: the target's answer, memory untouched.
+    ibex_sge_t s{l.src->at(0), 64, ibex_mr_lkey(l.src->mr)};
+    ibex_send_wr_t wr{};
+    wr.wr_id = 2;
+    wr.sg_list = &s;
+    wr.num_sge = 1;
+    wr.opcode = IBEX_WR_RDMA_WRITE;
+    wr.send_flags = IBEX_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = l.dst->at(kRegion - 32);
+    wr.wr.rdma.rkey = ibex_mr_rkey(l.dst->mr);
+    ASSERT_EQ(ibex_post_send(l.p.a.qp, &wr, nullptr), IBEX_OK) << ibex_last_error();
+    auto wc = l.p.a.wait(1);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].status, IBEX_WC_REM_ACCESS_ERR) << ibex_wc_status_str(wc[0].status);
+    EXPECT_EQ(check_const(l.dst->bytes(), kRegion, 0x3c), 0u) << "target memory changed";
+    EXPECT_EQ(stats(l.p.a).lane_ops, 0u);
+}
+
+TEST(ShmLane, OutsideTheSourceRegionIsRefusedAtThePost) {
+    LanePair l;
+    ASSERT_TRUE(l.ok());
+    ASSERT_NO_FATAL_FAILURE(l.open_lane());
+    EXPECT_EQ(l.write(2, kRegion - 32, 64), IBEX_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(ibex_last_error()).find("outside memory region"), std::string::npos) << ibex_last_error();
+    EXPECT_EQ(check_const(l.dst->bytes(), kRegion, 0x3c), 0u) << "target memory changed";
+    EXPECT_EQ(stats(l.p.a).lane_ops, 0u);
+}
+
+TEST(ShmLane, ClosedWhenTheTargetDeregistersItsRegion) {
+    LanePair l;
+    ASSERT_TRUE(l.ok());
+    ASSERT_NO_FATAL_FAILURE(l.open_lane());
+    const uint32_t old_rkey = ibex_mr_rkey(l.dst->mr);
+    ASSERT_EQ(ibex_dereg_mr(l.dst->mr), IBEX_OK);
+    l.dst->mr = nullptr;
+    std::memset(l.src->bytes(), 0x55, 64);
+    ASSERT_EQ(l.write(2, 0, 64, old_rkey, ibex_mr_lkey(l.src->mr)), IBEX_OK) << ibex_last_error();
+    auto wc = l.p.a.wait(1);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].status, IBEX_WC_REM_ACCESS_ERR) << ibex_wc_status_str(wc[0].status);
+    EXPECT_EQ(check_const(l.dst->bytes(), kRegion, 0x3c), 0u) << "a deregistered region was written";
+    EXPECT_EQ(stats(l.p.a).lane_ops, 0u);
+}
+
+TEST(ShmLane, ClosedWhenThePeerQpLeavesReadyToReceive) {
+    LanePair l;
+    ASSERT_TRUE(l.ok());
+    ASSERT_NO_FATAL_FAILURE(l.open_lane());
+    ibex_qp_attr_t attr = IBEX_QP_ATTR_INIT;
+    attr.qp_state = IBEX_QPS_ERR;
+    ASSERT_EQ(ibex_modify_qp(l.p.b.qp, &attr, IBEX_QP_STATE), IBEX_OK) << ibex_last_error();
+    std::memset(l.src->bytes(), 0x55, 64);
+    ASSERT_EQ(l.write(2, 0, 64), IBEX_OK) << ibex_last_error();
+    auto wc = l.p.a.wait(1);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_NE(wc[0].status, IBEX_WC_SUCCESS) << "a WRITE to a QP in error completed";
+    EXPECT_EQ(check_const(l.dst->bytes(), kRegion, 0x3c), 0u) << "a QP in error was written";
+    EXPECT_EQ(stats(l.p.a).lane_ops, 0u);
+}
+
+TEST(ShmLane, ClosedWhenTheSourceIsDeregistered) {
+    LanePair l;
+    ASSERT_TRUE(l.ok());
+    ASSERT_NO_FATAL_FAILURE(l.open_lane());
+    const uint32_t old_lkey = ibex_mr_lkey(l.src->mr);
+    ASSERT_EQ(ibex_dereg_mr(l.src->mr), IBEX_OK);
+    l.src->mr = nullptr;
+    const ibex_status_t st = l.write(2, 0, 64, ibex_mr_rkey(l.dst->mr), old_lkey);
+    if (st == IBEX_OK) { // refused at post or by a completion: either way nothing copied
+        auto wc = l.p.a.wait(1);
+        ASSERT_EQ(wc.size(), 1u);
+        EXPECT_NE(wc[0].status, IBEX_WC_SUCCESS);
+    }
+    EXPECT_EQ(check_const(l.dst->bytes(), kRegion, 0x3c), 0u) << "copied from a deregistered source";
+    EXPECT_EQ(stats(l.p.a).lane_ops, 0u);
+}
+
+// An atomic is queued for the target to serve; a WRITE to the same 8 bytes posted after
+// it must wait its turn, not slip through the lane first: the sum is then overwritten
+// (not the WRITE's value added to), and the completions come in posting order.
+TEST(ShmLane, DoesNotPassAnAtomicQueuedBeforeIt) {
+    LanePair l;
+    ASSERT_TRUE(l.ok());
+    ASSERT_NO_FATAL_FAILURE(l.open_lane());
+    auto *word = reinterpret_cast<uint64_t *>(l.dst->bytes() + 512);
+    auto *value = reinterpret_cast<uint64_t *>(l.src->bytes() + 1024);
+    for (uint64_t round = 0; round < 20; ++round) {
+        SCOPED_TRACE(round);
+        *word = 1000;
+        *value = 7000 + round;
+        ibex_sge_t orig{l.src->at(0), 8, ibex_mr_lkey(l.src->mr)};
+        ibex_send_wr_t add{};
+        add.wr_id = 10;
+        add.sg_list = &orig;
+        add.num_sge = 1;
+        add.opcode = IBEX_WR_ATOMIC_FETCH_AND_ADD;
+        add.send_flags = IBEX_SEND_SIGNALED;
+        add.wr.atomic.remote_addr = l.dst->at(512);
+        add.wr.atomic.rkey = ibex_mr_rkey(l.dst->mr);
+        add.wr.atomic.compare_add = 5;
+        ASSERT_EQ(ibex_post_send(l.p.a.qp, &add, nullptr), IBEX_OK) << ibex_last_error();
+        ibex_sge_t one{l.src->at(1024), 8, ibex_mr_lkey(l.src->mr)};
+        ibex_send_wr_t write{};
+        write.wr_id = 11;
+        write.sg_list = &one;
+        write.num_sge = 1;
+        write.opcode = IBEX_WR_RDMA_WRITE;
+        write.send_flags = IBEX_SEND_SIGNALED;
+        write.wr.rdma.remote_addr = l.dst->at(512);
+        write.wr.rdma.rkey = ibex_mr_rkey(l.dst->mr);
+        ASSERT_EQ(ibex_post_send(l.p.a.qp, &write, nullptr), IBEX_OK) << ibex_last_error();
+        auto wc = l.p.a.wait(2);
+        ASSERT_EQ(wc.size(), 2u);
+        EXPECT_EQ(wc[0].wr_id, 10u) << "the WRITE completed before the atomic queued ahead of it";
+        EXPECT_EQ(wc[1].wr_id, 11u);
+        for (auto &w : wc) EXPECT_EQ(w.status, IBEX_WC_SUCCESS) << ibex_wc_status_str(w.status);
+        EXPECT_EQ(*reinterpret_cast<uint64_t *>(l.src->bytes()), 1000u) << "the atomic's original value";
+        EXPECT_EQ(*word, 7000 + round) << "the atomic ran after the WRITE that followed it";
+    }
+}
+
+} // namespace
