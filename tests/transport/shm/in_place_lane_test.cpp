@@ -81,6 +81,28 @@ TEST(ShmLane, WritesAfterTheFirstSkipTheLockAndLandInOrder) {
     EXPECT_EQ(s.map_ops, static_cast<uint64_t>(kWrites) + 1);
 }
 
+// Lane copies of up to 16 bytes are stores of their own (no libc call): every length
+// from 1 to 17 lands whole, at any alignment, and not a byte beside it.
+TEST(ShmLane, SmallWritesOfEveryLengthLandExactly) {
+    LanePair l;
+    ASSERT_TRUE(l.ok());
+    ASSERT_NO_FATAL_FAILURE(l.open_lane());
+    for (uint32_t len = 1; len <= 17; ++len) {
+        for (size_t misalign : {size_t(0), size_t(3)}) {
+            SCOPED_TRACE(testing::Message() << len << " bytes at +" << misalign);
+            const size_t off = 128 + 64 * len + (misalign ? 32 + misalign : 0);
+            for (uint32_t i = 0; i < len; ++i) l.src->bytes()[off + i] = static_cast<uint8_t>(len * 16 + i + 1);
+            ASSERT_EQ(l.write(len, off, len), IBEX_OK) << ibex_last_error();
+            for (uint32_t i = 0; i < len; ++i)
+                ASSERT_EQ(l.dst->bytes()[off + i], static_cast<uint8_t>(len * 16 + i + 1)) << "byte " << i;
+            EXPECT_EQ(l.dst->bytes()[off - 1], 0x3c) << "the byte before was written";
+            EXPECT_EQ(l.dst->bytes()[off + len], 0x3c) << "the byte after was written";
+        }
+    }
+    EXPECT_EQ(l.p.a.wait(34).size(), 34u);
+    EXPECT_EQ(stats(l.p.a).lane_ops, 34u);
+}
+
 TEST(ShmLane, OutsideEitherRegionTakesTheLockedPathAndItsErrors) {
     LanePair l;
     ASSERT_TRUE(l.ok());
