@@ -130,8 +130,12 @@ ibex_status_t Fastbox::open(ibex_comm *c) {
     }
     // Through the mappings where every peer's box has one here (the fd comes over the shm
     // device's socket, so it may still be on its way: ibex_rkey_ptr waits for it).
+    // IBEX_FASTBOX_MAP=0 keeps the WRITEs (a comparison, and the path a box that cannot be
+    // mapped takes).
     peer_box_.assign(n, nullptr);
-    for (int p = 0; p < nranks_; ++p) {
+    const bool map = config::get_bool("IBEX_FASTBOX_MAP", true);
+    if (!map && rank_ == 0) IBEX_LOG(info, "communicator: IBEX_FASTBOX_MAP=0: fast boxes are written with WRITEs");
+    for (int p = 0; p < nranks_ && map; ++p) {
         if (p == rank_) continue;
         void *mapped = nullptr;
         if (ibex_rkey_ptr(c->exec.qp_to(p), peer_addr_[static_cast<size_t>(p)], peer_rkey_[static_cast<size_t>(p)],
