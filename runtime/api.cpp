@@ -44,6 +44,10 @@ T widen(const T *a, const T &defaults) {
                : fail(IBEX_ERR_NOT_SUPPORTED, "%s: provider \"%s\" does not support this", __func__,      \
                       (ops)->name))
 
+// The QP's provider table: cached in the handle by ibex_create_qp; a handle made another
+// way (a provider's own tests) goes through its context.
+inline const ibex::ProviderOps *qp_ops(const ibex_qp_t *qp) { return qp->ops ? qp->ops : qp->pd->context->ops; }
+
 // A per-QP query's arguments: both present, and the struct's leading size (the caller's
 // sizeof) no larger than this library's struct and at least its first two fields.
 template <typename T>
@@ -206,7 +210,9 @@ ibex_status_t ibex_create_qp(ibex_pd_t *pd, const ibex_qp_init_attr_t *attr, ibe
     if (!a.send_cq || !a.recv_cq) return fail(IBEX_ERR_INVALID_ARGUMENT, "ibex_create_qp: send_cq and recv_cq are required");
     if (a.send_cq->context != pd->context || a.recv_cq->context != pd->context)
         return fail(IBEX_ERR_INVALID_ARGUMENT, "ibex_create_qp: CQs and PD belong to different contexts");
-    return IBEX_DISPATCH(pd->context->ops, create_qp, pd, &a, qp);
+    IBEX_TRY(IBEX_DISPATCH(pd->context->ops, create_qp, pd, &a, qp));
+    (*qp)->ops = pd->context->ops;
+    return IBEX_OK;
 }
 
 ibex_status_t ibex_destroy_qp(ibex_qp_t *qp) {
@@ -275,14 +281,14 @@ ibex_status_t ibex_post_send(ibex_qp_t *qp, ibex_send_wr_t *wr, ibex_send_wr_t *
     IBEX_CHECK_NULL(qp, "qp");
     if (bad_wr) *bad_wr = wr;
     IBEX_CHECK_NULL(wr, "wr");
-    return IBEX_DISPATCH(qp->pd->context->ops, post_send, qp, wr, bad_wr);
+    return IBEX_DISPATCH(qp_ops(qp), post_send, qp, wr, bad_wr);
 }
 
 ibex_status_t ibex_post_recv(ibex_qp_t *qp, ibex_recv_wr_t *wr, ibex_recv_wr_t **bad_wr) {
     IBEX_CHECK_NULL(qp, "qp");
     if (bad_wr) *bad_wr = wr;
     IBEX_CHECK_NULL(wr, "wr");
-    return IBEX_DISPATCH(qp->pd->context->ops, post_recv, qp, wr, bad_wr);
+    return IBEX_DISPATCH(qp_ops(qp), post_recv, qp, wr, bad_wr);
 }
 
 // ---- per-QP queries (DCQCN, loss recovery)

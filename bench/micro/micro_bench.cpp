@@ -131,11 +131,14 @@ void BM_RcEngineWrite4K(benchmark::State &state) {
 }
 BENCHMARK(BM_RcEngineWrite4K)->UseRealTime()->MinTime(1.0);
 
-// The shm provider's post path alone: 8-byte signaled WRITEs into an ibex_mem_alloc
-// buffer of a second context in this process (`map`: the post copies and completes it),
-// a CQ poll every 16 posts, as ibex_write_lat's ping-pong issues them. No peer answers,
-// so this is the part of the 8-byte latency that is ibex's own work.
+// The shm provider's post path alone: 8-byte WRITEs into an ibex_mem_alloc buffer of a
+// second context in this process (`map`: the post copies, through the QP's in-place lane
+// after the first). Arg 1: signaled, with a CQ poll every 16 posts, as ibex_write_lat's
+// ping-pong issues them (the lock is taken after each copy, for the completion); arg 0:
+// unsignaled, the lane alone. No peer answers, so this is the part of the 8-byte latency
+// that is ibex's own work.
 void BM_ShmPostWrite8(benchmark::State &state) {
+    const bool signaled = state.range(0) != 0;
     ibex_context_t *ctx[2] = {};
     ibex_pd_t *pd[2] = {};
     ibex_cq_t *cq[2] = {};
@@ -179,7 +182,7 @@ void BM_ShmPostWrite8(benchmark::State &state) {
     wr.sg_list = &sge;
     wr.num_sge = 1;
     wr.opcode = IBEX_WR_RDMA_WRITE;
-    wr.send_flags = IBEX_SEND_SIGNALED;
+    wr.send_flags = signaled ? IBEX_SEND_SIGNALED : 0;
     wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(buf[1]);
     wr.wr.rdma.rkey = ibex_mr_rkey(mr[1]);
     uint64_t posted = 0, completed = 0;
@@ -190,6 +193,7 @@ void BM_ShmPostWrite8(benchmark::State &state) {
             state.SkipWithError(ibex_last_error());
             break;
         }
+        if (!signaled) continue;
         if ((posted & 15) == 0 || posted - completed > 128) {
             int n = 0;
             ibex_poll_cq(cq[0], 16, wc, &n);
@@ -203,7 +207,7 @@ void BM_ShmPostWrite8(benchmark::State &state) {
     cleanup();
     state.SetItemsProcessed(int64_t(state.iterations()));
 }
-BENCHMARK(BM_ShmPostWrite8)->MinTime(1.0);
+BENCHMARK(BM_ShmPostWrite8)->Arg(1)->Arg(0)->MinTime(1.0);
 
 } // namespace
 

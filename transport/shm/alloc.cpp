@@ -340,44 +340,6 @@ bool write_in_place(ShmQp &qp, const ibex_send_wr_t &wr) {
     return true;
 }
 
-// Up to 16 bytes (a flag, a counter, a small message) without a call into libc: at the
-// 8-byte ping-pong's scale the call and memcpy's size dispatch are part of the latency.
-// Two possibly overlapping stores cover every length of a class.
-inline void copy_small_inline(uint8_t *dst, const uint8_t *src, uint32_t len) {
-    if (len >= 8 && len <= 16) {
-        uint64_t head, tail;
-        std::memcpy(&head, src, 8);
-        std::memcpy(&tail, src + len - 8, 8);
-        std::memcpy(dst, &head, 8);
-        std::memcpy(dst + len - 8, &tail, 8);
-    } else if (len >= 4 && len < 8) {
-        uint32_t head, tail;
-        std::memcpy(&head, src, 4);
-        std::memcpy(&tail, src + len - 4, 4);
-        std::memcpy(dst, &head, 4);
-        std::memcpy(dst + len - 4, &tail, 4);
-    } else {
-        std::memcpy(dst, src, len);
-    }
-}
-
-bool write_in_lane(ShmQp &qp, const ibex_send_wr_t &wr) {
-    if (wr.opcode != IBEX_WR_RDMA_WRITE || wr.num_sge != 1 || !wr.sg_list || (wr.send_flags & IBEX_SEND_INLINE))
-        return false;
-    const ibex_sge_t &sge = wr.sg_list[0];
-    uint8_t *dst =
-        sge.length ? qp.lane.target(sge.lkey, sge.addr, sge.length, wr.wr.rdma.rkey, wr.wr.rdma.remote_addr) : nullptr;
-    if (!dst) return false;
-    copy_small_inline(dst, reinterpret_cast<const uint8_t *>(static_cast<uintptr_t>(sge.addr)), sge.length);
-    qp.lane.count(sge.length);
-    if ((wr.send_flags & IBEX_SEND_SIGNALED) || qp.sig_all) {
-        // After the copy: the peer sees the bytes while this waits for the lock.
-        Lock l(qp.ctx->mu);
-        complete(qp, qp.scq, wr.wr_id, IBEX_WC_SUCCESS, IBEX_WC_RDMA_WRITE, sge.length);
-    }
-    return true;
-}
-
 ibex_status_t mem_alloc(ibex_pd *pd, size_t size, void **out) {
     ShmContext *ctx = ctx_of(pd);
     const int fd = memfd_create("ibex-shm", MFD_CLOEXEC);

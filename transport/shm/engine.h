@@ -59,11 +59,9 @@ bool direct_copy(ShmQp &qp, const SendWqe &w, bool place_only = false);
 // The latency path: a lone WRITE from one SGE into the peer's mapped allocation, with
 // nothing queued before it, copied and completed in the post without a WQE. False, with
 // nothing done, for anything else: the general path then posts it (and reports errors).
-// Opens the QP's in-place lane for the next WRITE between the same two regions.
+// Opens the QP's in-place lane for the next WRITE between the same two regions
+// (post_ops.cpp takes it).
 bool write_in_place(ShmQp &qp, const ibex_send_wr_t &wr);
-// The same WRITE through the QP's open lane, without the context lock (in_place_lane.h);
-// false, with nothing done, when the lane is closed or does not cover it.
-bool write_in_lane(ShmQp &qp, const ibex_send_wr_t &wr);
 
 // Opens the context's fd-passing socket (failure only disables `map`).
 void open_fd_socket(ShmContext &ctx);
