@@ -15,6 +15,41 @@
 
 namespace ibex::test {
 
+// One signaled (or not) WR of one SGE on `qp`: an RDMA op or SEND from [local, +len)
+// under lkey to remote_addr under rkey; the post's status.
+inline ibex_status_t post_one_wr(ibex_qp_t *qp, ibex_wr_opcode_t op, uint64_t wr_id, uint64_t local, uint32_t len,
+                                 uint32_t lkey, uint64_t remote_addr, uint32_t rkey, bool signaled = true,
+                                 uint32_t imm = 0) {
+    ibex_sge_t s{local, len, lkey};
+    ibex_send_wr_t wr{};
+    wr.wr_id = wr_id;
+    wr.sg_list = &s;
+    wr.num_sge = len ? 1 : 0;
+    wr.opcode = op;
+    wr.send_flags = signaled ? IBEX_SEND_SIGNALED : 0;
+    wr.imm_data = imm;
+    wr.wr.rdma.remote_addr = remote_addr;
+    wr.wr.rdma.rkey = rkey;
+    return ibex_post_send(qp, &wr, nullptr);
+}
+
+// One signaled atomic on `qp`; its 8-byte result lands at `local` under lkey.
+inline ibex_status_t post_atomic_wr(ibex_qp_t *qp, ibex_wr_opcode_t op, uint64_t wr_id, uint64_t local, uint32_t lkey,
+                                    uint64_t remote_addr, uint32_t rkey, uint64_t compare_add, uint64_t swap = 0) {
+    ibex_sge_t s{local, 8, lkey};
+    ibex_send_wr_t wr{};
+    wr.wr_id = wr_id;
+    wr.sg_list = &s;
+    wr.num_sge = 1;
+    wr.opcode = op;
+    wr.send_flags = IBEX_SEND_SIGNALED;
+    wr.wr.atomic.remote_addr = remote_addr;
+    wr.wr.atomic.rkey = rkey;
+    wr.wr.atomic.compare_add = compare_add;
+    wr.wr.atomic.swap = swap;
+    return ibex_post_send(qp, &wr, nullptr);
+}
+
 inline constexpr unsigned kAllAccess =
     IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE | IBEX_ACCESS_REMOTE_READ | IBEX_ACCESS_REMOTE_ATOMIC;
 
@@ -93,32 +128,11 @@ struct QpEndpoint {
     // One-WR helpers over this endpoint's buffer and first QP; they return the post status.
     ibex_status_t post_rdma(ibex_wr_opcode_t op, uint64_t wr_id, size_t off, uint32_t len, uint64_t remote_addr,
                             uint32_t rkey, bool signaled = true, uint32_t imm = 0) {
-        ibex_sge_t s{va(off), len, ibex_mr_lkey(mr)};
-        ibex_send_wr_t wr{};
-        wr.wr_id = wr_id;
-        wr.sg_list = &s;
-        wr.num_sge = len ? 1 : 0;
-        wr.opcode = op;
-        wr.send_flags = signaled ? IBEX_SEND_SIGNALED : 0;
-        wr.imm_data = imm;
-        wr.wr.rdma.remote_addr = remote_addr;
-        wr.wr.rdma.rkey = rkey;
-        return ibex_post_send(qp, &wr, nullptr);
+        return post_one_wr(qp, op, wr_id, va(off), len, ibex_mr_lkey(mr), remote_addr, rkey, signaled, imm);
     }
     ibex_status_t post_atomic(ibex_wr_opcode_t op, uint64_t wr_id, size_t off, uint64_t remote_addr, uint32_t rkey,
                               uint64_t compare_add, uint64_t swap = 0) {
-        ibex_sge_t s{va(off), 8, ibex_mr_lkey(mr)};
-        ibex_send_wr_t wr{};
-        wr.wr_id = wr_id;
-        wr.sg_list = &s;
-        wr.num_sge = 1;
-        wr.opcode = op;
-        wr.send_flags = IBEX_SEND_SIGNALED;
-        wr.wr.atomic.remote_addr = remote_addr;
-        wr.wr.atomic.rkey = rkey;
-        wr.wr.atomic.compare_add = compare_add;
-        wr.wr.atomic.swap = swap;
-        return ibex_post_send(qp, &wr, nullptr);
+        return post_atomic_wr(qp, op, wr_id, va(off), ibex_mr_lkey(mr), remote_addr, rkey, compare_add, swap);
     }
     ibex_status_t post_recv(uint64_t wr_id, size_t off, uint32_t len) {
         ibex_sge_t s{va(off), len, ibex_mr_lkey(mr)};

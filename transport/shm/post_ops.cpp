@@ -54,6 +54,17 @@ bool write_in_lane(ShmQp &qp, const ibex_send_wr_t &wr) {
     return true;
 }
 
+// Takes WRs off the front of the chain while `take` does them, with a release fence after
+// each (a peer that sees a later WRITE's bytes sees the earlier's); true when it took all.
+template <class Take>
+bool take_in_order(ibex_send_wr_t *&wr, Take take) {
+    while (wr && take(*wr)) {
+        wr = wr->next;
+        std::atomic_thread_fence(std::memory_order_release);
+    }
+    return !wr;
+}
+
 ibex_status_t post_one(ShmQp &qp, const ibex_send_wr_t &wr) {
     SendAdmit admit = SendAdmit::post; // set by admit_send (GCC cannot see that once inlined)
     IBEX_TRY(admit_send(qp, wr, kMaxSge, &admit));
@@ -78,27 +89,14 @@ ibex_status_t post_send(ibex_qp *q, ibex_send_wr_t *wr, ibex_send_wr_t **bad) {
     // a progress thread that stopped napping would fight it for the lock on every post
     // (a 1 MiB WRITE holds it for the whole copy).
     ctx.note_app_poll();
+    if (bad) *bad = nullptr;
     // WRITEs the QP's open lane covers go without the lock, in order, while they can.
-    while (wr && write_in_lane(*qp, *wr)) {
-        wr = wr->next;
-        std::atomic_thread_fence(std::memory_order_release);
-    }
-    if (!wr) {
-        if (bad) *bad = nullptr;
-        return IBEX_OK;
-    }
+    if (take_in_order(wr, [qp](const ibex_send_wr_t &w) { return write_in_lane(*qp, w); })) return IBEX_OK;
     Lock l(ctx.mu);
     // Touches no ring of ours: a quiet context stays quiet (see below). A chain goes in
     // place while it can; the rest queues behind what was done, so one QP's WRITEs still
-    // land in order (the fence: a peer that sees a later WRITE's bytes sees the earlier's).
-    while (wr && write_in_place(*qp, *wr)) {
-        wr = wr->next;
-        std::atomic_thread_fence(std::memory_order_release);
-    }
-    if (!wr) {
-        if (bad) *bad = nullptr;
-        return IBEX_OK;
-    }
+    // land in order.
+    if (take_in_order(wr, [qp](const ibex_send_wr_t &w) { return write_in_place(*qp, w); })) return IBEX_OK;
     const uint64_t quiet_before = ctx.quiet_bell.load(std::memory_order_relaxed);
     ctx.unquiet();
     qp->lane.close(); // a WRITE must not pass what is queued now

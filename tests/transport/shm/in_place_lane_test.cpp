@@ -4,6 +4,7 @@
 // opened under (the target's MR, the peer QP's state, the source's MR, a WQE queued ahead),
 // and check that the next WRITE is refused, or waits its turn, with the target untouched.
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,21 +28,30 @@ struct LanePair {
     }
     bool ok() const { return src->ok() && dst->ok(); }
 
-    // One signaled WRITE of `len` bytes at `off` of the source to `off` of the target.
+    // One signaled WRITE of `len` bytes at src_off of the source to dst_off of the target.
+    ibex_status_t write(uint64_t id, size_t src_off, size_t dst_off, uint32_t len, uint32_t rkey, uint32_t lkey) {
+        return post_one_wr(p.a.qp, IBEX_WR_RDMA_WRITE, id, src->at(src_off), len, lkey, dst->at(dst_off), rkey);
+    }
     ibex_status_t write(uint64_t id, size_t off, uint32_t len, uint32_t rkey, uint32_t lkey) {
-        ibex_sge_t s{src->at(off), len, lkey};
-        ibex_send_wr_t wr{};
-        wr.wr_id = id;
-        wr.sg_list = &s;
-        wr.num_sge = 1;
-        wr.opcode = IBEX_WR_RDMA_WRITE;
-        wr.send_flags = IBEX_SEND_SIGNALED;
-        wr.wr.rdma.remote_addr = dst->at(off);
-        wr.wr.rdma.rkey = rkey;
-        return ibex_post_send(p.a.qp, &wr, nullptr);
+        return write(id, off, off, len, rkey, lkey);
     }
     ibex_status_t write(uint64_t id, size_t off, uint32_t len) {
         return write(id, off, len, ibex_mr_rkey(dst->mr), ibex_mr_lkey(src->mr));
+    }
+    // The WRITE just posted completed with an error (`want`, or any), the target is as it
+    // was, and nothing went through the lane.
+    void expect_refused(const char *what, std::optional<ibex_wc_status_t> want = std::nullopt) {
+        auto wc = p.a.wait(1);
+        ASSERT_EQ(wc.size(), 1u);
+        if (want)
+            EXPECT_EQ(wc[0].status, *want) << ibex_wc_status_str(wc[0].status);
+        else
+            EXPECT_NE(wc[0].status, IBEX_WC_SUCCESS) << what;
+        expect_untouched(what);
+    }
+    void expect_untouched(const char *what) {
+        EXPECT_EQ(check_const(dst->bytes(), kRegion, 0x3c), 0u) << what;
+        EXPECT_EQ(stats(p.a).lane_ops, 0u);
     }
     // Opens the lane: one WRITE in place, completed.
     void open_lane() {
@@ -108,21 +118,9 @@ TEST(ShmLane, OutsideEitherRegionTakesTheLockedPathAndItsErrors) {
     ASSERT_TRUE(l.ok());
     ASSERT_NO_FATAL_FAILURE(l.open_lane());
     // Past the end of the target's MR: the target's answer, memory untouched.
-    ibex_sge_t s{l.src->at(0), 64, ibex_mr_lkey(l.src->mr)};
-    ibex_send_wr_t wr{};
-    wr.wr_id = 2;
-    wr.sg_list = &s;
-    wr.num_sge = 1;
-    wr.opcode = IBEX_WR_RDMA_WRITE;
-    wr.send_flags = IBEX_SEND_SIGNALED;
-    wr.wr.rdma.remote_addr = l.dst->at(kRegion - 32);
-    wr.wr.rdma.rkey = ibex_mr_rkey(l.dst->mr);
-    ASSERT_EQ(ibex_post_send(l.p.a.qp, &wr, nullptr), IBEX_OK) << ibex_last_error();
-    auto wc = l.p.a.wait(1);
-    ASSERT_EQ(wc.size(), 1u);
-    EXPECT_EQ(wc[0].status, IBEX_WC_REM_ACCESS_ERR) << ibex_wc_status_str(wc[0].status);
-    EXPECT_EQ(check_const(l.dst->bytes(), kRegion, 0x3c), 0u) << "target memory changed";
-    EXPECT_EQ(stats(l.p.a).lane_ops, 0u);
+    ASSERT_EQ(l.write(2, 0, kRegion - 32, 64, ibex_mr_rkey(l.dst->mr), ibex_mr_lkey(l.src->mr)), IBEX_OK)
+        << ibex_last_error();
+    l.expect_refused("target memory changed", IBEX_WC_REM_ACCESS_ERR);
 }
 
 TEST(ShmLane, OutsideTheSourceRegionIsRefusedAtThePost) {
@@ -131,8 +129,7 @@ TEST(ShmLane, OutsideTheSourceRegionIsRefusedAtThePost) {
     ASSERT_NO_FATAL_FAILURE(l.open_lane());
     EXPECT_EQ(l.write(2, kRegion - 32, 64), IBEX_ERR_INVALID_ARGUMENT);
     EXPECT_NE(std::string(ibex_last_error()).find("outside memory region"), std::string::npos) << ibex_last_error();
-    EXPECT_EQ(check_const(l.dst->bytes(), kRegion, 0x3c), 0u) << "target memory changed";
-    EXPECT_EQ(stats(l.p.a).lane_ops, 0u);
+    l.expect_untouched("target memory changed");
 }
 
 TEST(ShmLane, ClosedWhenTheTargetDeregistersItsRegion) {
@@ -144,11 +141,7 @@ TEST(ShmLane, ClosedWhenTheTargetDeregistersItsRegion) {
     l.dst->mr = nullptr;
     std::memset(l.src->bytes(), 0x55, 64);
     ASSERT_EQ(l.write(2, 0, 64, old_rkey, ibex_mr_lkey(l.src->mr)), IBEX_OK) << ibex_last_error();
-    auto wc = l.p.a.wait(1);
-    ASSERT_EQ(wc.size(), 1u);
-    EXPECT_EQ(wc[0].status, IBEX_WC_REM_ACCESS_ERR) << ibex_wc_status_str(wc[0].status);
-    EXPECT_EQ(check_const(l.dst->bytes(), kRegion, 0x3c), 0u) << "a deregistered region was written";
-    EXPECT_EQ(stats(l.p.a).lane_ops, 0u);
+    l.expect_refused("a deregistered region was written", IBEX_WC_REM_ACCESS_ERR);
 }
 
 TEST(ShmLane, ClosedWhenThePeerQpLeavesReadyToReceive) {
@@ -160,11 +153,7 @@ TEST(ShmLane, ClosedWhenThePeerQpLeavesReadyToReceive) {
     ASSERT_EQ(ibex_modify_qp(l.p.b.qp, &attr, IBEX_QP_STATE), IBEX_OK) << ibex_last_error();
     std::memset(l.src->bytes(), 0x55, 64);
     ASSERT_EQ(l.write(2, 0, 64), IBEX_OK) << ibex_last_error();
-    auto wc = l.p.a.wait(1);
-    ASSERT_EQ(wc.size(), 1u);
-    EXPECT_NE(wc[0].status, IBEX_WC_SUCCESS) << "a WRITE to a QP in error completed";
-    EXPECT_EQ(check_const(l.dst->bytes(), kRegion, 0x3c), 0u) << "a QP in error was written";
-    EXPECT_EQ(stats(l.p.a).lane_ops, 0u);
+    l.expect_refused("a QP in error was written");
 }
 
 TEST(ShmLane, ClosedWhenTheSourceIsDeregistered) {
@@ -175,13 +164,11 @@ TEST(ShmLane, ClosedWhenTheSourceIsDeregistered) {
     ASSERT_EQ(ibex_dereg_mr(l.src->mr), IBEX_OK);
     l.src->mr = nullptr;
     const ibex_status_t st = l.write(2, 0, 64, ibex_mr_rkey(l.dst->mr), old_lkey);
-    if (st == IBEX_OK) { // refused at post or by a completion: either way nothing copied
-        auto wc = l.p.a.wait(1);
-        ASSERT_EQ(wc.size(), 1u);
-        EXPECT_NE(wc[0].status, IBEX_WC_SUCCESS);
-    }
-    EXPECT_EQ(check_const(l.dst->bytes(), kRegion, 0x3c), 0u) << "copied from a deregistered source";
-    EXPECT_EQ(stats(l.p.a).lane_ops, 0u);
+    // Refused at the post or by a completion: either way nothing copied.
+    if (st == IBEX_OK)
+        l.expect_refused("copied from a deregistered source");
+    else
+        l.expect_untouched("copied from a deregistered source");
 }
 
 // An atomic is queued for the target to serve; a WRITE to the same 8 bytes posted after
@@ -197,27 +184,12 @@ TEST(ShmLane, DoesNotPassAnAtomicQueuedBeforeIt) {
         SCOPED_TRACE(round);
         *word = 1000;
         *value = 7000 + round;
-        ibex_sge_t orig{l.src->at(0), 8, ibex_mr_lkey(l.src->mr)};
-        ibex_send_wr_t add{};
-        add.wr_id = 10;
-        add.sg_list = &orig;
-        add.num_sge = 1;
-        add.opcode = IBEX_WR_ATOMIC_FETCH_AND_ADD;
-        add.send_flags = IBEX_SEND_SIGNALED;
-        add.wr.atomic.remote_addr = l.dst->at(512);
-        add.wr.atomic.rkey = ibex_mr_rkey(l.dst->mr);
-        add.wr.atomic.compare_add = 5;
-        ASSERT_EQ(ibex_post_send(l.p.a.qp, &add, nullptr), IBEX_OK) << ibex_last_error();
-        ibex_sge_t one{l.src->at(1024), 8, ibex_mr_lkey(l.src->mr)};
-        ibex_send_wr_t write{};
-        write.wr_id = 11;
-        write.sg_list = &one;
-        write.num_sge = 1;
-        write.opcode = IBEX_WR_RDMA_WRITE;
-        write.send_flags = IBEX_SEND_SIGNALED;
-        write.wr.rdma.remote_addr = l.dst->at(512);
-        write.wr.rdma.rkey = ibex_mr_rkey(l.dst->mr);
-        ASSERT_EQ(ibex_post_send(l.p.a.qp, &write, nullptr), IBEX_OK) << ibex_last_error();
+        ASSERT_EQ(post_atomic_wr(l.p.a.qp, IBEX_WR_ATOMIC_FETCH_AND_ADD, 10, l.src->at(0), ibex_mr_lkey(l.src->mr),
+                                 l.dst->at(512), ibex_mr_rkey(l.dst->mr), 5),
+                  IBEX_OK)
+            << ibex_last_error();
+        ASSERT_EQ(l.write(11, 1024, 512, 8, ibex_mr_rkey(l.dst->mr), ibex_mr_lkey(l.src->mr)), IBEX_OK)
+            << ibex_last_error();
         auto wc = l.p.a.wait(2);
         ASSERT_EQ(wc.size(), 2u);
         EXPECT_EQ(wc[0].wr_id, 10u) << "the WRITE completed before the atomic queued ahead of it";
