@@ -113,16 +113,9 @@ std::pair<ibex::shm::CopyStats, ibex::shm::CopyStats> move_between_allocations(c
     auto *a = static_cast<uint8_t *>(amem), *b = static_cast<uint8_t *>(bmem);
     const auto va = [](void *m, size_t off) { return reinterpret_cast<uintptr_t>(m) + off; };
     auto post = [&](ibex_wr_opcode_t op, uint64_t id, size_t aoff, size_t boff) {
-        ibex_sge_t s{va(amem, aoff), kBig, ibex_mr_lkey(amr)};
-        ibex_send_wr_t wr{};
-        wr.wr_id = id;
-        wr.sg_list = &s;
-        wr.num_sge = 1;
-        wr.opcode = op;
-        wr.send_flags = IBEX_SEND_SIGNALED;
-        wr.wr.rdma.remote_addr = va(bmem, boff);
-        wr.wr.rdma.rkey = ibex_mr_rkey(bmr);
-        EXPECT_EQ(ibex_post_send(p.a.qp, &wr, nullptr), IBEX_OK) << ibex_last_error();
+        EXPECT_EQ(post_one_wr(p.a.qp, op, id, va(amem, aoff), kBig, ibex_mr_lkey(amr), va(bmem, boff), ibex_mr_rkey(bmr)),
+                  IBEX_OK)
+            << ibex_last_error();
     };
     fill_pattern(a, kBig, 21);
     fill_pattern(b + kRead, kBig, 22);

@@ -66,10 +66,24 @@ struct LanePair {
     }
 };
 
-TEST(ShmLane, WritesAfterTheFirstSkipTheLockAndLandInOrder) {
+// Each test starts with the lane open.
+class ShmLane : public ::testing::Test {
+protected:
+    void SetUp() override {
+        ASSERT_TRUE(l.ok());
+        ASSERT_NO_FATAL_FAILURE(l.open_lane());
+    }
+    // Deregisters a region the lane was opened over; its old key (rkey or lkey).
+    static uint32_t deregister(AllocRegion &r, bool remote_key) {
+        const uint32_t key = remote_key ? ibex_mr_rkey(r.mr) : ibex_mr_lkey(r.mr);
+        EXPECT_EQ(ibex_dereg_mr(r.mr), IBEX_OK) << ibex_last_error();
+        r.mr = nullptr;
+        return key;
+    }
     LanePair l;
-    ASSERT_TRUE(l.ok());
-    ASSERT_NO_FATAL_FAILURE(l.open_lane());
+};
+
+TEST_F(ShmLane, WritesAfterTheFirstSkipTheLockAndLandInOrder) {
     constexpr int kWrites = 50;
     for (int i = 0; i < kWrites; ++i) {
         const size_t off = static_cast<size_t>(i) * 64;
@@ -93,10 +107,7 @@ TEST(ShmLane, WritesAfterTheFirstSkipTheLockAndLandInOrder) {
 
 // Lane copies of up to 16 bytes are stores of their own (no libc call): every length
 // from 1 to 17 lands whole, at any alignment, and not a byte beside it.
-TEST(ShmLane, SmallWritesOfEveryLengthLandExactly) {
-    LanePair l;
-    ASSERT_TRUE(l.ok());
-    ASSERT_NO_FATAL_FAILURE(l.open_lane());
+TEST_F(ShmLane, SmallWritesOfEveryLengthLandExactly) {
     for (uint32_t len = 1; len <= 17; ++len) {
         for (size_t misalign : {size_t(0), size_t(3)}) {
             SCOPED_TRACE(testing::Message() << len << " bytes at +" << misalign);
@@ -113,41 +124,27 @@ TEST(ShmLane, SmallWritesOfEveryLengthLandExactly) {
     EXPECT_EQ(stats(l.p.a).lane_ops, 34u);
 }
 
-TEST(ShmLane, OutsideEitherRegionTakesTheLockedPathAndItsErrors) {
-    LanePair l;
-    ASSERT_TRUE(l.ok());
-    ASSERT_NO_FATAL_FAILURE(l.open_lane());
+TEST_F(ShmLane, OutsideEitherRegionTakesTheLockedPathAndItsErrors) {
     // Past the end of the target's MR: the target's answer, memory untouched.
     ASSERT_EQ(l.write(2, 0, kRegion - 32, 64, ibex_mr_rkey(l.dst->mr), ibex_mr_lkey(l.src->mr)), IBEX_OK)
         << ibex_last_error();
     l.expect_refused("target memory changed", IBEX_WC_REM_ACCESS_ERR);
 }
 
-TEST(ShmLane, OutsideTheSourceRegionIsRefusedAtThePost) {
-    LanePair l;
-    ASSERT_TRUE(l.ok());
-    ASSERT_NO_FATAL_FAILURE(l.open_lane());
+TEST_F(ShmLane, OutsideTheSourceRegionIsRefusedAtThePost) {
     EXPECT_EQ(l.write(2, kRegion - 32, 64), IBEX_ERR_INVALID_ARGUMENT);
     EXPECT_NE(std::string(ibex_last_error()).find("outside memory region"), std::string::npos) << ibex_last_error();
     l.expect_untouched("target memory changed");
 }
 
-TEST(ShmLane, ClosedWhenTheTargetDeregistersItsRegion) {
-    LanePair l;
-    ASSERT_TRUE(l.ok());
-    ASSERT_NO_FATAL_FAILURE(l.open_lane());
-    const uint32_t old_rkey = ibex_mr_rkey(l.dst->mr);
-    ASSERT_EQ(ibex_dereg_mr(l.dst->mr), IBEX_OK);
-    l.dst->mr = nullptr;
+TEST_F(ShmLane, ClosedWhenTheTargetDeregistersItsRegion) {
+    const uint32_t old_rkey = deregister(*l.dst, true);
     std::memset(l.src->bytes(), 0x55, 64);
     ASSERT_EQ(l.write(2, 0, 64, old_rkey, ibex_mr_lkey(l.src->mr)), IBEX_OK) << ibex_last_error();
     l.expect_refused("a deregistered region was written", IBEX_WC_REM_ACCESS_ERR);
 }
 
-TEST(ShmLane, ClosedWhenThePeerQpLeavesReadyToReceive) {
-    LanePair l;
-    ASSERT_TRUE(l.ok());
-    ASSERT_NO_FATAL_FAILURE(l.open_lane());
+TEST_F(ShmLane, ClosedWhenThePeerQpLeavesReadyToReceive) {
     ibex_qp_attr_t attr = IBEX_QP_ATTR_INIT;
     attr.qp_state = IBEX_QPS_ERR;
     ASSERT_EQ(ibex_modify_qp(l.p.b.qp, &attr, IBEX_QP_STATE), IBEX_OK) << ibex_last_error();
@@ -156,13 +153,8 @@ TEST(ShmLane, ClosedWhenThePeerQpLeavesReadyToReceive) {
     l.expect_refused("a QP in error was written");
 }
 
-TEST(ShmLane, ClosedWhenTheSourceIsDeregistered) {
-    LanePair l;
-    ASSERT_TRUE(l.ok());
-    ASSERT_NO_FATAL_FAILURE(l.open_lane());
-    const uint32_t old_lkey = ibex_mr_lkey(l.src->mr);
-    ASSERT_EQ(ibex_dereg_mr(l.src->mr), IBEX_OK);
-    l.src->mr = nullptr;
+TEST_F(ShmLane, ClosedWhenTheSourceIsDeregistered) {
+    const uint32_t old_lkey = deregister(*l.src, false);
     const ibex_status_t st = l.write(2, 0, 64, ibex_mr_rkey(l.dst->mr), old_lkey);
     // Refused at the post or by a completion: either way nothing copied.
     if (st == IBEX_OK)
@@ -174,10 +166,7 @@ TEST(ShmLane, ClosedWhenTheSourceIsDeregistered) {
 // An atomic is queued for the target to serve; a WRITE to the same 8 bytes posted after
 // it must wait its turn, not slip through the lane first: the sum is then overwritten
 // (not the WRITE's value added to), and the completions come in posting order.
-TEST(ShmLane, DoesNotPassAnAtomicQueuedBeforeIt) {
-    LanePair l;
-    ASSERT_TRUE(l.ok());
-    ASSERT_NO_FATAL_FAILURE(l.open_lane());
+TEST_F(ShmLane, DoesNotPassAnAtomicQueuedBeforeIt) {
     auto *word = reinterpret_cast<uint64_t *>(l.dst->bytes() + 512);
     auto *value = reinterpret_cast<uint64_t *>(l.src->bytes() + 1024);
     for (uint64_t round = 0; round < 20; ++round) {
