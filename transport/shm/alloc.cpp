@@ -231,10 +231,10 @@ namespace {
 // [remote_addr, +len) under `rkey`, checked against the peer's published MR as the target
 // would check it (key, access, bounds; the peer QP in RTR or RTS with `need` allowed).
 // On success *alloc is the peer allocation holding it (0: none, CMA only) and *off the
-// offset of remote_addr in it; `mr`, when given, gets the peer MR's range and the
-// seqlock value it was read under (for the in-place lane).
+// offset of remote_addr in it; `lane`, when given, gets the peer MR's range and the
+// seqlock value it was read under.
 bool peer_allows(const ShmQp &qp, uint32_t rkey, uint64_t remote_addr, uint64_t len, unsigned need, uint64_t *alloc,
-                 uint64_t *off, LaneTarget *mr = nullptr) {
+                 uint64_t *off, LaneTarget *lane = nullptr) {
     const uint32_t state = qp.peer->state.load(std::memory_order_acquire);
     if ((state != IBEX_QPS_RTR && state != IBEX_QPS_RTS) || !(qp.peer->access.load(std::memory_order_relaxed) & need))
         return false;
@@ -251,11 +251,11 @@ bool peer_allows(const ShmQp &qp, uint32_t rkey, uint64_t remote_addr, uint64_t 
                     remote_addr - addr <= mr_len - len;
     std::atomic_thread_fence(std::memory_order_acquire);
     if (!ok || p.seq.load(std::memory_order_relaxed) != seq) return false;
-    if (mr) {
-        mr->remote_addr = addr;
-        mr->remote_len = mr_len;
-        mr->peer_mr_seq = &p.seq;
-        mr->peer_mr_seq_seen = seq;
+    if (lane) {
+        lane->remote_addr = addr;
+        lane->remote_len = mr_len;
+        lane->peer_mr_seq = &p.seq;
+        lane->peer_mr_seq_seen = seq;
     }
     return true;
 }

@@ -49,11 +49,8 @@ bool copy_stats(ibex_context *c, CopyStats *out) {
     ShmContext *ctx = to_shm(c);
     std::lock_guard<std::mutex> l(ctx->mu);
     *out = ctx->copies;
-    for (const ShmQp *qp : ctx->qps) { // WRITEs through a lane are `map` copies too
-        out->map_ops += qp->lane.ops();
-        out->lane_ops += qp->lane.ops();
-        out->map_bytes += qp->lane.bytes();
-    }
+    for (const ShmQp *qp : ctx->qps) // WRITEs through a lane are `map` copies too
+        qp->lane.add_to(&out->map_ops, &out->map_bytes, &out->lane_ops);
     return true;
 }
 

@@ -54,7 +54,6 @@ public:
         const uint32_t s = seq_.load(std::memory_order_relaxed);
         if (!(s & 1)) seq_.store(s + 1, std::memory_order_release);
     }
-    bool is_open() const { return !(seq_.load(std::memory_order_relaxed) & 1); }
 
     // Where a WRITE of [addr, +len) under lkey to [remote_addr, +len) under rkey lands,
     // when the lane covers it and the peer's MR entry and QP still accept it; else nullptr.
@@ -92,6 +91,12 @@ public:
     }
     uint64_t ops() const { return ops_.load(std::memory_order_relaxed); }
     uint64_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
+    // Adds them to `map` copy counters (`lane`: the same ops counted apart).
+    void add_to(uint64_t *map_ops, uint64_t *map_bytes, uint64_t *lane) const {
+        *map_ops += ops();
+        *map_bytes += bytes();
+        *lane += ops();
+    }
 
 private:
     std::atomic<uint32_t> seq_{1}; // closed until the first in-place WRITE

@@ -146,9 +146,8 @@ ibex_status_t destroy_qp(ibex_qp *q) {
                 break;
             }
         if (qp->self) qp->self->closed.store(1);
-        qp->ctx->copies.map_ops += qp->lane.ops(); // copy_stats counts the live QPs' lanes
-        qp->ctx->copies.lane_ops += qp->lane.ops();
-        qp->ctx->copies.map_bytes += qp->lane.bytes();
+        CopyStats &c = qp->ctx->copies; // copy_stats counts the live QPs' lanes
+        qp->lane.add_to(&c.map_ops, &c.map_bytes, &c.lane_ops);
         --qp->scq->users;
         --qp->rcq->users;
         --static_cast<ShmPd *>(qp->pd)->users;
