@@ -282,10 +282,10 @@ ibex_status_t ShmDirect::reduce_in_blocks(const Op &op, size_t src, uint8_t *out
         const size_t cnt = std::min(per, count - done), bytes = cnt * elem, at = src + done * elem;
         uint8_t *dst = out ? out + done * elem : block_[3].data();
         const auto *own = static_cast<const uint8_t *>(a.sendbuf) + at;
-        if (own == dst) { // in place: the first reduction overwrites it
-            std::memcpy(block_[2].data(), own, bytes);
-            own = block_[2].data();
-        }
+        // The partial sums build up in a scratch block and only the last reduction writes
+        // out, so that in place this rank's block is still there at its turn (reduce_into's
+        // out may be one of its operands) without a copy of it first.
+        uint8_t *sum = nranks_ > 2 ? block_[2].data() : dst;
         // Rank q's block: this rank's own, else what load gives (q 1 has a scratch block of
         // its own, so that ranks 0 and 1 are both at hand for the first reduction).
         auto block = [&](int q, const uint8_t **p) -> ibex_status_t {
@@ -298,10 +298,10 @@ ibex_status_t ShmDirect::reduce_in_blocks(const Op &op, size_t src, uint8_t *out
         const uint8_t *x = nullptr, *y = nullptr;
         IBEX_TRY(block(0, &x));
         IBEX_TRY(block(1, &y));
-        reduce_into(dst, x, y, cnt, a.type, a.op); // rank order, as every other path
+        reduce_into(sum, x, y, cnt, a.type, a.op); // rank order, as every other path
         for (int q = 2; q < nranks_; ++q) {
             IBEX_TRY(block(q, &x));
-            reduce_into(dst, dst, x, cnt, a.type, a.op);
+            reduce_into(q + 1 == nranks_ ? dst : sum, sum, x, cnt, a.type, a.op);
         }
         if (a.op == IBEX_AVG) finalize_avg(dst, cnt, a.type, nranks_);
         IBEX_TRY(after(dst, at, bytes, done * elem));

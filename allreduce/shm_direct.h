@@ -159,7 +159,7 @@ private:
     Op sub_;
     Announce mine_{};
     std::vector<Announce> all_;
-    std::vector<uint8_t> block_[4]; // peers' blocks, this rank's own when in place, a result not kept
+    std::vector<uint8_t> block_[4]; // peers' blocks (0, 1), partial sums (2), a result not kept (3)
     uint64_t taken_ = 0;
     bool pinned_ok_ = false; // every rank can read registered pinned memory of every peer
     bool cma_ok_ = false;    // every rank can read every peer (process_vm_readv)
