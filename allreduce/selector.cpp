@@ -186,7 +186,12 @@ void build_probe(int rank, int partner, int pings, size_t bulk, void *buf, Sched
     // After the pings both sides send `bulk` at once, as every exchange step of the
     // algorithms does: a rank's engine then sends and receives together, which on a host
     // short of cores costs about twice a one-way transfer (measured: a one-way probe priced
-    // a 2x2 hierarchical allreduce's in-host phases at a quarter of their time).
+    // a 2x2 hierarchical allreduce's in-host phases at a quarter of their time). And the
+    // bulk lands as a reduce-scatter step's does: in staging slots, reduced into place
+    // slice by slice, with the slots' credits going back. Landing it straight in place (as
+    // an allgather step) priced 2x2 hierarchical allreduces of 1-4 MiB at 0.53-0.81 of
+    // their measured time in four runs of 3 (bench/collectives/hierarchical.sh), this way at
+    // 0.65-0.92; 8-32 MiB were within 15% either way (0.74-1.08, 0.88-1.12).
     if (rank < partner) {
         int prev = -1;
         for (int k = 0; k < pings; ++k) {
@@ -194,7 +199,7 @@ void build_probe(int rank, int partner, int pings, size_t bulk, void *buf, Sched
             prev = b.recv_copy(partner, pong + k * 8, 8);
         }
         b.send_run(partner, bulk_src, bulk, prev);
-        b.recv_copy_run(partner, bulk_dst, bulk);
+        b.recv_reduce_run(partner, bulk_dst, bulk_src, bulk, -1, false);
         b.recv_copy(partner, ack, 8);
     } else {
         int got = -1;
@@ -203,7 +208,7 @@ void build_probe(int rank, int partner, int pings, size_t bulk, void *buf, Sched
             b.send(partner, pong + k * 8, 8, got);
         }
         b.send_run(partner, bulk_src, bulk, got);
-        got = b.recv_copy_run(partner, bulk_dst, bulk);
+        got = b.recv_reduce_run(partner, bulk_dst, bulk_src, bulk, -1, false);
         b.send(partner, ack, 8, got);
     }
 }

@@ -90,8 +90,8 @@ private:
 
 // The probe, as a schedule between this rank and `partner` (-1: none): the lower rank of
 // the pair leads `pings` 8-byte round trips, then both send `bulk` bytes to each other at
-// once and the partner answers with 8 bytes once it has the leader's. buf needs
-// probe_buffer_bytes().
+// once, each reducing what lands into its buffer as a reduce-scatter step does, and the
+// partner answers with 8 bytes once it has the leader's. buf needs probe_buffer_bytes().
 size_t probe_buffer_bytes(int pings, size_t bulk);
 void build_probe(int rank, int partner, int pings, size_t bulk, void *buf, ScheduleBuilder &b);
 // The probe partner of a rank for links inside its host (local ranks paired 0-1, 2-3, ...)

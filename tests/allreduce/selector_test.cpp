@@ -258,6 +258,39 @@ TEST(Selector, ProbeArithmetic) {
     EXPECT_EQ(alpha, 0);
 }
 
+TEST(Selector, ProbeExchangesBulkAsReductionSteps) {
+    // The bulk lands as the algorithms' reduce-scatter steps do (slots, then a reduction),
+    // so that beta prices those steps; pings, the ack and the sends stay plain.
+    const int pings = 3;
+    const size_t bulk = 300 << 10, slice = 128 << 10;
+    std::vector<uint8_t> buf(probe_buffer_bytes(pings, bulk));
+    for (int rank : {0, 1}) {
+        Schedule s;
+        ScheduleBuilder b(&s, 1, slice);
+        build_probe(rank, 1 - rank, pings, bulk, buf.data(), b);
+        size_t reduced = 0, sent = 0, copied = 0;
+        for (const Step &st : s.steps) {
+            EXPECT_EQ(st.peer, 1 - rank);
+            if (st.kind == StepKind::recv_reduce) {
+                reduced += st.bytes;
+                EXPECT_LE(st.bytes, slice);
+            } else if (st.kind == StepKind::send) {
+                sent += st.bytes;
+            } else {
+                EXPECT_EQ(st.kind, StepKind::recv_copy);
+                copied += st.bytes;
+            }
+        }
+        EXPECT_EQ(reduced, bulk) << "rank " << rank;
+        EXPECT_EQ(sent, bulk + 8 * static_cast<size_t>(rank == 0 ? pings : pings + 1)) << "rank " << rank;
+        EXPECT_EQ(copied, 8 * static_cast<size_t>(rank == 0 ? pings + 1 : pings)) << "rank " << rank;
+    }
+    Schedule none;
+    ScheduleBuilder b(&none, 1, slice);
+    build_probe(0, -1, pings, bulk, buf.data(), b);
+    EXPECT_TRUE(none.steps.empty());
+}
+
 TEST(Selector, OneLatePingMovesNeitherAlphaNorBeta) {
     // 8 pings 100 us apart, but the fourth pong waits out a 3 ms time slice; the bulk
     // exchange ends 1.1 ms after the last pong, as in ProbeArithmetic.
