@@ -80,11 +80,11 @@ ibex_status_t calibrate(ibex_comm *c) {
         IBEX_TRY(comm_ensure_scratch(c, std::max({probe_buffer_bytes(kProbePings, kProbeBulk),
                                                   probe_buffer_bytes(kProbePingsBig, kProbeBulkBig),
                                                   3 * kGammaBytes, 3 * (kProbeBulkBig / 2)})));
+        mine[2] = measure_gamma(c->scratch, kGammaBytes);
+        mine[6] = measure_gamma(c->scratch, kProbeBulkBig / 2);
         // Written before the probes send from it: never-written pages all map the kernel's
         // one zero page, which the sender then reads out of L1 (a 32 MiB exchange ran in
         // 10 ms from it, 16-19 ms from written memory, as a collective's does).
-        mine[2] = measure_gamma(c->scratch, kGammaBytes);
-        mine[6] = measure_gamma(c->scratch, kProbeBulkBig / 2);
         std::memset(c->scratch, 0x5a, c->scratch_bytes);
         IBEX_TRY(probe_link(c, false, small, &mine[3], &mine[4]));
         IBEX_TRY(probe_link(c, false, big, &unused_alpha, &mine[7]));

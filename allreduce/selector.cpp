@@ -188,10 +188,11 @@ void build_probe(int rank, int partner, int pings, size_t bulk, void *buf, Sched
     // short of cores costs about twice a one-way transfer (measured: a one-way probe priced
     // a 2x2 hierarchical allreduce's in-host phases at a quarter of their time). And the
     // bulk lands as a reduce-scatter step's does: in staging slots, reduced into place
-    // slice by slice, with the slots' credits going back. Landing it straight in place (as
-    // an allgather step) priced 2x2 hierarchical allreduces of 1-4 MiB at 0.53-0.81 of
-    // their measured time in four runs of 3 (bench/collectives/hierarchical.sh), this way at
-    // 0.65-0.92; 8-32 MiB were within 15% either way (0.74-1.08, 0.88-1.12).
+    // slice by slice, with the slots' credits going back (calibration takes the reduction's
+    // gamma off the beta this gives). Landing it straight in place (as an allgather step)
+    // priced 2x2 hierarchical allreduces of 1-4 MiB at 0.53-0.92 of their measured time
+    // (bench/collectives/hierarchical.sh, six runs of 3); this way 0.65-0.93, and 0.86-1.02
+    // at 8-64 MiB (two runs; allreduce/README.md).
     if (rank < partner) {
         int prev = -1;
         for (int k = 0; k < pings; ++k) {
