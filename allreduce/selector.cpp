@@ -191,8 +191,8 @@ void build_probe(int rank, int partner, int pings, size_t bulk, void *buf, Sched
     // slice by slice, with the slots' credits going back (calibration takes the reduction's
     // gamma off the beta this gives). Landing it straight in place (as an allgather step)
     // priced 2x2 hierarchical allreduces of 1-4 MiB at 0.53-0.92 of their measured time
-    // (bench/collectives/hierarchical.sh, six runs of 3); this way 0.65-0.93, and 0.86-1.02
-    // at 8-64 MiB (two runs; allreduce/README.md).
+    // (bench/collectives/hierarchical.sh, six runs of 3); this way 0.65-0.98, and 0.86-1.16
+    // at 8-64 MiB (three runs; allreduce/README.md).
     if (rank < partner) {
         int prev = -1;
         for (int k = 0; k < pings; ++k) {
