@@ -206,6 +206,23 @@ ibex_status_t ibex_comm_deregister(ibex_comm_t *comm, void *buf) {
     return comm->caches.remove(buf);
 }
 
+ibex_status_t ibex_comm_mem_alloc(ibex_comm_t *comm, size_t bytes, void **ptr) {
+    ibex::clear_error();
+    IBEX_COLL_CHECK(comm && ptr && bytes, "ibex_comm_mem_alloc: NULL argument or 0 bytes");
+    *ptr = nullptr;
+    return comm->memory.alloc(comm->direct.shared_pd(), bytes, ptr);
+}
+
+ibex_status_t ibex_comm_mem_free(ibex_comm_t *comm, void *ptr) {
+    ibex::clear_error();
+    IBEX_COLL_CHECK(comm && ptr, "ibex_comm_mem_free: NULL argument");
+    const size_t bytes = comm->memory.size_of(ptr);
+    IBEX_COLL_CHECK(bytes, "ibex_comm_mem_free: %p is not from ibex_comm_mem_alloc on this communicator", ptr);
+    comm->caches.forget(ptr, bytes); // no registration may outlive the memory
+    comm->memory.free(ptr);
+    return IBEX_OK;
+}
+
 ibex_status_t ibex_allreduce(const void *sendbuf, void *recvbuf, size_t count, ibex_datatype_t type,
                              ibex_redop_t op, ibex_comm_t *comm, ibex_request_t **req) {
     ibex::clear_error();

@@ -80,6 +80,7 @@ void teardown(ibex_comm *c) {
     if (c->wake_fd >= 0) ::close(c->wake_fd);
     c->gpu.release(c);
     c->caches.clear();
+    c->memory.clear(); // what the user did not free
     std::free(c->scratch);
     c->boot.reset();
     delete c;

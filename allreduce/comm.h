@@ -22,6 +22,7 @@
 #include "allreduce/op.h"
 #include "allreduce/op_queue.h"
 #include "allreduce/reg_cache.h"
+#include "allreduce/comm_memory.h"
 #include "allreduce/selector.h"
 #include "allreduce/shm_direct.h"
 #include "allreduce/stream_driver.h"
@@ -35,6 +36,7 @@ struct ibex_comm {
     ibex::coll::Topology topo;
     ibex::coll::Executor exec;
     ibex::coll::RegCaches caches; // one per executor link
+    ibex::coll::CommMemory memory; // ibex_comm_mem_alloc's; after caches (registrations go first)
     ibex::coll::Selector selector;
     ibex::coll::Fastbox fast; // after exec: its box goes before the executor's PD
     std::vector<int> peers;

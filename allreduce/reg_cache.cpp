@@ -94,4 +94,17 @@ ibex_status_t RegCache::remove(void *p) {
     return found ? IBEX_OK : fail(IBEX_ERR_INVALID_ARGUMENT, "ibex_comm_deregister: %p is not registered", p);
 }
 
+void RegCache::forget(const void *p, size_t len) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p), e = a + len;
+    std::lock_guard l(mu_);
+    for (auto it = entries_.begin(); it != entries_.end() && it->first < e;) {
+        if (it->second.end > a) {
+            ibex_dereg_mr(it->second.mr);
+            it = entries_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+}
+
 } // namespace ibex::coll

@@ -39,6 +39,9 @@ public:
     // User-requested registration: kept until remove() or the end of the communicator.
     ibex_status_t add(void *p, size_t len);
     ibex_status_t remove(void *p);
+    // Drops every registration that overlaps [p, p + len), the user's own included: the
+    // memory is about to be freed (ibex_comm_mem_free).
+    void forget(const void *p, size_t len);
     size_t size() const;
 
 private:
@@ -80,6 +83,9 @@ public:
         for (auto &c : caches_)
             if (ibex_status_t st = c->add(p, len); st != IBEX_OK) return st;
         return IBEX_OK;
+    }
+    void forget(const void *p, size_t len) {
+        for (auto &c : caches_) c->forget(p, len);
     }
     ibex_status_t remove(void *p) {
         ibex_status_t out = IBEX_OK;

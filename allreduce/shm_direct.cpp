@@ -61,6 +61,9 @@ const char *op_name(uint32_t call) {
 
 ibex_status_t ShmDirect::open(ibex_comm *c) {
     min_bytes_ = 0;
+    comm_ = c;
+    link_ = -1;
+    maps_.clear();
     rank_ = c->rank;
     nranks_ = c->nranks;
     // Decided together: a rank without fast boxes (or with IBEX_SHM_DIRECT_MIN=0) turns
@@ -147,6 +150,7 @@ ibex_status_t ShmDirect::open_staging(ibex_comm *c) {
     int link = -1; // the fast boxes checked that every peer is on one shm link
     for (int q = 0; q < nranks_; ++q)
         if (q != rank_) link = c->exec.link_of(q);
+    link_ = link;
     if (want && link >= 0) {
         const size_t bytes = (want + 4095) & ~size_t(4095);
         // Inputs, then results: two areas of `bytes` each (only what a collective uses is
@@ -191,6 +195,8 @@ ibex_status_t ShmDirect::open_staging(ibex_comm *c) {
     return IBEX_OK;
 }
 
+ibex_pd_t *ShmDirect::shared_pd() const { return min_bytes_ && link_ >= 0 ? comm_->exec.pd(link_) : nullptr; }
+
 bool ShmDirect::takes(const Op &op) const {
     if (!min_bytes_) return false;
     // The larger side is the whole buffer (the input of a reduce-scatter, the output of an
@@ -234,10 +240,15 @@ void ShmDirect::begin(const Op &op) {
     const bool written = op.kind == OpKind::allreduce || op.kind == OpKind::allgather ||
                          (op.kind == OpKind::reduce && rank_ == op.args.root);
     mine_.plain = (!read || reachable(op.args.sendbuf)) && (!written || reachable(op.args.recvbuf));
-    // The same answer on every rank: the call and the size agreed at creation.
+    // Shared buffers (ibex_comm_mem_alloc): where this collective's peers will read or
+    // write them (a staged allgather reads the send buffer, a direct one writes the
+    // receive buffer), each in place of the staging or process_vm_*.
     const OpBytes ob = op_bytes(op, rank_, nranks_);
+    if (op.args.sendbuf && ob.send) comm_->memory.find(op.args.sendbuf, ob.send, &mine_.send_region);
+    if (op.args.recvbuf && ob.recv) comm_->memory.find(op.args.recvbuf, ob.recv, &mine_.recv_region);
+    // The same answer on every rank: the call and the size agreed at creation.
     staging_now_ = stages(op.kind, std::max(ob.send, ob.recv));
-    if (staging_now_ && mine_.plain) stage_in(op);
+    if (staging_now_ && mine_.plain && !mine_.send_region.id && stage_in(op)) ++staged_in_;
     sub_ = Op{};
     sub_.kind = OpKind::allgather;
     sub_.args.sendbuf = &mine_;
@@ -263,12 +274,56 @@ ibex_status_t ShmDirect::cross(int q, void *local, uint64_t remote, size_t bytes
     return IBEX_OK;
 }
 
-ibex_status_t ShmDirect::read_from(int q, void *dst, uint64_t remote, size_t bytes) const {
-    return cross(q, dst, remote, bytes, false);
+ibex_status_t ShmDirect::read_from(int q, void *dst, size_t at, size_t bytes) const {
+    if (const uint8_t *p = send_at_[static_cast<size_t>(q)]) {
+        std::memcpy(dst, p + at, bytes);
+        return IBEX_OK;
+    }
+    return cross(q, dst, all_[static_cast<size_t>(q)].send + at, bytes, false);
 }
 
-ibex_status_t ShmDirect::write_to(int q, uint64_t remote, const void *src, size_t bytes) const {
-    return cross(q, const_cast<void *>(src), remote, bytes, true); // process_vm_writev only reads it
+ibex_status_t ShmDirect::write_to(int q, size_t at, const void *src, size_t bytes) const {
+    if (uint8_t *p = recv_at_[static_cast<size_t>(q)]) {
+        copy_bypassing_cache(p + at, src, bytes); // the peer reads it next, from another core
+        return IBEX_OK;
+    }
+    // process_vm_writev only reads src
+    return cross(q, const_cast<void *>(src), all_[static_cast<size_t>(q)].recv + at, bytes, true);
+}
+
+uint8_t *ShmDirect::map_region(int q, const CommMemory::Region &r) {
+    const auto key = std::make_pair(q, r.id);
+    if (auto it = maps_.find(key); it != maps_.end()) return it->second;
+    void *p = nullptr;
+    if (ibex_rkey_ptr(comm_->exec.qp_to(q), r.base, r.rkey, r.bytes, IBEX_ACCESS_REMOTE_READ | IBEX_ACCESS_REMOTE_WRITE,
+                      &p) != IBEX_OK) {
+        IBEX_LOG(info, "communicator rank %d: rank %d's shared buffer (%llu bytes) is not mapped here (%s): it is "
+                       "reached with process_vm_readv/writev",
+                 rank_, q, static_cast<unsigned long long>(r.bytes), ibex_last_error());
+        p = nullptr; // remembered too: one try and one line per allocation
+    }
+    // Ids are never reused, so an entry is never wrong, only unused once its allocation is
+    // freed: a bound keeps a long run of allocations from growing the table.
+    if (maps_.size() >= 1024) maps_.clear();
+    maps_[key] = static_cast<uint8_t *>(p);
+    return static_cast<uint8_t *>(p);
+}
+
+void ShmDirect::map_peers(const Op &) {
+    const size_t n = static_cast<size_t>(nranks_);
+    send_at_.assign(n, nullptr);
+    recv_at_.assign(n, nullptr);
+    bool any = false;
+    for (int q = 0; q < nranks_; ++q) {
+        const Announce &t = all_[static_cast<size_t>(q)];
+        if (q == rank_) continue;
+        if (t.send_region.id)
+            if (uint8_t *b = map_region(q, t.send_region)) send_at_[static_cast<size_t>(q)] = b + (t.send - t.send_region.base);
+        if (t.recv_region.id)
+            if (uint8_t *b = map_region(q, t.recv_region)) recv_at_[static_cast<size_t>(q)] = b + (t.recv - t.recv_region.base);
+        any = any || send_at_[static_cast<size_t>(q)] || recv_at_[static_cast<size_t>(q)];
+    }
+    if (any) ++mapped_;
 }
 
 template <typename Load, typename After>
@@ -313,19 +368,22 @@ ibex_status_t ShmDirect::reduce_blocks(const Op &op, size_t src, uint8_t *out, s
     return reduce_in_blocks(
         op, src, out, count,
         [this](int q, size_t at, size_t bytes, uint8_t *scratch, const uint8_t **p) {
+            if (const uint8_t *m = send_at_[static_cast<size_t>(q)]) { // read where it lies
+                *p = m + at;
+                return IBEX_OK;
+            }
             *p = scratch;
-            return read_from(q, scratch, all_[static_cast<size_t>(q)].send + at, bytes);
+            return read_from(q, scratch, at, bytes);
         },
         [&](const uint8_t *dst, size_t at, size_t bytes, size_t) -> ibex_status_t {
             // Straight from cache into the peers' receive buffers: nobody else writes there.
             for (int q = 0; q < nranks_; ++q)
-                if (q != rank_ && (push_to == kEveryone || push_to == q))
-                    IBEX_TRY(write_to(q, all_[static_cast<size_t>(q)].recv + at, dst, bytes));
+                if (q != rank_ && (push_to == kEveryone || push_to == q)) IBEX_TRY(write_to(q, at, dst, bytes));
             return IBEX_OK;
         });
 }
 
-void ShmDirect::stage_in(const Op &op) {
+bool ShmDirect::stage_in(const Op &op) {
     const CollArgs &a = op.args;
     const size_t elem = ibex_datatype_size(a.type), bytes = a.count * elem;
     const auto *send = static_cast<const uint8_t *>(a.sendbuf);
@@ -338,75 +396,100 @@ void ShmDirect::stage_in(const Op &op) {
             chunk_range(a.count, nranks_, q, &off, &len);
             if (q != rank_ && len) copy_bypassing_cache(in + off * elem, send + off * elem, len * elem);
         }
-        return;
+        return true;
     case OpKind::reduce_scatter: // the blocks the peers reduce
         for (int q = 0; q < nranks_; ++q)
             if (q != rank_) copy_bypassing_cache(in + q * bytes, send + q * bytes, bytes);
-        return;
-    case OpKind::allgather: copy_bypassing_cache(in + rank_ * bytes, send, bytes); return;
+        return true;
+    case OpKind::allgather: copy_bypassing_cache(in + rank_ * bytes, send, bytes); return true;
     case OpKind::broadcast:
-        if (rank_ == a.root) copy_bypassing_cache(in, send, bytes);
-        return;
+        if (rank_ != a.root) return false;
+        copy_bypassing_cache(in, send, bytes);
+        return true;
     case OpKind::barrier:
-    case OpKind::probe: return;
+    case OpKind::probe: return false;
     }
+    return false;
 }
 
-void ShmDirect::reduce_from_staging(const Op &op, size_t src, uint8_t *out, size_t count, uint8_t *publish) {
-    // Nothing here can fail: the peers' inputs are mapped, the result area is this rank's.
-    (void)reduce_in_blocks(
+ibex_status_t ShmDirect::reduce_from_staging(const Op &op, size_t src, uint8_t *out, size_t count, uint8_t *publish,
+                                             int push_to) {
+    // Only a shared buffer that could not be mapped here can fail (process_vm_* instead).
+    return reduce_in_blocks(
         op, src, out, count,
-        [this](int q, size_t at, size_t, uint8_t *, const uint8_t **p) {
-            *p = stage_of_[static_cast<size_t>(q)] + at;
+        [this](int q, size_t at, size_t bytes, uint8_t *scratch, const uint8_t **p) {
+            if (!send_shared(q)) {
+                *p = stage_of_[static_cast<size_t>(q)] + at;
+            } else if (const uint8_t *m = send_at_[static_cast<size_t>(q)]) {
+                *p = m + at;
+            } else {
+                *p = scratch;
+                return read_from(q, scratch, at, bytes);
+            }
             return IBEX_OK;
         },
-        [publish](const uint8_t *dst, size_t, size_t bytes, size_t offset) {
+        [&](const uint8_t *dst, size_t at, size_t bytes, size_t offset) -> ibex_status_t {
             if (publish) copy_bypassing_cache(publish + offset, dst, bytes);
+            for (int q = 0; q < nranks_; ++q)
+                if (q != rank_ && (push_to == kEveryone || push_to == q) && recv_shared(q))
+                    IBEX_TRY(write_to(q, at, dst, bytes));
             return IBEX_OK;
         });
 }
 
-void ShmDirect::run_staged(const Op &op) {
+ibex_status_t ShmDirect::run_staged(const Op &op) {
     const CollArgs &a = op.args;
     const size_t elem = ibex_datatype_size(a.type), bytes = a.count * elem;
     auto *recv = static_cast<uint8_t *>(a.recvbuf);
     switch (op.kind) {
     case OpKind::allreduce:
     case OpKind::reduce: {
-        // A reduce's segments meet at the root: it keeps its own, the others publish theirs
-        // (their receive buffers may be NULL).
+        // A reduce's segments meet at the root: it keeps its own, the others hand theirs
+        // over (their receive buffers may be NULL). A result goes straight into a shared
+        // receive buffer, and is published for the ranks that copy it out.
         size_t off = 0, len = 0;
         chunk_range(a.count, nranks_, rank_, &off, &len);
         const bool keeps = op.kind == OpKind::allreduce || rank_ == a.root;
-        const bool publishes = op.kind == OpKind::allreduce || rank_ != a.root;
+        const int push_to = op.kind == OpKind::allreduce ? kEveryone : rank_ == a.root ? kNobody : a.root;
+        bool publishes = false;
+        for (int q = 0; q < nranks_; ++q)
+            publishes = publishes || (q != rank_ && (push_to == kEveryone || push_to == q) && !recv_shared(q));
         if (len)
-            reduce_from_staging(op, off * elem, keeps ? recv + off * elem : nullptr, len,
-                                publishes ? stage_of_[static_cast<size_t>(rank_)] + stage_bytes_ + off * elem : nullptr);
-        return;
+            IBEX_TRY(reduce_from_staging(
+                op, off * elem, keeps ? recv + off * elem : nullptr, len,
+                publishes ? stage_of_[static_cast<size_t>(rank_)] + stage_bytes_ + off * elem : nullptr, push_to));
+        return IBEX_OK;
     }
-    case OpKind::reduce_scatter: reduce_from_staging(op, static_cast<size_t>(rank_) * bytes, recv, a.count, nullptr); return;
+    case OpKind::reduce_scatter:
+        return reduce_from_staging(op, static_cast<size_t>(rank_) * bytes, recv, a.count, nullptr, kNobody);
     case OpKind::allgather:
         for (int q = 0; q < nranks_; ++q) {
             uint8_t *dst = recv + static_cast<size_t>(q) * bytes;
-            if (q != rank_)
+            if (q != rank_ && send_shared(q))
+                IBEX_TRY(read_from(q, dst, 0, bytes));
+            else if (q != rank_)
                 std::memcpy(dst, stage_of_[static_cast<size_t>(q)] + q * bytes, bytes);
             else if (dst != a.sendbuf)
                 std::memmove(dst, a.sendbuf, bytes);
         }
-        return;
+        return IBEX_OK;
     case OpKind::broadcast:
+        if (rank_ != a.root && send_shared(a.root))
+            return read_from(a.root, recv, 0, bytes);
         if (rank_ != a.root)
             std::memcpy(recv, stage_of_[static_cast<size_t>(a.root)], bytes);
         else if (recv != a.sendbuf)
             std::memmove(recv, a.sendbuf, bytes);
-        return;
+        return IBEX_OK;
     case OpKind::barrier:
-    case OpKind::probe: return;
+    case OpKind::probe: return IBEX_OK;
     }
+    return IBEX_OK;
 }
 
 void ShmDirect::finish_staged(const Op &op) {
     if (op.kind != OpKind::allreduce && !(op.kind == OpKind::reduce && rank_ == op.args.root)) return;
+    if (recv_shared(rank_)) return; // the peers stored their results straight into it
     // Allreduce, and a reduce's root: every peer's segment out of its result area.
     const CollArgs &a = op.args;
     const size_t elem = ibex_datatype_size(a.type);
@@ -436,7 +519,7 @@ ibex_status_t ShmDirect::run_local(const Op &op) {
         uint8_t *mine = recv + static_cast<size_t>(rank_) * bytes;
         if (mine != a.sendbuf) std::memmove(mine, a.sendbuf, bytes);
         for (int q = 0; q < nranks_; ++q)
-            if (q != rank_) IBEX_TRY(write_to(q, all_[static_cast<size_t>(q)].recv + rank_ * bytes, mine, bytes));
+            if (q != rank_) IBEX_TRY(write_to(q, static_cast<size_t>(rank_) * bytes, mine, bytes));
         return IBEX_OK;
     }
     case OpKind::broadcast:
@@ -444,7 +527,7 @@ ibex_status_t ShmDirect::run_local(const Op &op) {
             if (recv != a.sendbuf) std::memmove(recv, a.sendbuf, bytes);
             return IBEX_OK;
         }
-        return read_from(a.root, recv, all_[static_cast<size_t>(a.root)].send, bytes);
+        return read_from(a.root, recv, 0, bytes);
     case OpKind::barrier:
     case OpKind::probe: break;
     }
@@ -473,10 +556,8 @@ ibex_status_t ShmDirect::advance(const Op &op, bool *done, bool *fallback) {
             *fallback = true;
             return IBEX_OK;
         }
-        if (staging_now_)
-            run_staged(op);
-        else
-            IBEX_TRY(run_local(op));
+        map_peers(op);
+        IBEX_TRY(staging_now_ ? run_staged(op) : run_local(op));
         sub_ = Op{};
         sub_.kind = OpKind::barrier;
         phase_ = Phase::reduced;

@@ -53,6 +53,19 @@
 // to 16 MiB); at 2 ranks allgather and broadcast keep process_vm_* where it works (one copy
 // against two: 0.68-1.03x with staging).
 //
+// Buffers the peers map (ibex_comm_mem_alloc, allreduce/comm_memory.h). The announce
+// round carries, for the buffers a rank's peers would read (its send buffer) or write (its
+// receive buffer), the shared allocation they lie in, if any; each peer maps it once
+// (ibex_rkey_ptr, cached by the allocation's id) and then reads and writes that rank's
+// buffers in place: a rank whose send buffer is shared skips step 0 (its peers read its
+// send buffer where they would read its input area), and one whose receive buffer is
+// shared gets the results stored straight into it with cache-bypassing stores (its peers
+// publish them only for ranks that copy them out in step 2, which it then skips). An
+// allreduce of two ranks then moves, per rank, half the buffer in and half out and reduces
+// in place, against three memcpy-speed passes staged. Without staging, the same mappings
+// stand in for process_vm_readv/writev. Ranks whose buffers are ordinary memory take part
+// as before, in the same collective.
+//
 // When it applies: a collective of at least IBEX_SHM_DIRECT_MIN bytes (default 64 KiB; the
 // whole input or output for reduce-scatter and allgather)
 // where the fast boxes are on and every rank could read every peer's memory at creation
@@ -69,11 +82,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <utility>
 #include <vector>
 
 #include <ibex/coll.h>
 
 #include "allreduce/alloc_region.h"
+#include "allreduce/comm_memory.h"
 #include "allreduce/op.h"
 
 namespace ibex::coll {
@@ -110,6 +126,13 @@ public:
     uint64_t staged() const { return staged_; }
     // Bytes of staging each rank has (0: the staged allreduce is off).
     size_t stage_bytes() const { return stage_bytes_; }
+    // Staged collectives in which this rank copied its input into its staging (step 0).
+    uint64_t staged_in() const { return staged_in_; }
+    // Collectives in which this rank reached a peer's buffer through a mapping of it.
+    uint64_t mapped() const { return mapped_; }
+    // The protection domain whose ibex_mem_alloc memory every peer maps (the shm link's),
+    // or nullptr where the path is off: ibex_comm_mem_alloc's memory is plain then.
+    ibex_pd_t *shared_pd() const;
 
 private:
     enum class Phase { idle, announce, reduced };
@@ -119,13 +142,22 @@ private:
         uint32_t call;  // type | op << 8 | kind << 16
         uint32_t plain; // the buffers the peers touch are memory they can reach
         int32_t root;   // broadcast, reduce; else -1
+        // The shared allocations (id 0: none) holding the send buffer, where peers read it,
+        // and the receive buffer, where peers write it.
+        CommMemory::Region send_region, recv_region;
     };
     static constexpr int kEveryone = -1, kNobody = -2;
     // process_vm_readv/writev of bytes between this rank's local and rank q's remote, to
     // the end (the kernel may move less per call).
     ibex_status_t cross(int q, void *local, uint64_t remote, size_t bytes, bool write) const;
-    ibex_status_t read_from(int q, void *dst, uint64_t remote, size_t bytes) const;
-    ibex_status_t write_to(int q, uint64_t remote, const void *src, size_t bytes) const;
+    // Rank q's send buffer at byte offset at, read into dst (its mapping, else
+    // process_vm_readv), and this rank's bytes written at byte offset at of q's receive
+    // buffer (its mapping, with cache-bypassing stores, else process_vm_writev).
+    ibex_status_t read_from(int q, void *dst, size_t at, size_t bytes) const;
+    ibex_status_t write_to(int q, size_t at, const void *src, size_t bytes) const;
+    // Maps the shared buffers the peers announced (send_at_, recv_at_).
+    void map_peers(const Op &op);
+    uint8_t *map_region(int q, const CommMemory::Region &r);
     // The local phase of op on this rank.
     ibex_status_t run_local(const Op &op);
     // The block loop of both ways below: count elements at byte offset src of every rank's
@@ -145,13 +177,21 @@ private:
     // Steps 0, 1 and 2 of a staged collective (above).
     // Whether a collective of this kind and whole-buffer size goes through the staging.
     bool stages(OpKind kind, size_t whole) const;
-    void stage_in(const Op &op);
-    void run_staged(const Op &op);
+    bool stage_in(const Op &op); // false: nothing to stage on this rank
+    ibex_status_t run_staged(const Op &op);
     void finish_staged(const Op &op);
     // Reduces count elements in rank order, block by block: rank q's input at byte offset
     // src of this rank's send buffer (q == rank_) or of q's input area, into out; each
     // result block also to publish (nullptr: nowhere) with cache-bypassing stores.
-    void reduce_from_staging(const Op &op, size_t src, uint8_t *out, size_t count, uint8_t *publish);
+    // Rank q's input there: its send buffer through the mapping, else its input area.
+    // Each result block also goes to the receive buffer of push_to (a rank, kEveryone or
+    // kNobody) where that buffer is shared.
+    ibex_status_t reduce_from_staging(const Op &op, size_t src, uint8_t *out, size_t count, uint8_t *publish,
+                                      int push_to);
+    // Rank q's buffer is shared: this rank reads it, or writes it, through a mapping (or
+    // process_vm_*); it stages nothing for q and publishes nothing for it.
+    bool send_shared(int q) const { return all_[static_cast<size_t>(q)].send_region.id != 0; }
+    bool recv_shared(int q) const { return all_[static_cast<size_t>(q)].recv_region.id != 0; }
 
     size_t min_bytes_ = 0; // 0: off
     int rank_ = 0, nranks_ = 1;
@@ -168,7 +208,14 @@ private:
     AllocRegion stage_;
     std::vector<uint8_t *> stage_of_;
     bool staging_now_ = false; // the running collective is staged
-    uint64_t staged_ = 0;
+    uint64_t staged_ = 0, staged_in_ = 0, mapped_ = 0;
+    // Shared buffers: the communicator (its QPs map them), the shm link (-1: none), each
+    // peer's send and receive buffer of the running collective as mapped here (nullptr:
+    // not shared, or not mapped), and every mapping made, by (rank, allocation id).
+    ibex_comm *comm_ = nullptr;
+    int link_ = -1;
+    std::vector<uint8_t *> send_at_, recv_at_;
+    std::map<std::pair<int, uint64_t>, uint8_t *> maps_;
 };
 
 } // namespace ibex::coll

@@ -51,8 +51,9 @@ public:
         // Send and receive buffers for the largest size (allgather's send and
         // reduce_scatter's receive are a rank's share of it).
         bytes_ = o.max_bytes + 64;
-        check_call(send_.allocate(bytes_, o.gpu, rank_), o.gpu ? "GPU send buffer" : "send buffer");
-        check_call(recv_.allocate(bytes_, o.gpu, rank_), o.gpu ? "GPU receive buffer" : "receive buffer");
+        ibex_comm_t *shared = o.shared ? comm : nullptr;
+        check_call(send_.allocate(bytes_, o.gpu, rank_, shared), o.gpu ? "GPU send buffer" : "send buffer");
+        check_call(recv_.allocate(bytes_, o.gpu, rank_, shared), o.gpu ? "GPU receive buffer" : "receive buffer");
         if (o.gpu) host_.resize(bytes_); // inputs are built and results checked here
         check_call(ibex_comm_register(comm, send_.data(), bytes_), "ibex_comm_register");
         check_call(ibex_comm_register(comm, recv_.data(), bytes_), "ibex_comm_register");
@@ -271,7 +272,7 @@ int run_benchmark(ibex_comm_t *comm, const Options &o, const std::string &launch
         if (rank == 0) {
             std::fprintf(table, "# ibex_allreduce_perf: %s, %d rank%s (%s), device %s, reduce kernels %s, buffers %s\n",
                          coll_name(o.coll), n, n == 1 ? "" : "s", launcher.c_str(), device_label(o).c_str(),
-                         ibex::coll::reduce_isa(), o.gpu ? "GPU (rank % GPU count)" : "host");
+                         ibex::coll::reduce_isa(), o.gpu ? "GPU (rank % GPU count)" : o.shared ? "host, ibex_comm_mem_alloc" : "host");
             std::fprintf(table, "# minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d validation: %d blocking: %d\n",
                          o.min_bytes, o.max_bytes, o.step_factor > 1 ? o.step_factor : o.step_bytes,
                          o.step_factor > 1 ? "factor" : "bytes", o.warmup, o.iters, o.check ? 1 : 0, o.blocking);

@@ -37,10 +37,14 @@ PerfBuffer::~PerfBuffer() {
         return;
     }
 #endif
+    if (shared_) {
+        ibex_comm_mem_free(shared_, p_);
+        return;
+    }
     std::free(p_);
 }
 
-ibex_status_t PerfBuffer::allocate(size_t bytes, bool gpu, int rank) {
+ibex_status_t PerfBuffer::allocate(size_t bytes, bool gpu, int rank, ibex_comm_t *shared) {
     bytes_ = bytes ? bytes : 1;
     gpu_ = gpu;
     if (gpu) {
@@ -59,6 +63,12 @@ ibex_status_t PerfBuffer::allocate(size_t bytes, bool gpu, int rank) {
 #endif
     }
     void *p = nullptr;
+    if (shared) {
+        IBEX_TRY(ibex_comm_mem_alloc(shared, bytes_, &p));
+        shared_ = shared;
+        p_ = static_cast<uint8_t *>(p);
+        return fill(0);
+    }
     if (posix_memalign(&p, 4096, bytes_) != 0) return fail(IBEX_ERR_NO_MEMORY, "posix_memalign(%zu)", bytes_);
     p_ = static_cast<uint8_t *>(p);
     return fill(0); // faults the pages in

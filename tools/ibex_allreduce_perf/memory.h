@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 
+#include <ibex/coll.h>
 #include <ibex/ibex.h>
 
 namespace ibex::collperf {
@@ -24,8 +25,9 @@ public:
     PerfBuffer(const PerfBuffer &) = delete;
     PerfBuffer &operator=(const PerfBuffer &) = delete;
 
-    // bytes of host or GPU memory (GPU: on GPU rank % count), zeroed.
-    ibex_status_t allocate(size_t bytes, bool gpu, int rank);
+    // bytes of host or GPU memory (GPU: on GPU rank % count), zeroed. shared: host memory
+    // from ibex_comm_mem_alloc on it (freed with the buffer, which must go first).
+    ibex_status_t allocate(size_t bytes, bool gpu, int rank, ibex_comm_t *shared = nullptr);
     uint8_t *data() const { return p_; }
     bool on_gpu() const { return gpu_; }
 
@@ -41,6 +43,7 @@ private:
     uint8_t *p_ = nullptr;
     size_t bytes_ = 0;
     bool gpu_ = false;
+    ibex_comm_t *shared_ = nullptr;
 };
 
 } // namespace ibex::collperf

@@ -131,6 +131,7 @@ constexpr Flag kValueFlags[] = {
     {"w", "warmup_iters"}, {"c", "check"}, {"d", "datatype"}, {"o", "op"}, {"r", "root"},
     {"z", "blocking"}, {"a", "average"}, {"T", "timeout"}, {"np", "nprocs"}, {nullptr, "bind"}, {nullptr, "coll"},
     {nullptr, "device"}, {nullptr, "algo"}, {"G", "gpu"}, {nullptr, "mem"},
+    {"R", "local_register"},
 };
 
 std::string bad(const char *flag, const char *value, const char *why) {
@@ -242,6 +243,11 @@ std::string parse_options(int argc, char **argv, Coll default_coll, Options *o) 
         } else if (f == "mem") {
             if (std::strcmp(value, "host") && std::strcmp(value, "cuda")) return bad(name.c_str(), value, "expected host or cuda");
             o->gpu = !std::strcmp(value, "cuda");
+        } else if (f == "local_register") {
+            int v = 0;
+            if (!parse_int(value, 0, 1, &v))
+                return bad(name.c_str(), value, "expected 0 (buffers from malloc) or 1 (from ibex_comm_mem_alloc)");
+            o->shared = v == 1;
         } else if (f == "algo") {
             if (std::strcmp(value, "ring") && std::strcmp(value, "rhd") && std::strcmp(value, "tree") &&
                 std::strcmp(value, "hierarchical"))
@@ -259,6 +265,7 @@ std::string parse_options(int argc, char **argv, Coll default_coll, Options *o) 
     if (o->min_bytes > o->max_bytes) return "-b (min bytes) is larger than -e (max bytes)";
     if (o->step_factor == 1 && o->step_bytes == 0) return "-i (step bytes) must be > 0 when -f is 1";
     if (!o->algo.empty() && o->coll != Coll::allreduce) return "--algo applies to allreduce only";
+    if (o->shared && o->gpu) return "-R 1 (buffers from ibex_comm_mem_alloc) is host memory; it does not go with -G 1";
     return "";
 }
 
@@ -291,6 +298,9 @@ void print_usage(const char *prog) {
         "                             (default: cost model)\n"
         "  -G, --gpu <0/1>            1: buffers in GPU memory, GPU rank %% count (default 0)\n"
         "      --mem <host|cuda>      the same as -G 0 / -G 1\n"
+        "  -R, --local_register <0/1> 1: host buffers from ibex_comm_mem_alloc, which same-host\n"
+        "                             peers map, so collectives use them in place (default 0:\n"
+        "                             page-aligned malloc, as Open MPI's tests use)\n"
         "      --json[=FILE]          also write the results as JSON to FILE, or alone on stdout\n"
         "  -h, --help                 this text\n",
         prog);

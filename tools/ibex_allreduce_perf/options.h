@@ -40,6 +40,7 @@ struct Options {
     std::string algo;              // --algo ring|rhd|tree|hierarchical (allreduce)
     int timeout_ms = 0;            // -T seconds, as ms (0: IBEX_TIMEOUT_MS / 30 s)
     bool gpu = false;              // -G 1 / --mem cuda: buffers in GPU memory
+    bool shared = false;           // -R 1: buffers from ibex_comm_mem_alloc (peers map them)
     bool json = false;             // --json[=FILE]
     std::string json_path;         // empty: JSON alone on stdout, the table on stderr
     bool help = false;

@@ -75,7 +75,7 @@ void write_json(FILE *f, const RunInfo &info, const std::vector<Row> &rows) {
                  "\"device\": \"%s\", \"reduce_isa\": \"%s\", \"iters\": %d, \"warmup_iters\": %d, \"check\": %d, "
                  "\"memory\": \"%s\", \"bus_factor\": %.6f, \"results\": [",
                  coll_name(info.coll), info.nranks, info.launcher.c_str(), info.device.c_str(), info.reduce_isa.c_str(),
-                 o.iters, o.warmup, o.check, o.gpu ? "cuda" : "host", bus_factor(info.coll, info.nranks));
+                 o.iters, o.warmup, o.check, o.gpu ? "cuda" : o.shared ? "host-shared" : "host", bus_factor(info.coll, info.nranks));
     for (size_t i = 0; i < rows.size(); ++i) {
         const Row &r = rows[i];
         std::fprintf(f, "%s\n  {\"size\": %zu, \"count\": %zu, \"type\": \"%s\", \"redop\": \"%s\", \"root\": %d, ",

@@ -140,16 +140,57 @@ inline uint64_t fnv1a(const uint8_t *p, size_t len) {
     return h;
 }
 
+// Where run_combo's buffers come from: the heap, or ibex_comm_mem_alloc on the
+// communicator (memory its same-host peers map).
+enum class Buffers { heap, comm_memory };
+
+// A buffer of either kind, poisoned with `fill`.
+class ComboBuffer {
+public:
+    ComboBuffer(ibex_comm_t *comm, Buffers from, size_t bytes, uint8_t fill) {
+        if (from == Buffers::comm_memory && ibex_comm_mem_alloc(comm, bytes ? bytes : 1, &shared_) == IBEX_OK) {
+            comm_ = comm;
+            p_ = static_cast<uint8_t *>(shared_);
+            ok_ = true;
+        } else if (from == Buffers::heap) {
+            heap_.resize(bytes ? bytes : 1);
+            p_ = heap_.data();
+            ok_ = true;
+        }
+        if (ok_) std::memset(p_, fill, bytes);
+    }
+    ~ComboBuffer() {
+        if (comm_) ibex_comm_mem_free(comm_, shared_);
+    }
+    ComboBuffer(const ComboBuffer &) = delete;
+    ComboBuffer &operator=(const ComboBuffer &) = delete;
+    bool ok() const { return ok_; }
+    uint8_t *data() const { return p_; }
+    uint8_t &operator[](size_t i) const { return p_[i]; }
+
+private:
+    std::vector<uint8_t> heap_;
+    ibex_comm_t *comm_ = nullptr;
+    void *shared_ = nullptr;
+    uint8_t *p_ = nullptr;
+    bool ok_ = false;
+};
+
 // Runs one combination in one placement; returns the result bytes this rank holds
 // (empty for reduce on a non-root rank), or reports and returns false on failure.
-inline bool run_combo(RankCtx &ctx, ibex_comm_t *comm, const Combo &c, bool in_place, std::vector<uint8_t> *result) {
+inline bool run_combo(RankCtx &ctx, ibex_comm_t *comm, const Combo &c, bool in_place, std::vector<uint8_t> *result,
+                      Buffers from = Buffers::heap) {
     const int n = ctx.nranks, me = ctx.rank;
     const size_t sz = ibex_datatype_size(c.type), cnt = c.count;
     const size_t in_elems = c.coll == Coll::reduce_scatter ? cnt * n : cnt;
     const size_t out_elems = c.coll == Coll::allgather ? cnt * n : cnt;
     const size_t buf_elems = std::max(in_elems, out_elems);
     // Poisoned output so a collective that writes nothing cannot pass.
-    std::vector<uint8_t> send(buf_elems * sz), recv(buf_elems * sz, 0xa5);
+    ComboBuffer send(comm, from, buf_elems * sz, 0), recv(comm, from, buf_elems * sz, 0xa5);
+    if (!send.ok() || !recv.ok()) {
+        ctx.say("rank %d: ibex_comm_mem_alloc of %zu bytes: %s", me, buf_elems * sz, ibex_last_error());
+        return false;
+    }
     for (size_t i = 0; i < in_elems; ++i) input(c.type, c.op, c.id, me, i, &send[i * sz]);
     const void *sp = send.data();
     void *rp = recv.data();
@@ -268,7 +309,8 @@ struct PathTally {
 // results against the reference, in-place bits equal to out-of-place ones. Stops at the
 // first failure (the communicator may be broken), each reported through ctx.
 template <class Counts, class Taken>
-inline PathTally run_path_matrix(RankCtx &ctx, ibex_comm_t *comm, const char *path, Counts counts, Taken taken) {
+inline PathTally run_path_matrix(RankCtx &ctx, ibex_comm_t *comm, const char *path, Counts counts, Taken taken,
+                                 Buffers from = Buffers::heap) {
     PathTally t;
     uint64_t expect = taken();
     for (Coll coll : {Coll::allreduce, Coll::reduce_scatter, Coll::allgather, Coll::broadcast, Coll::reduce}) {
@@ -279,7 +321,7 @@ inline PathTally run_path_matrix(RankCtx &ctx, ibex_comm_t *comm, const char *pa
                     const Combo c{t.next_id, coll, type, static_cast<ibex_redop_t>(op), count, t.next_id % ctx.nranks};
                     ++t.next_id;
                     std::vector<uint8_t> oop, ip;
-                    if (!run_combo(ctx, comm, c, false, &oop) || !run_combo(ctx, comm, c, true, &ip)) {
+                    if (!run_combo(ctx, comm, c, false, &oop, from) || !run_combo(ctx, comm, c, true, &ip, from)) {
                         ++t.failures;
                         break;
                     }
