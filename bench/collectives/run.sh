@@ -8,6 +8,8 @@
 #
 # usage: bench/collectives/run.sh [--build DIR] [--ranks "2 4"] [--devices "udp:lo ..."]
 #                                 [--min 8] [--max 64M] [--iters 10] [--warmup 2] [--out DIR]
+# A device word ending in "+shared" (udp:lo+shared) runs ibex with -R 1: its buffers from
+# ibex_comm_mem_alloc, which same-host peers map and use in place (Open MPI's stay malloc'd).
 # The MPI program (mpi_allreduce_bench.c) is compiled with mpicc into the output folder.
 # Raw tables stay in --out (default: a fresh folder under /tmp, printed at the end).
 set -euo pipefail
@@ -63,8 +65,15 @@ for n in $RANKS; do
     cols=()
     names=()
     for dev in $DEVICES; do
+        shared=()
+        suffix=
+        if [[ $dev == *+shared ]]; then
+            dev=${dev%+shared}
+            shared=(-R 1)
+            suffix=+shared
+        fi
         label=${dev%%,*}                          # "dpdk:memif:/x.sock,ip=..." -> "dpdk:memif"
-        label=$(cut -d: -f1-2 <<<"$label")
+        label=$(cut -d: -f1-2 <<<"$label")$suffix
         rankdev=$dev
         if [[ $dev == dpdk:switch ]]; then
             # Any rank count over DPDK: each rank's memif port meets ibex_switch, which
@@ -86,8 +95,9 @@ for n in $RANKS; do
             cols+=("$OUT/ibex_${dev//[^A-Za-z0-9]/_}_$n.cols")
             names+=("ibex:$label")
         else
-            measure "ibex_${dev//[^A-Za-z0-9]/_}_$n" "ibex:$label" ibex_cols \
-                "$PERF" -np "$n" -b "$MIN" -e "$MAX" -f 2 -n "$ITERS" -w "$WARMUP" -d float -o sum --device "$rankdev"
+            measure "ibex_${dev//[^A-Za-z0-9]/_}${suffix:+_shared}_$n" "ibex:$label" ibex_cols \
+                "$PERF" -np "$n" -b "$MIN" -e "$MAX" -f 2 -n "$ITERS" -w "$WARMUP" -d float -o sum --device "$rankdev" \
+                "${shared[@]}"
         fi
         if [[ $dev == dpdk:switch ]]; then
             kill "$switch_pid" 2>/dev/null || true

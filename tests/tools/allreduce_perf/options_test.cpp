@@ -85,6 +85,19 @@ TEST(CollPerfOptions, GpuBuffersByDashGOrMem) {
     EXPECT_TRUE(o.gpu);
 }
 
+TEST(CollPerfOptions, SharedBuffersByDashR) {
+    Options o;
+    ASSERT_EQ(parse({}, &o), "");
+    EXPECT_FALSE(o.shared);
+    ASSERT_EQ(parse({"-R", "1"}, &o), "");
+    EXPECT_TRUE(o.shared);
+    ASSERT_EQ(parse({"--local_register=0"}, &o), "");
+    EXPECT_FALSE(o.shared);
+    EXPECT_NE(parse({"-R", "2"}, &o).find("-R"), std::string::npos);
+    // Shared buffers are host memory.
+    EXPECT_NE(parse({"-R", "1", "-G", "1"}, &o).find("-G 1"), std::string::npos);
+}
+
 TEST(CollPerfOptions, BadInputNamesTheFlag) {
     Options o;
     const std::pair<std::vector<const char *>, const char *> cases[] = {

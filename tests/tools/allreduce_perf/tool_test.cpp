@@ -255,6 +255,25 @@ TEST(AllreducePerfTool, EveryTypeAndOpChecksClean) {
     }
 }
 
+// -R 1: buffers from ibex_comm_mem_alloc, said in the header and the JSON, every collective
+// clean on them (the direct path's sizes, in place and out of place).
+TEST(AllreducePerfTool, SharedBuffersCheckClean) {
+    for (const char *coll : {"allreduce", "reduce_scatter", "allgather", "broadcast", "reduce"}) {
+        const ToolRun r = run({tool("ibex_allreduce_perf"), "-np", "3", "--coll", coll, "-R", "1", "-b", "64K", "-e",
+                           "1M", "-f", "4", "-n", "2", "-w", "1", "--json=/dev/stderr"},
+                          120);
+        ASSERT_EQ(r.status, 0) << coll << r.out << r.err;
+        EXPECT_NE(r.out.find("buffers host, ibex_comm_mem_alloc"), std::string::npos) << r.out;
+        EXPECT_NE(r.err.find("\"memory\": \"host-shared\""), std::string::npos) << r.err;
+        const auto rows = table(r.out);
+        ASSERT_EQ(rows.size(), 3u) << r.out;
+        for (const Row &row : rows) {
+            EXPECT_EQ(row.wrong[0], "0") << coll << " " << row.size;
+            EXPECT_EQ(row.wrong[1], "0") << coll << " " << row.size;
+        }
+    }
+}
+
 TEST(AllreducePerfTool, OneProcessWithoutLauncherIsOneRank) {
     const ToolRun r = run({tool("ibex_allgather_perf"), "-b", "4K", "-e", "4K", "-n", "2", "--device", "udp:lo"}, 60);
     ASSERT_EQ(r.status, 0) << r.out << r.err;
