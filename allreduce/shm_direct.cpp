@@ -309,7 +309,7 @@ uint8_t *ShmDirect::map_region(int q, const CommMemory::Region &r) {
     return static_cast<uint8_t *>(p);
 }
 
-void ShmDirect::map_peers(const Op &) {
+void ShmDirect::map_peers() {
     const size_t n = static_cast<size_t>(nranks_);
     send_at_.assign(n, nullptr);
     recv_at_.assign(n, nullptr);
@@ -556,7 +556,7 @@ ibex_status_t ShmDirect::advance(const Op &op, bool *done, bool *fallback) {
             *fallback = true;
             return IBEX_OK;
         }
-        map_peers(op);
+        map_peers();
         IBEX_TRY(staging_now_ ? run_staged(op) : run_local(op));
         sub_ = Op{};
         sub_.kind = OpKind::barrier;

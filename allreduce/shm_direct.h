@@ -156,7 +156,7 @@ private:
     ibex_status_t read_from(int q, void *dst, size_t at, size_t bytes) const;
     ibex_status_t write_to(int q, size_t at, const void *src, size_t bytes) const;
     // Maps the shared buffers the peers announced (send_at_, recv_at_).
-    void map_peers(const Op &op);
+    void map_peers();
     uint8_t *map_region(int q, const CommMemory::Region &r);
     // The local phase of op on this rank.
     ibex_status_t run_local(const Op &op);
