@@ -2,13 +2,17 @@
 # Across hosts: two network namespaces on a bridge (veth pairs, no shaping), created here and
 # removed on exit. At each netdev MTU (1500 and 9000 by default), REPS runs each of
 #   iperf3 TCP, one stream, namespace A -> B
-#   ibex_write_bw over udp:<veth>, 64 KiB RDMA WRITEs, 1 QP, A -> B
-# alternated run by run, then the median and spread of each and the ratio ibex / iperf3.
+#   ibex_write_bw over udp:<veth>, 64 KiB RDMA WRITEs, 1 QP, A -> B (polling, and -e)
+#   ibex_write_bw over the DPDK port on the same veths, for each PMD in DPDK_PMDS
+#     (dpdk:af_xdp:<veth>, dpdk:af_packet:<veth>; the tools' TCP exchange shares the veth)
+# alternated run by run, then the median and spread of each, the ratio ibex / iperf3, and
+# each DPDK port's ratio to iperf3 and to the udp port (issue 21: af_xdp >= 1.5x udp).
 #
 #   bench/cross_host/udp_vs_tcp.sh [BUILD_DIR]          (root: ip netns)
 # env: MTUS ("1500 9000"), REPS (3), SECONDS_BW (5), SIZE (65536),
 #      VETH_GRO (1: `ethtool -K <veth> gro on` inside each namespace; 0, the default: leave it off),
-#      IBEX_ENV (extra VAR=value words for both ibex sides, e.g. "IBEX_UDP_GSO=0")
+#      IBEX_ENV (extra VAR=value words for both ibex sides, e.g. "IBEX_UDP_GSO=0"),
+#      DPDK_PMDS ("af_xdp af_packet"; "" skips the DPDK port), ALLREDUCE (1; 0 skips it)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-${IBEX_BUILD_DIR:-$here/../../build}}
@@ -81,17 +85,20 @@ tcp_run() {
     echo "${r:-0}"
 }
 
+# ibex_run [-e]: over the udp port; PORT=dpdk:<pmd> ibex_run: over that DPDK port.
 ibex_run() {
-    local p=$((port++)) extra=("$@")
+    local p=$((port++)) extra=("$@") kind=${PORT:-udp} dev_a dev_b
+    dev_a="$kind:$va" dev_b="$kind:$vb"
+    [[ $kind == dpdk:* ]] && dev_a="$kind:$va,ip=$ip_a/24" dev_b="$kind:$vb,ip=$ip_b/24"
     # shellcheck disable=SC2086
-    ip netns exec "$ns_b" env ${IBEX_ENV:-} timeout 90 "$bw" -d "udp:$vb" -s "$size" -D "$secs" --report_gbits -p "$p" \
+    ip netns exec "$ns_b" env ${IBEX_ENV:-} timeout 90 "$bw" -d "$dev_b" -s "$size" -D "$secs" --report_gbits -p "$p" \
         "${extra[@]}" >"$tmp/server.out" 2>&1 &
     local srv=$!
     pids+=("$srv")
     sleep 0.5
     local r
     # shellcheck disable=SC2086
-    r=$(ip netns exec "$ns_a" env ${IBEX_ENV:-} IBEX_PERFTEST_COUNTERS=1 timeout 90 "$bw" -d "udp:$va" -s "$size" -D "$secs" \
+    r=$(ip netns exec "$ns_a" env ${IBEX_ENV:-} IBEX_PERFTEST_COUNTERS=1 timeout 90 "$bw" -d "$dev_a" -s "$size" -D "$secs" \
         --report_gbits -p "$p" "${extra[@]}" "$ip_b" 2>&1 | tee "$tmp/client.out" |
         awk '/BW average\[Gb\/sec\]/ { t = 1; next } t && NF == 5 { print $4; exit }')
     wait "$srv" || true
@@ -119,6 +126,20 @@ for mtu in $mtus; do
     em=$(printf '%s\n' "${ibex_e[@]}" | median) es=$(printf '%s\n' "${ibex_e[@]}" | spread)
     printf '%-6s %-22s %-22s %-22s %s, %s (%s; %s)\n' "$mtu" "$tm ($ts)" "$im ($is)" "$em ($es)" \
         "$(ratio "$im" "$tm")" "$(ratio "$em" "$tm")" "${r1[*]}" "${r2[*]}"
+    for pmd in ${DPDK_PMDS-af_xdp af_packet}; do
+        d=() rd=()
+        for k in $(seq "$reps"); do
+            v=$(PORT=dpdk:$pmd ibex_run)
+            [[ $k == 1 && $v == 0 ]] && { echo "       dpdk:$pmd did not run:"; tail -3 "$tmp/client.out" | sed 's/^/         /'; }
+            d+=("$v") rd+=("$(ratio "$v" "${ibex[$((k - 1))]}")")
+        done
+        dm=$(printf '%s
+' "${d[@]}" | median) ds=$(printf '%s
+' "${d[@]}" | spread)
+        printf '%-6s %-22s %s
+' "" "dpdk:$pmd $dm ($ds)" \
+            "dpdk/TCP $(ratio "$dm" "$tm"), dpdk/udp $(ratio "$dm" "$im") (per run, against that run's udp: ${rd[*]})"
+    done
 done
 echo "last ibex client counters:"
 sed -n '/counters/,$p' "$tmp/client.out" | head -40

@@ -26,6 +26,9 @@ namespace dpdk {
 namespace {
 
 constexpr int kDefaultMtu = 4200; // IP MTU that carries the 4096-byte RoCE MTU
+// libxdp's default AF_XDP ring (XSK_RING_{PROD,CONS}__DEFAULT_NUM_DESCS), which DPDK's
+// af_xdp PMD sizes its fill and completion rings by.
+constexpr unsigned kXskDefaultRing = 2048;
 
 } // namespace
 } // namespace dpdk
@@ -111,7 +114,16 @@ std::unique_ptr<DpdkPort> open_dpdk_port_object(const DpdkPortOptions &opts, ibe
     // every MTU up to it, the most XDP on veth allows.
     if (spec.target == Target::kAfXdp) room = std::max<uint32_t>(room, RTE_PKTMBUF_HEADROOM + 3000 + 64);
     // Receive ring + transmit ring + frames awaiting ARP, with room for the per-lcore caches.
-    const unsigned nmbufs = spec.rxd + spec.txd + unsigned(ArpResolver::kUnresolvedMax) + 4 * kBurst;
+    unsigned nmbufs = spec.rxd + spec.txd + unsigned(ArpResolver::kUnresolvedMax) + 4 * kBurst;
+    // af_xdp's UMEM is this pool, and the PMD parks mbufs in two kernel rings besides ours:
+    // its fill ring (twice the library's default ring of 2048, topped up whenever half of
+    // it is free) and its completion ring (2048, reclaimed only inside a transmit burst).
+    // Without room for both, a sender whose window is full (so no transmit burst runs)
+    // holds its whole pool in completions, cannot refill the fill ring, and so never
+    // receives the ACKs that would open its window: across a bridge at MTU 3000 about
+    // half of the 3-second ibex_write_bw runs ended in RETRY_EXC_ERR, and all of them with
+    // txd=256 (bench/cross_host/udp_vs_tcp.sh).
+    if (spec.target == Target::kAfXdp) nmbufs += 3 * kXskDefaultRing;
     rte_mempool *pool = rte_pktmbuf_pool_create(("p" + pname).c_str(), nmbufs, 128, 0, static_cast<uint16_t>(room),
                                                 static_cast<int>(rte_socket_id()));
     rte_mempool *hdr_pool = rte_pktmbuf_pool_create(("h" + pname).c_str(), 3 * nmbufs, 128, 0,

@@ -185,7 +185,11 @@ protected:
         }
         checked_exchange(ep, peer, kBuf);
         peer_counters_ = [&](ibex_counters_t &k) { return peer.counters(k); };
+        ep_ = &ep;
+        remote_va_ = peer.va();
+        remote_rkey_ = peer.rkey();
         if (while_open) while_open();
+        ep_ = nullptr;
         peer_counters_ = nullptr;
         dpdk_side_ = ep.counters();
         EXPECT_EQ(peer.finish(), 0);
@@ -206,6 +210,9 @@ protected:
 
     TwoHosts hosts_;
     std::function<bool(ibex_counters_t &)> peer_counters_; // the peer's counters, during while_open
+    Endpoint *ep_ = nullptr;                               // this side, and the peer's buffer, during while_open
+    uint64_t remote_va_ = 0;
+    uint32_t remote_rkey_ = 0;
     ibex_counters_t dpdk_side_{};                          // this process's counters after the exchange
 };
 
@@ -222,6 +229,34 @@ TEST_F(DpdkNetns, AfXdpBothEnds) {
 TEST_F(DpdkNetns, AfXdpLeavesTcpToTheKernel) {
     run("dpdk:af_xdp:" + hosts_.if_a, "dpdk:af_xdp:" + hosts_.if_b, false, 0, [&] {
         EXPECT_EQ(tcp_round_trip(hosts_.ns_b, hosts_.ip_b), "");
+    });
+}
+
+// A long stream of 64 KiB WRITEs, 64 outstanding, between af_xdp ports with a small
+// transmit ring (txd=256): the PMD's fill and completion rings hold mbufs of the port's
+// pool too, and a pool sized without them ran dry while the sender's window was full (no
+// transmit burst, so no completion reclaimed): no ACK could be received, and the QP ended
+// in RETRY_EXC_ERR within a second, every time. Then the bytes are checked as always.
+TEST_F(DpdkNetns, AfXdpStreamWithASmallTransmitRing) {
+    run("dpdk:af_xdp:" + hosts_.if_a + ",txd=256", "dpdk:af_xdp:" + hosts_.if_b + ",txd=256", false, 0, [&] {
+        constexpr uint32_t kMsg = 64 << 10;
+        constexpr int kTotal = 3000, kDepth = 64;
+        int posted = 0, done = 0, errors = 0;
+        ibex_wc_status_t first_error = IBEX_WC_SUCCESS;
+        const auto end = Clock::now() + std::chrono::seconds(60);
+        while (done < kTotal && Clock::now() < end && !errors) {
+            for (; posted < kTotal && posted - done < kDepth; ++posted) {
+                const size_t off = static_cast<size_t>(posted % (kBuf / kMsg)) * kMsg;
+                ASSERT_EQ(ep_->post_rdma(IBEX_WR_RDMA_WRITE, posted, off, kMsg, remote_va_ + off, remote_rkey_), IBEX_OK)
+                    << ibex_last_error();
+            }
+            for (const ibex_wc_t &wc : ep_->wait(1, 100)) {
+                ++done;
+                if (wc.status != IBEX_WC_SUCCESS && !errors++) first_error = wc.status;
+            }
+        }
+        EXPECT_EQ(errors, 0) << "first error: " << ibex_wc_status_str(first_error);
+        EXPECT_EQ(done, kTotal) << "WRITEs completed";
     });
 }
 
