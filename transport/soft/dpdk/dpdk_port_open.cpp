@@ -87,6 +87,15 @@ std::unique_ptr<DpdkPort> open_dpdk_port_object(const DpdkPortOptions &opts, ibe
     rte_eth_dev_info info;
     if (rte_eth_dev_info_get(o.port_id, &info) != 0)
         return give_up(fail(IBEX_ERR_NO_DEVICE, "%s: no device info for port %u", opts.device.c_str(), o.port_id));
+    // XDP takes a frame of at most one page (ibex's program, like the PMD's own, is not a
+    // multi-buffer one): above that MTU the kernel refuses to attach it, which the PMD
+    // reports only as "Invalid argument" when the port starts.
+    if (spec.target == Target::kAfXdp && o.netdev_mtu && info.max_mtu && o.netdev_mtu > info.max_mtu)
+        return give_up(fail(IBEX_ERR_NOT_SUPPORTED,
+                            "%s: %s has MTU %d, above the %u that XDP takes on it (a frame must fit a page): lower "
+                            "its MTU or use dpdk:af_packet:%s",
+                            opts.device.c_str(), spec.name.c_str(), o.netdev_mtu, unsigned(info.max_mtu),
+                            spec.name.c_str()));
     // The MTU: the netdev's for af_packet/af_xdp (the kernel side must carry the frames),
     // else what a 4 KiB RoCE MTU needs (IBEX_DPDK_MTU) within what the PMD allows.
     int mtu = o.netdev_mtu ? o.netdev_mtu : static_cast<int>(config::get_int("IBEX_DPDK_MTU", kDefaultMtu, 1280, 65535));

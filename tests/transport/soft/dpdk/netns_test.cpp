@@ -303,3 +303,21 @@ TEST_P(DpdkNetnsXdpMtu, AfXdpBothEnds) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Mtu, DpdkNetnsXdpMtu, ::testing::Values(1500, 2000));
+
+// At MTU 9000 XDP cannot attach to a veth (a frame must fit a page): opening says so and
+// names the way out, where the PMD alone said "Invalid argument".
+class DpdkNetnsXdpJumbo : public DpdkNetns {
+protected:
+    int mtu() const override { return 9000; }
+};
+
+TEST_F(DpdkNetnsXdpJumbo, AfXdpRefusesTheMtuByName) {
+    ASSERT_TRUE(join_netns(hosts_.ns_a));
+    ibex_context_t *ctx = nullptr;
+    const std::string dev = "dpdk:af_xdp:" + hosts_.if_a;
+    EXPECT_EQ(ibex_open_device(dev.c_str(), nullptr, &ctx), IBEX_ERR_NOT_SUPPORTED);
+    const std::string why = ibex_last_error();
+    EXPECT_NE(why.find("MTU 9000"), std::string::npos) << why;
+    EXPECT_NE(why.find("dpdk:af_packet:" + hosts_.if_a), std::string::npos) << why;
+    if (ctx) ibex_close_device(ctx);
+}
