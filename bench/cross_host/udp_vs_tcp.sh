@@ -13,6 +13,8 @@
 #      VETH_GRO (1: `ethtool -K <veth> gro on` inside each namespace; 0, the default: leave it off),
 #      IBEX_ENV (extra VAR=value words for both ibex sides, e.g. "IBEX_UDP_GSO=0"),
 #      DPDK_PMDS ("af_xdp af_packet"; "" skips the DPDK port), ALLREDUCE (1; 0 skips it)
+# Then an allreduce of 2 hosts x 1 rank (ibex_allreduce_perf, 1-16 MiB) over the udp port
+# and each DPDK port beside torch.distributed's gloo on the same namespaces.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-${IBEX_BUILD_DIR:-$here/../../build}}
@@ -151,14 +153,16 @@ for c in "${PYTHON:-python3}" /usr/bin/python3; do
     if "$c" -c 'import torch.distributed' 2>/dev/null; then py=$c; break; fi
 done
 if [[ ${ALLREDUCE:-1} == 1 && -x $perf && -n $py ]]; then
-    # ibex_ar FILE: rank 0's table (size, out-of-place busbw) into FILE.
+    # ibex_ar FILE [PMD]: rank 0's table (size, out-of-place busbw) into FILE; over the udp
+    # port, or over dpdk:PMD on the same veths.
     ibex_ar() {
-        local p=$((port++)) pids=() r ns dev
+        local p=$((port++)) pids=() r ns dev addr
         for r in 0 1; do
-            ns=$ns_a dev=$va
-            [[ $r == 1 ]] && ns=$ns_b dev=$vb
+            ns=$ns_a dev=udp:$va addr=$ip_a
+            [[ $r == 1 ]] && ns=$ns_b dev=udp:$vb addr=$ip_b
+            [[ -n ${2:-} ]] && dev="dpdk:$2:${dev#udp:},ip=$addr/24"
             ip netns exec "$ns" env ${IBEX_ENV:-} IBEX_RANK=$r IBEX_NRANKS=2 IBEX_ROOT_ADDR="$ip_a:$p" timeout 300 "$perf" \
-                -b 1M -e 16M -f 2 -n 5 -w 1 -d float -o sum --device "udp:$dev" >"$tmp/ar$r.out" 2>&1 &
+                -b 1M -e 16M -f 2 -n 5 -w 1 -d float -o sum --device "$dev" >"$tmp/ar$r.out" 2>&1 &
             pids+=($!)
         done
         for r in "${pids[@]}"; do wait "$r" || true; done
@@ -178,19 +182,31 @@ if [[ ${ALLREDUCE:-1} == 1 && -x $perf && -n $py ]]; then
     }
     echo
     echo "allreduce f32 sum, 2 hosts x 1 rank, busbw GB/s: median (spread) of $reps alternated runs"
-    printf '%-6s %-10s %-20s %-20s %s\n' MTU bytes "ibex udp" "gloo" "ibex/gloo"
+    pmds=(${DPDK_PMDS-af_xdp af_packet})
+    printf '%-6s %-10s %-20s %-20s %-9s' MTU bytes "ibex udp" "gloo" "ibex/gloo"
+    for pmd in "${pmds[@]}"; do printf ' %-20s %-9s' "ibex dpdk:$pmd" "/gloo"; done
+    printf '\n'
     for mtu in $mtus; do
         set_mtu "$mtu"
         for k in $(seq "$reps"); do
             ibex_ar "$tmp/ibex_ar.$k"
             gloo_ar "$tmp/gloo_ar.$k"
+            for pmd in "${pmds[@]}"; do ibex_ar "$tmp/dpdk_${pmd}_ar.$k" "$pmd"; done
         done
         for bytes in $(awk '{ print $1 }' "$tmp/ibex_ar.1"); do
             iv=$(cat "$tmp"/ibex_ar.* | awk -v b="$bytes" '$1 == b { print $2 }')
             gv=$(cat "$tmp"/gloo_ar.* | awk -v b="$bytes" '$1 == b { print $2 }')
             im=$(median <<<"$iv") is=$(spread <<<"$iv") gm=$(median <<<"$gv") gs=$(spread <<<"$gv")
-            printf '%-6s %-10s %-20s %-20s %s\n' "$mtu" "$bytes" "$im ($is)" "$gm ($gs)" "$(ratio "$im" "$gm")"
+            printf '%-6s %-10s %-20s %-20s %-9s' "$mtu" "$bytes" "$im ($is)" "$gm ($gs)" "$(ratio "$im" "$gm")"
+            for pmd in "${pmds[@]}"; do
+                dv=$(cat "$tmp"/dpdk_"${pmd}"_ar.* | awk -v b="$bytes" '$1 == b { print $2 }')
+                if [[ -z $dv ]]; then printf ' %-20s %-9s' "did not run" "-"; continue; fi
+                dm=$(median <<<"$dv") ds=$(spread <<<"$dv")
+                printf ' %-20s %-9s' "$dm ($ds)" "$(ratio "$dm" "$gm")"
+            done
+            printf '\n'
         done
+        rm -f "$tmp"/dpdk_*_ar.*
         rm -f "$tmp"/ibex_ar.* "$tmp"/gloo_ar.*
     done
 fi
