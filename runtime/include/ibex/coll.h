@@ -162,10 +162,12 @@ IBEX_API ibex_status_t ibex_comm_register(ibex_comm_t *comm, void *buf, size_t b
 IBEX_API ibex_status_t ibex_comm_deregister(ibex_comm_t *comm, void *buf);
 
 /* Memory for collective buffers (since 0.6; NCCL's ncclMemAlloc). Where the communicator's
- * ranks share one host over shm, it is memory the peers map: a collective whose buffers lie
- * in such memory reads and writes them in place, with no staging copy (a rank whose
- * buffers are ordinary memory still takes part, through staging or cross-memory attach).
- * Elsewhere it is ordinary page-aligned memory. bytes > 0. Free it with
+ * ranks share one host over shm and its large one-host collectives run directly (see
+ * ibex_comm_allreduce_algo: "direct"), it is memory the peers map: a collective whose
+ * buffers lie in such memory reads and writes them in place, with no staging copy (a rank
+ * whose buffers are ordinary memory still takes part, through staging or cross-memory
+ * attach). Elsewhere, and on any other communicator, it is ordinary page-aligned memory.
+ * bytes > 0. Free it with
  * ibex_comm_mem_free on the same communicator, with no collective on it running, before
  * ibex_comm_destroy (which frees what is left). */
 IBEX_API ibex_status_t ibex_comm_mem_alloc(ibex_comm_t *comm, size_t bytes, void **ptr);
