@@ -8,6 +8,10 @@
 #
 # usage: bench/collectives/run.sh [--build DIR] [--ranks "2 4"] [--devices "udp:lo ..."]
 #                                 [--min 8] [--max 64M] [--iters 10] [--warmup 2] [--out DIR]
+#                                 [--repeat 1]
+# --repeat N: N rounds, each measuring every column once in turn (one table per round), then
+# per rank count the median (min-max) over the rounds of each ibex / MPI busbw ratio, the
+# ratio being taken within a round (this VM's speed moves between runs).
 # A device word ending in "+shared" (udp:lo+shared) runs ibex with -R 1: its buffers from
 # ibex_comm_mem_alloc, which same-host peers map and use in place (Open MPI's stay malloc'd).
 # The MPI program (mpi_allreduce_bench.c) is compiled with mpicc into the output folder.
@@ -23,8 +27,9 @@ MAX=64M
 ITERS=10
 WARMUP=2
 OUT=
+REPEAT=1
 source bench/collectives/options.sh # after the cd to the top of the tree
-bench_options run.sh 2,12 build ranks devices min max iters warmup out -- "$@"
+bench_options run.sh 2,17 build ranks devices min max iters warmup out repeat -- "$@"
 [[ -n $OUT ]] || OUT=$(mktemp -d /tmp/ibex_coll_bench.XXXXXX)
 mkdir -p "$OUT"
 
@@ -61,6 +66,8 @@ measure() {
 }
 
 echo "# $(date -u '+%F %T UTC'), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); raw output in $OUT"
+for round in $(seq "$REPEAT"); do
+((REPEAT == 1)) || echo "# round $round of $REPEAT"
 for n in $RANKS; do
     cols=()
     names=()
@@ -136,7 +143,48 @@ for n in $RANKS; do
                 printf "\n"
             }
         }' "${cols[@]}"
+    for i in "${!cols[@]}"; do cp "${cols[$i]}" "$OUT/round_${n}_${round}_$i.cols"; done
+    printf '%s\n' "${names[@]}" >"$OUT/names_$n"
 done
+done
+
+# Over the rounds: per rank count, size and pair, the median (min-max) of the within-round
+# busbw ratios (ibex device over MPI BTL).
+if ((REPEAT > 1)); then
+    for n in $RANKS; do
+        echo
+        echo "## $n ranks, $REPEAT rounds: ibex busbw / MPI busbw within a round, median (min-max)"
+        awk -v ndev="$(wc -w <<<"$DEVICES")" -v names="$(paste -sd' ' "$OUT/names_$n")" '
+            BEGIN { nn = split(names, nm, " ") }
+            {
+                f = FILENAME; sub(/.*\//, "", f); sub(/\.cols$/, "", f)  # round_N_ROUND_COLUMN
+                split(f, p, "_"); r = p[3] + 0; c = p[4] + 1
+                if ($2 > 0) { t[r, c, $1] = $2; if (!($1 in seen)) { seen[$1] = 1; order[++ns] = $1 } }
+                if (r > nr) nr = r
+            }
+            function show(v, k,   i, j, x, m) {
+                if (k == 0) return sprintf("%22s", "-")
+                for (i = 2; i <= k; i++) { x = v[i]; for (j = i - 1; j >= 1 && v[j] > x; j--) v[j + 1] = v[j]; v[j + 1] = x }
+                m = (k % 2) ? v[(k + 1) / 2] : (v[k / 2] + v[k / 2 + 1]) / 2
+                return sprintf("%8.3f (%5.2f-%5.2f)", m, v[1], v[k])
+            }
+            END {
+                printf "%10s", "size"
+                for (d = 1; d <= ndev; d++) for (i = ndev + 1; i <= nn; i++) printf "  %22s", substr(nm[d], 6) "/" substr(nm[i], 6)
+                printf "\n"
+                for (s = 1; s <= ns; s++) {
+                    z = order[s]; printf "%10s", z
+                    for (d = 1; d <= ndev; d++)
+                        for (i = ndev + 1; i <= nn; i++) {
+                            k = 0; delete v
+                            for (r = 1; r <= nr; r++) if ((r, d, z) in t && (r, i, z) in t) v[++k] = t[r, i, z] / t[r, d, z]
+                            printf "  %s", show(v, k)
+                        }
+                    printf "\n"
+                }
+            }' "$OUT"/round_"${n}"_*.cols
+    done
+fi
 echo
 echo "# ratio dev/btl: busbw of ibex on that device / busbw of MPI over that BTL (= MPI time / ibex time);"
 echo "# above 1 means ibex is faster. busbw = size / time x 2(n-1)/n (nccl-tests' allreduce factor)."
