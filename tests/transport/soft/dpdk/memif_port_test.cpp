@@ -348,6 +348,24 @@ TEST(DpdkMemifPort, BothEndsClosingAtOnceSurvive) {
     EXPECT_EQ(linked, kRounds) << "both ends heard each other before every close";
 }
 
+// The bare server's start and teardown run on EAL's interrupt thread, where memif runs its
+// control channel and where the port restarts and closes its own device: started from a
+// plain thread, the server once raced the client's reconnect inside the PMD (a segfault,
+// one CI run in many, under load).
+namespace {
+void start_bare_server(void *id) { rte_eth_dev_start(static_cast<uint16_t>(reinterpret_cast<uintptr_t>(id))); }
+struct BareServer {
+    uint16_t id;
+    std::string vdev;
+};
+void remove_bare_server(void *arg) {
+    std::unique_ptr<BareServer> s(static_cast<BareServer *>(arg));
+    rte_eth_dev_stop(s->id);
+    rte_eth_dev_close(s->id);
+    rte_vdev_uninit(s->vdev.c_str());
+}
+} // namespace
+
 // A client that connects after the server's probe created the socket but before the
 // server started: DPDK 22.11's server refuses it ("ID not found") and its client never
 // tries again, so the link stayed down and every packet was lost. The port reconnects.
@@ -370,7 +388,7 @@ TEST(DpdkMemifPort, ClientRefusedByAnUnstartedServerReconnects) {
     // The socket exists, the server is not started: the client's first handshake fails.
     std::thread late_start([&] {
         usleep(100000);
-        rte_eth_dev_start(server_id);
+        EXPECT_TRUE(run_on_interrupt_thread(&start_bare_server, reinterpret_cast<void *>(uintptr_t(server_id))));
     });
     ibex_status_t st;
     DpdkPortOptions co;
@@ -393,9 +411,7 @@ TEST(DpdkMemifPort, ClientRefusedByAnUnstartedServerReconnects) {
     }
     EXPECT_GT(received, 0) << "the client's frames reach the server once it has started";
     client.reset();
-    rte_eth_dev_stop(server_id);
-    rte_eth_dev_close(server_id);
-    rte_vdev_uninit(vdev.c_str());
+    EXPECT_TRUE(run_on_interrupt_thread(&remove_bare_server, new BareServer{server_id, vdev}));
     rte_mempool_free(pool);
 }
 
