@@ -378,7 +378,7 @@ ibex_status_t ShmDirect::reduce_blocks(const Op &op, size_t src, uint8_t *out, s
         [&](const uint8_t *dst, size_t at, size_t bytes, size_t) -> ibex_status_t {
             // Straight from cache into the peers' receive buffers: nobody else writes there.
             for (int q = 0; q < nranks_; ++q)
-                if (q != rank_ && (push_to == kEveryone || push_to == q)) IBEX_TRY(write_to(q, at, dst, bytes));
+                if (gets_results(q, push_to)) IBEX_TRY(write_to(q, at, dst, bytes));
             return IBEX_OK;
         });
 }
@@ -431,7 +431,7 @@ ibex_status_t ShmDirect::reduce_from_staging(const Op &op, size_t src, uint8_t *
         [&](const uint8_t *dst, size_t at, size_t bytes, size_t offset) -> ibex_status_t {
             if (publish) copy_bypassing_cache(publish + offset, dst, bytes);
             for (int q = 0; q < nranks_; ++q)
-                if (q != rank_ && (push_to == kEveryone || push_to == q) && recv_shared(q))
+                if (gets_results(q, push_to) && recv_shared(q))
                     IBEX_TRY(write_to(q, at, dst, bytes));
             return IBEX_OK;
         });
@@ -453,7 +453,7 @@ ibex_status_t ShmDirect::run_staged(const Op &op) {
         const int push_to = op.kind == OpKind::allreduce ? kEveryone : rank_ == a.root ? kNobody : a.root;
         bool publishes = false;
         for (int q = 0; q < nranks_; ++q)
-            publishes = publishes || (q != rank_ && (push_to == kEveryone || push_to == q) && !recv_shared(q));
+            publishes = publishes || (gets_results(q, push_to) && !recv_shared(q));
         if (len)
             IBEX_TRY(reduce_from_staging(
                 op, off * elem, keeps ? recv + off * elem : nullptr, len,

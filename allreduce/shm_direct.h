@@ -192,6 +192,8 @@ private:
     // process_vm_*); it stages nothing for q and publishes nothing for it.
     bool send_shared(int q) const { return all_[static_cast<size_t>(q)].send_region.id != 0; }
     bool recv_shared(int q) const { return all_[static_cast<size_t>(q)].recv_region.id != 0; }
+    // Rank q is a peer that push_to (a rank, kEveryone or kNobody) sends this rank's results.
+    bool gets_results(int q, int push_to) const { return q != rank_ && (push_to == kEveryone || push_to == q); }
 
     size_t min_bytes_ = 0; // 0: off
     int rank_ = 0, nranks_ = 1;
