@@ -167,6 +167,7 @@ ibex_status_t describe_topology(const ibex_comm_t *comm, ibex_comm_topology_t *t
     t->big_beta_ns_per_byte = m.beta_big * 1e9;
     t->big_local_beta_ns_per_byte = m.beta_local_big * 1e9;
     t->big_gamma_ns_per_byte = m.gamma_big * 1e9;
+    t->hier_join_us = m.hier_join * 1e6;
     return IBEX_OK;
 }
 
@@ -175,11 +176,13 @@ ibex_status_t describe_topology(const ibex_comm_t *comm, ibex_comm_topology_t *t
 ibex_status_t ibex_comm_query_topology(const ibex_comm_t *comm, ibex_comm_topology_t *t) {
     ibex::clear_error();
     IBEX_COLL_CHECK(comm && t, "ibex_comm_query_topology: NULL argument");
-    // A caller built against 0.4-0.5.0 passes the struct as it was then, up to gamma.
+    // A caller built against an older release passes the struct as it was then: up to gamma
+    // (0.4-0.5.0), up to the big collectives' costs (0.5.1-0.6.0).
     constexpr size_t kFirstSize = offsetof(ibex_comm_topology_t, gamma_ns_per_byte) + sizeof(double);
-    IBEX_COLL_CHECK(t->size == sizeof *t || t->size == kFirstSize,
-                    "ibex_comm_query_topology: size %u, expected %zu (or %zu, before 0.5.1)", t->size, sizeof *t,
-                    kFirstSize);
+    constexpr size_t kBigSize = offsetof(ibex_comm_topology_t, hier_join_us);
+    IBEX_COLL_CHECK(t->size == sizeof *t || t->size == kFirstSize || t->size == kBigSize,
+                    "ibex_comm_query_topology: size %u, expected %zu (or %zu before 0.6.1, %zu before 0.5.1)", t->size,
+                    sizeof *t, kBigSize, kFirstSize);
     const size_t given = t->size;
     ibex_comm_topology_t all{};
     IBEX_TRY(describe_topology(comm, &all));

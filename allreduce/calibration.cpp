@@ -1,6 +1,7 @@
 #include "allreduce/calibration.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -62,6 +63,55 @@ ibex_status_t probe_link(ibex_comm *c, bool between_hosts, ProbeSize size, doubl
     return IBEX_OK;
 }
 
+// Timed runs of the hierarchical allreduce for its join term, after one untimed run that
+// registers the buffers and sizes the scratch.
+constexpr int kJoinRuns = 3;
+
+// This rank's median time of a hierarchical f32 sum of `bytes` (calibration's small probe
+// size), run back to back as a training step's collectives are.
+ibex_status_t time_hierarchical(ibex_comm *c, size_t bytes, double *seconds) {
+    const size_t count = bytes / sizeof(float);
+    std::vector<float> send(count, 1.0f), recv(count);
+    double t[kJoinRuns] = {};
+    ibex_status_t st = IBEX_OK;
+    for (int k = -1; k < kJoinRuns && st == IBEX_OK; ++k) {
+        Op op;
+        op.kind = OpKind::allreduce;
+        op.args.sendbuf = send.data();
+        op.args.recvbuf = recv.data();
+        op.args.count = count;
+        op.args.type = IBEX_F32;
+        op.args.op = IBEX_SUM;
+        op.algo = Algo::hierarchical;
+        const auto t0 = std::chrono::steady_clock::now();
+        ibex_request *req = nullptr;
+        st = comm_submit(c, std::move(op), &req);
+        if (st == IBEX_OK) st = request_wait(req);
+        if (k >= 0) t[k] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    // The vectors go; their registrations must not outlive them.
+    c->caches.forget(send.data(), bytes);
+    c->caches.forget(recv.data(), bytes);
+    IBEX_TRY(st);
+    std::sort(t, t + kJoinRuns);
+    *seconds = t[kJoinRuns / 2];
+    return IBEX_OK;
+}
+
+// The model's join term (CostModel::hier_join), the same on every rank: the median over
+// ranks of what their timed hierarchical allreduces took beyond the model's phases.
+ibex_status_t measure_join(ibex_comm *c, CostModel *model) {
+    const int joins = c->selector.hierarchical_joins();
+    if (!joins) return IBEX_OK;
+    double mine = 0;
+    IBEX_TRY(time_hierarchical(c, model->small_bytes, &mine));
+    std::vector<double> all(static_cast<size_t>(c->nranks));
+    IBEX_TRY(c->boot->allgather(&mine, sizeof mine, all.data(), c->opt.timeout_ms));
+    std::sort(all.begin(), all.end());
+    model->hier_join = hierarchical_join(all[all.size() / 2], c->selector.cost(Algo::hierarchical, model->small_bytes), joins);
+    return IBEX_OK;
+}
+
 // A probe's beta less the reduction's share of it: never below half of it (the reduction
 // overlaps the next slices' transfers), and 0 (not measured) stays 0.
 double without_reduction(double beta, double gamma) { return beta > 0 ? std::max(beta - gamma, beta / 2) : 0; }
@@ -113,12 +163,16 @@ ibex_status_t calibrate(ibex_comm *c) {
         }
     }
     c->selector.configure(c->nranks, c->opt.exec.slice_bytes, model, &layout);
+    if (model.measured && c->topo.irregular.empty()) {
+        IBEX_TRY(measure_join(c, &model));
+        c->selector.configure(c->nranks, c->opt.exec.slice_bytes, model, &layout);
+    }
     IBEX_LOG(info,
              "communicator rank %d/%d: %s; between hosts alpha %.2f us, beta %.3f ns/B (%.3f from %zu B); in a host "
-             "alpha %.2f us, beta %.3f ns/B (%.3f); gamma %.3f ns/B (%.3f) (%s)",
+             "alpha %.2f us, beta %.3f ns/B (%.3f); gamma %.3f ns/B (%.3f); hierarchical join %.2f us (%s)",
              c->rank, c->nranks, layout.describe().c_str(), model.alpha * 1e6, model.beta * 1e9,
              model.beta_big * 1e9, model.big_bytes, model.a_local() * 1e6, model.b_local() * 1e9,
-             model.beta_local_big * 1e9, model.gamma * 1e9, model.gamma_big * 1e9,
+             model.beta_local_big * 1e9, model.gamma * 1e9, model.gamma_big * 1e9, model.hier_join * 1e6,
              model.measured ? "measured" : "defaults");
     if (c->opt.forced && c->opt.algo == Algo::hierarchical && !c->topo.irregular.empty())
         IBEX_LOG(warn, "communicator rank %d: IBEX_ALGO=hierarchical, but %s: the cost model chooses instead", c->rank,

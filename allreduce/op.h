@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 
 #include "allreduce/algorithms/algorithms.h"
 #include "allreduce/request.h"
+#include "allreduce/selector.h"
 
 namespace ibex::coll {
 
@@ -25,6 +27,9 @@ struct Op {
     // before anything runs it. Asked once, at submission: the memory-type query is a driver
     // call on a GPU host, and the paths below would otherwise each ask again per op.
     bool on_gpu = false;
+    // allreduce only: run this algorithm, not the cost model's choice or IBEX_ALGO's
+    // (calibration times the hierarchical schedule itself). Always scheduled.
+    std::optional<Algo> algo;
     // probe only
     int pings = 0;
     size_t bulk = 0;

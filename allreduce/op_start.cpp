@@ -6,6 +6,7 @@
 namespace ibex::coll {
 
 OpPath op_path(const ibex_comm *c, const Op &op) {
+    if (op.algo) return OpPath::scheduled;
     if (c->fast.takes(c, op)) return OpPath::boxes;
     if (c->direct.takes(op)) return OpPath::direct;
     return OpPath::scheduled;
@@ -34,7 +35,7 @@ ibex_status_t start_op(ibex_comm *c, Op &op, bool *empty) {
     case OpKind::allgather:
     case OpKind::broadcast: break;
     }
-    const Algo algo = comm_algo(c, a.count * elem);
+    const Algo algo = op.algo ? *op.algo : comm_algo(c, a.count * elem);
     *empty = false;
     if (a.count == 0) {
         *empty = true;

@@ -135,7 +135,7 @@ double Selector::cost(Algo a, size_t bytes) const {
         const double l = per_host_;
         double c = rail_allreduce(k, m / l);
         if (per_host_ > 1) c += 2 * (l - 1) * step(k, 0, m / l) + (l - 1) / l * m * ga; // in-host ring halves
-        return c;
+        return c + hierarchical_joins() * model_.hier_join;
     }
     }
     return 0;
@@ -149,7 +149,8 @@ double Selector::cost_reduce_scatter(bool hierarchical, size_t bytes) const {
     if (!hierarchical) return (n - 1) * (step(k, ring_crossing_, m) + m * ga);
     if (hosts_ <= 1 || per_host_ <= 0) return kNever;
     const double h = hosts_, l = per_host_;
-    return h * (l - 1) * (step(k, 0, m) + m * ga) + (h - 1) * (step(k, static_cast<size_t>(per_host_), m) + m * ga);
+    return h * (l - 1) * (step(k, 0, m) + m * ga) + (h - 1) * (step(k, static_cast<size_t>(per_host_), m) + m * ga) +
+           hierarchical_joins() / 2 * model_.hier_join;
 }
 
 double Selector::cost_allgather(bool hierarchical, size_t bytes) const {
@@ -159,7 +160,8 @@ double Selector::cost_allgather(bool hierarchical, size_t bytes) const {
     if (!hierarchical) return (n - 1) * step(k, ring_crossing_, m);
     if (hosts_ <= 1 || per_host_ <= 0) return kNever;
     const double h = hosts_, l = per_host_;
-    return h * (l - 1) * step(k, 0, m) + (h - 1) * step(k, static_cast<size_t>(per_host_), m);
+    return h * (l - 1) * step(k, 0, m) + (h - 1) * step(k, static_cast<size_t>(per_host_), m) +
+           hierarchical_joins() / 2 * model_.hier_join;
 }
 
 Algo Selector::choose(size_t bytes) const {
@@ -284,6 +286,11 @@ CostModel combine(const std::vector<double> &per_rank) {
         m.measured = true;
     }
     return m;
+}
+
+double hierarchical_join(double measured, double modeled, int joins) {
+    if (joins <= 0 || !(measured > 0) || !(modeled >= 0)) return 0;
+    return std::max(0.0, (measured - modeled) / joins);
 }
 
 } // namespace ibex::coll

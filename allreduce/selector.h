@@ -46,6 +46,11 @@ struct CostModel {
     // ranks than probed share the link in proportion; fewer are not assumed faster, since
     // where each rail has its own NIC, or the cores are the limit, they are not.
     size_t probe_crossing = 1;
+    // Seconds that each phase boundary of a hierarchical collective adds to the sum of its
+    // phases: the next phase's group starts with its slowest member, and a rank's partners
+    // finish their phase at different times. Calibration measures it by timing the
+    // hierarchical allreduce itself at small_bytes (hierarchical_join()); 0: not measured.
+    double hier_join = 0;
     bool measured = false;
     double a_local() const { return alpha_local > 0 ? alpha_local : alpha; }
     double b_local() const { return beta_local > 0 ? beta_local : beta; }
@@ -73,6 +78,10 @@ public:
     // ring or hierarchical.
     double cost_reduce_scatter(bool hierarchical, size_t bytes) const;
     double cost_allgather(bool hierarchical, size_t bytes) const;
+    // Phase boundaries of a hierarchical allreduce (in-host reduce-scatter, rail, in-host
+    // allgather: 2; rails alone, one rank per host: 0). Reduce-scatter and allgather have
+    // half as many.
+    int hierarchical_joins() const { return hosts_ > 1 && per_host_ > 1 ? 2 : 0; }
 
 private:
     // One transfer of `bytes` by each rank of a step; `crossing`: how many ranks of the
@@ -112,5 +121,10 @@ double measure_gamma(void *buf, size_t bytes);
 // the two sets were measured at are the caller's to set.
 constexpr size_t kModelFields = 8;
 CostModel combine(const std::vector<double> &per_rank);
+// The join term from a timed hierarchical allreduce: what `measured` seconds took beyond
+// the model's `modeled` (its cost without joins), spread over `joins` boundaries; never
+// negative (a model that already prices the run above its time gets no join), and 0
+// without boundaries or a measurement.
+double hierarchical_join(double measured, double modeled, int joins);
 
 } // namespace ibex::coll

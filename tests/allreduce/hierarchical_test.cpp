@@ -8,6 +8,7 @@
 // and a rank killed mid-allreduce on another host and on the same host.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
@@ -96,6 +97,12 @@ int layout_body(RankCtx &ctx, const BridgedHosts &hosts, const Layout &l) {
                t.local_ranks);
     RANK_CHECK(ctx, t.ranks_per_host == (even ? l.per_host[0] : 0), "rank %d: ranks_per_host %d", ctx.rank,
                t.ranks_per_host);
+    // The join term is measured where a hierarchical allreduce has phase boundaries (even
+    // hosts of two ranks or more), and nowhere else.
+    const bool joins = even && hosts.hosts() > 1 && l.per_host[0] > 1;
+    RANK_CHECK(ctx, std::isfinite(t.hier_join_us) && t.hier_join_us >= 0 && (joins || t.hier_join_us == 0),
+               "rank %d: hierarchical join %g us", ctx.rank, t.hier_join_us);
+    ctx.say("rank %d: hierarchical join %.1f us", ctx.rank, t.hier_join_us);
     const std::string algo = ibex_comm_allreduce_algo(comm, 1 << 20);
     RANK_CHECK(ctx, (algo == "hierarchical") == even, "rank %d: forced hierarchical gives %s", ctx.rank, algo.c_str());
     int shm_peers = 0;

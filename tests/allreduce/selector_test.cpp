@@ -113,6 +113,40 @@ TEST(Selector, CrossingSharesTheProbesLinkOnlyBeyondTheProbedCount) {
     EXPECT_EQ(probe_crossing(make_host_layout(hosts_of(1, 4))), 1u);
 }
 
+TEST(Selector, HierarchicalPaysItsMeasuredJoinAtEachPhaseBoundary) {
+    const HostLayout l = make_host_layout(hosts_of(2, 2));
+    CostModel m = two_links(30e-6, 2e-9, 3e-6, 0.1e-9);
+    Selector s;
+    s.configure(4, 128 << 10, m, &l);
+    EXPECT_EQ(s.hierarchical_joins(), 2);
+    const double allreduce = s.cost(Algo::hierarchical, 4 << 20), ring = s.cost(Algo::ring, 4 << 20);
+    const double rs = s.cost_reduce_scatter(true, 1 << 20), ag = s.cost_allgather(true, 1 << 20);
+    m.hier_join = 400e-6;
+    s.configure(4, 128 << 10, m, &l);
+    // Allreduce: in-host reduce-scatter | rail | in-host allgather; the others: two phases.
+    EXPECT_NEAR(s.cost(Algo::hierarchical, 4 << 20), allreduce + 2 * 400e-6, 1e-12);
+    EXPECT_NEAR(s.cost_reduce_scatter(true, 1 << 20), rs + 400e-6, 1e-12);
+    EXPECT_NEAR(s.cost_allgather(true, 1 << 20), ag + 400e-6, 1e-12);
+    EXPECT_NEAR(s.cost(Algo::ring, 4 << 20), ring, 1e-15); // flat algorithms have no joins
+    // Rails alone (one rank per host) and one host: no boundary to pay.
+    const HostLayout rails = make_host_layout(hosts_of(4, 1));
+    s.configure(4, 128 << 10, m, &rails);
+    EXPECT_EQ(s.hierarchical_joins(), 0);
+    const HostLayout one = make_host_layout(hosts_of(1, 4));
+    s.configure(4, 128 << 10, m, &one);
+    EXPECT_EQ(s.hierarchical_joins(), 0);
+}
+
+TEST(Selector, JoinIsTheTimedRunBeyondTheModelPerBoundary) {
+    EXPECT_NEAR(hierarchical_join(6e-3, 4e-3, 2), 1e-3, 1e-15);
+    // A model that already prices the run above its time: no join, never a negative one.
+    EXPECT_EQ(hierarchical_join(4e-3, 5e-3, 2), 0);
+    // Nothing to spread it over, or nothing measured.
+    EXPECT_EQ(hierarchical_join(6e-3, 4e-3, 0), 0);
+    EXPECT_EQ(hierarchical_join(0, 4e-3, 2), 0);
+    EXPECT_EQ(hierarchical_join(std::nan(""), 4e-3, 2), 0);
+}
+
 TEST(Selector, HierarchicalNeverChosenWhereItDoesNotApply) {
     Selector s;
     const HostLayout uneven = make_host_layout(std::vector<int>{0, 0, 0, 1});

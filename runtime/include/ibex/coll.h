@@ -150,6 +150,10 @@ typedef struct ibex_comm_topology {
      * interpolates between the two; 0: not measured, as above). */
     uint64_t small_bytes, big_bytes;
     double big_beta_ns_per_byte, big_local_beta_ns_per_byte, big_gamma_ns_per_byte;
+    /* Since 0.6.1: what each phase boundary of a hierarchical collective adds to the sum of
+     * its phases, measured at creation by timing the hierarchical allreduce itself at
+     * small_bytes (0: not measured, or no boundaries: one host, one rank per host). */
+    double hier_join_us;
 } ibex_comm_topology_t;
 IBEX_API ibex_status_t ibex_comm_query_topology(const ibex_comm_t *comm, ibex_comm_topology_t *topology);
 /* The device this rank reaches `peer` through ("shm", "udp:lo", ...), or NULL when it has
