@@ -235,15 +235,64 @@ ibex_comm_config_t make_config(const std::string *device, int timeout_ms, const 
     return config;
 }
 
-class Comm : public std::enable_shared_from_this<Comm> {
-public:
-    explicit Comm(ibex_comm_t *comm) : comm_(comm) {}
-    ~Comm() {
-        if (comm_ != nullptr) {
+// The C communicator, destroyed with the last of its owners: its Comm, and every buffer
+// from its mem_alloc (ibex_comm_destroy frees that memory, so it waits for them).
+struct CommHandle {
+    explicit CommHandle(ibex_comm_t *c) : comm(c) {}
+    ~CommHandle() {
+        if (comm != nullptr) {
             py::gil_scoped_release unlocked;
-            (void)ibex_comm_destroy(comm_);
+            (void)ibex_comm_destroy(comm);
         }
     }
+    CommHandle(const CommHandle &) = delete;
+    CommHandle &operator=(const CommHandle &) = delete;
+    ibex_comm_t *comm; // nullptr once destroyed or aborted
+};
+
+// Memory from ibex_comm_mem_alloc, writable bytes through the buffer protocol: NumPy
+// (np.frombuffer) and torch (torch.frombuffer) arrays over it pass it to the collectives
+// in place, so ranks of one host read and write each other's buffers with no staging copy.
+// Freed when the last Python object over it goes (an array keeps its buffer alive).
+class CommBuffer {
+public:
+    CommBuffer(std::shared_ptr<CommHandle> owner, size_t bytes) : owner_(std::move(owner)), bytes_(bytes) {
+        if (bytes == 0)
+            raise(PyExc_ValueError, "ibex: mem_alloc of 0 bytes");
+        check(ibex_comm_mem_alloc(owner_->comm, bytes, &ptr_));
+    }
+    ~CommBuffer() {
+        if (ptr_ != nullptr && owner_->comm != nullptr)
+            (void)ibex_comm_mem_free(owner_->comm, ptr_);
+    }
+    CommBuffer(const CommBuffer &) = delete;
+    CommBuffer &operator=(const CommBuffer &) = delete;
+
+    // Empty once the communicator was aborted (its memory went with it): pybind11 cannot
+    // raise from here, and an empty buffer cannot reach freed memory.
+    py::buffer_info info() const {
+        static uint8_t nothing;
+        const bool gone = owner_->comm == nullptr;
+        return py::buffer_info(gone ? &nothing : ptr_, 1, py::format_descriptor<uint8_t>::format(), 1,
+                               {static_cast<py::ssize_t>(nbytes())}, {1}, false);
+    }
+    size_t nbytes() const { return owner_->comm == nullptr ? 0 : bytes_; }
+    uintptr_t address() const {
+        if (owner_->comm == nullptr)
+            raise(PyExc_ValueError, "ibex: the communicator was aborted, and its memory with it");
+        return reinterpret_cast<uintptr_t>(ptr_);
+    }
+
+private:
+
+    std::shared_ptr<CommHandle> owner_;
+    size_t bytes_;
+    void *ptr_ = nullptr;
+};
+
+class Comm : public std::enable_shared_from_this<Comm> {
+public:
+    explicit Comm(ibex_comm_t *comm) : comm_(comm), owner_(std::make_shared<CommHandle>(comm)) {}
     Comm(const Comm &) = delete;
     Comm &operator=(const Comm &) = delete;
 
@@ -348,11 +397,22 @@ public:
         return py::cast(std::make_shared<Comm>(child));
     }
 
+    std::shared_ptr<CommBuffer> mem_alloc(size_t nbytes) {
+        (void)handle();
+        return std::make_shared<CommBuffer>(owner_, nbytes);
+    }
+
+    // The communicator takes no more collectives; the C communicator goes now, or with the
+    // last buffer from mem_alloc that something still holds (its memory stays valid).
     void destroy() {
         if (comm_ == nullptr)
             return;
         settle_requests(true);
-        ibex_comm_t *comm = std::exchange(comm_, nullptr);
+        comm_ = nullptr;
+        std::shared_ptr<CommHandle> owner = std::move(owner_);
+        if (owner.use_count() > 1)
+            return;
+        ibex_comm_t *comm = std::exchange(owner->comm, nullptr);
         ibex_status_t status;
         {
             py::gil_scoped_release unlocked;
@@ -361,9 +421,13 @@ public:
         check(status);
     }
 
+    // At once, buffers from mem_alloc or not: their memory goes with the communicator, and
+    // those buffers are empty afterwards (arrays made over them before must not be used).
     void abort() {
         settle_requests(false);
-        ibex_comm_t *comm = std::exchange(comm_, nullptr);
+        comm_ = nullptr;
+        std::shared_ptr<CommHandle> owner = std::move(owner_);
+        ibex_comm_t *comm = owner ? std::exchange(owner->comm, nullptr) : nullptr;
         if (comm != nullptr)
             check(ibex_comm_abort(comm));
     }
@@ -456,7 +520,8 @@ private:
         requests_.clear();
     }
 
-    ibex_comm_t *comm_;
+    ibex_comm_t *comm_; // nullptr once destroyed or aborted
+    std::shared_ptr<CommHandle> owner_;
     std::vector<std::weak_ptr<Request>> requests_; // async requests not yet collected
 };
 
@@ -512,6 +577,13 @@ PYBIND11_MODULE(_core, m) {
         .def("wait", &Request::wait, "Blocks until finished; raises IbexError if it failed");
 
     using namespace pybind11::literals;
+    py::class_<CommBuffer, std::shared_ptr<CommBuffer>>(m, "CommBuffer", py::buffer_protocol(),
+                                                        "Memory from Comm.mem_alloc: writable bytes (buffer protocol)")
+        .def_buffer(&CommBuffer::info)
+        .def_property_readonly("nbytes", &CommBuffer::nbytes)
+        .def_property_readonly("address", &CommBuffer::address)
+        .def("__len__", &CommBuffer::nbytes);
+
     py::class_<Comm, std::shared_ptr<Comm>>(m, "Comm")
         .def(py::init(&Comm::create), "nranks"_a, "unique_id"_a, "rank"_a,
              "device"_a = py::none(), "timeout_ms"_a = 0, "algo"_a = py::none())
@@ -532,6 +604,9 @@ PYBIND11_MODULE(_core, m) {
              "root"_a = 0, "async_op"_a = false)
         .def("barrier", &Comm::barrier, "async_op"_a = false)
         .def("split", &Comm::split, "color"_a, "key"_a = 0)
+        .def("mem_alloc", &Comm::mem_alloc, "nbytes"_a,
+             "Memory for collective buffers (ibex_comm_mem_alloc): view it with np.frombuffer or "
+             "torch.frombuffer; same-host ranks then use it in place")
         .def("destroy", &Comm::destroy)
         .def("abort", &Comm::abort)
         .def("__enter__", [](py::object self) { return self; })

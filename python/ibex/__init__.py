@@ -26,6 +26,7 @@ from ibex._core import (  # noqa: F401  (re-exported API)
     WR_SEND,
     WR_SEND_WITH_IMM,
     Comm,
+    CommBuffer,
     CompletionQueue,
     Context,
     IbexError,

@@ -121,6 +121,66 @@ def destroy_with_pending(comm):
     return out
 
 
+def comm_memory(comm):
+    """Buffers from mem_alloc: NumPy and torch views over them go to the collectives in
+    place; destroy() leaves memory that something still holds valid."""
+    r, n = comm.rank, comm.size
+    out = {}
+    buf = comm.mem_alloc(4 * 4096)
+    view = memoryview(buf)
+    out["sizes"] = [buf.nbytes, len(buf), view.nbytes, view.readonly, view.format]
+    a = np.frombuffer(buf, dtype=np.float32)
+    out["same_memory"] = a.ctypes.data == buf.address
+    a[:] = r + 1
+    comm.allreduce(a)  # in place, shared memory on both sides
+    out["in_place"] = [float(a[0]), float(a[-1])]
+    dst = np.frombuffer(comm.mem_alloc(4 * 4096), dtype=np.float32)
+    comm.allreduce(np.full(4096, 2.0 * (r + 1), np.float32), dst)  # ordinary send buffer
+    out["into_shared"] = [float(dst[0]), float(dst[-1])]
+    big_src = np.frombuffer(comm.mem_alloc(4 << 20), dtype=np.float32)
+    big_dst = np.frombuffer(comm.mem_alloc(4 << 20), dtype=np.float32)
+    big_src[:] = np.arange(big_src.size, dtype=np.float32) % 7 + r
+    comm.allreduce(big_src, big_dst)
+    want = (np.arange(big_src.size, dtype=np.float32) % 7) * n + n * (n - 1) / 2
+    out["big_wrong"] = int(np.count_nonzero(big_dst != want))
+    g = np.frombuffer(comm.mem_alloc(8 * n), dtype=np.int64)
+    comm.allgather(np.array([r], dtype=np.int64), g)
+    out["allgather"] = g.tolist()
+    if torch is not None:
+        t = torch.frombuffer(comm.mem_alloc(4 * 1000), dtype=torch.float32)
+        t.fill_(r + 1)
+        comm.allreduce(t)
+        out["torch"] = float(t[0])
+    for bad in (0, -1):
+        try:
+            comm.mem_alloc(bad)
+            out[f"alloc_{bad}"] = "NO ERROR"
+        except (ValueError, TypeError) as e:
+            out[f"alloc_{bad}"] = f"{type(e).__name__}: {e}"
+    keep = np.frombuffer(comm.mem_alloc(64), dtype=np.uint8)
+    keep[:] = 7
+    comm.destroy()  # the C communicator waits for `keep` and the others
+    keep[:] += 1
+    out["after_destroy"] = int(keep.sum())
+    try:
+        comm.mem_alloc(8)
+        out["alloc_after_destroy"] = "NO ERROR"
+    except ValueError as e:
+        out["alloc_after_destroy"] = str(e)
+    return out
+
+
+def abort_with_memory(comm):
+    buf = comm.mem_alloc(64)
+    comm.abort()
+    out = [memoryview(buf).nbytes, len(buf)]
+    try:
+        out.append(buf.address)
+    except ValueError as e:
+        out.append(str(e))
+    return out
+
+
 def refusals(comm):
     e = {}
 
@@ -182,6 +242,33 @@ class Collectives(unittest.TestCase):
             self.assertEqual(res[r]["value"], 3.0)
             self.assertTrue(res[r]["test_after"])
             self.assertIn("destroyed", res[r]["after_destroy"])
+
+    def test_comm_memory_in_collectives_and_past_destroy(self):
+        n = 3
+        res = run_ranks(n, comm_memory, destroy=False)
+        self.assertEqual(len(res), n, res)
+        for r in range(n):
+            out = res[r]
+            self.assertIsInstance(out, dict, out)
+            self.assertEqual(out["sizes"], [16384, 16384, 16384, False, "B"])
+            self.assertTrue(out["same_memory"])
+            self.assertEqual(out["in_place"], [6.0, 6.0])
+            self.assertEqual(out["into_shared"], [12.0, 12.0])
+            self.assertEqual(out["big_wrong"], 0)
+            self.assertEqual(out["allgather"], list(range(n)))
+            if torch is not None:
+                self.assertEqual(out["torch"], 6.0)
+            self.assertIn("ValueError: ibex: mem_alloc of 0 bytes", out["alloc_0"])
+            self.assertIn("TypeError", out["alloc_-1"])  # not a size_t
+            self.assertEqual(out["after_destroy"], 8 * 64)
+            self.assertIn("destroyed", out["alloc_after_destroy"])
+
+    def test_abort_takes_comm_memory_with_it(self):
+        res = run_ranks(2, abort_with_memory, destroy=False)
+        for r in range(2):
+            self.assertIsInstance(res[r], list, res[r])
+            self.assertEqual(res[r][:2], [0, 0])  # empty: nothing reaches the freed memory
+            self.assertIn("aborted, and its memory with it", res[r][2])
 
     def test_refusals(self):
         res = run_ranks(2, refusals)
