@@ -9,7 +9,9 @@
 # the measured median, for each of the three (model/meas; m/m). --dpdk PMD (af_packet)
 # adds hierarchical with the network side over the DPDK port on the same veths (each rank
 # its own address on its host's veth; its frames go through the tbf qdisc too,
-# IBEX_AF_PACKET_QDISC=1). Needs root and iproute2.
+# IBEX_AF_PACKET_QDISC=1). A fourth configuration runs with no --algo at all (shm in the
+# host, udp across): what the cost model picks per size, and its time against the forced
+# hierarchical one's. Needs root and iproute2.
 #
 # usage: bench/collectives/hierarchical.sh [--build DIR] [--rate 10gbit] [--burst 4mb]
 #                                          [--repeat 3] [--min 1M] [--max 64M] [--iters 5]
@@ -61,14 +63,15 @@ done
 
 # run TAG ALGO SHM DEV: one 4-rank run; rank 0's table in $OUT/TAG.txt.
 run() {
-    local tag=$1 algo=$2 shm=$3 dev=$4 pids=() r h device
+    local tag=$1 algo=$2 shm=$3 dev=$4 pids=() r h device algo_args=(--algo "$2")
+    [[ $algo != auto ]] || algo_args=() # the cost model's own choice
     for r in 0 1 2 3; do
         h=$((r / 2))
         device="udp:hv${ID}_$h:$((4791 + r))"
         [[ $dev == udp ]] || device="dpdk:$dev:hv${ID}_$h,ip=$NET.$((10 + r))/24"
         ip netns exec "${NS[$h]}" env IBEX_AF_PACKET_QDISC=1 IBEX_RANK=$r IBEX_NRANKS=4 IBEX_ROOT_ADDR="$NET.1:$((29500 + ID % 1000))" \
             IBEX_SHM="$shm" timeout 600 "$PERF" -b "$MIN" -e "$MAX" -f 2 -n "$ITERS" -w 1 -d float -o sum \
-            --algo "$algo" --device "$device" >"$OUT/$tag.r$r.txt" 2>"$OUT/$tag.r$r.err" &
+            "${algo_args[@]}" --device "$device" >"$OUT/$tag.r$r.txt" 2>"$OUT/$tag.r$r.err" &
         pids+=($!)
     done
     local ok=0
@@ -78,7 +81,7 @@ run() {
 }
 
 echo "# $(date -u '+%F %T UTC'), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); 2 hosts x 2 ranks, links $RATE (burst $BURST); raw output in $OUT"
-CONFIGS=("hier hierarchical 1 udp" "ring ring 1 udp" "ring_udp ring 0 udp")
+CONFIGS=("hier hierarchical 1 udp" "ring ring 1 udp" "ring_udp ring 0 udp" "auto auto 1 udp")
 [[ -z $DPDK ]] || CONFIGS+=("hier_dpdk hierarchical 1 $DPDK")
 for ((k = 1; k <= REPEAT; k++)); do
     for c in "${CONFIGS[@]}"; do
@@ -120,6 +123,29 @@ printf "%10s  %26s  %26s  %26s  %8s  %8s  %12s  %10s  %10s  %10s\n" size hierarc
 join <(sort -k1,1 "$OUT/hier.sum") <(sort -k1,1 "$OUT/ring.sum") | join - <(sort -k1,1 "$OUT/ring_udp.sum") | sort -n |
     awk '{ printf "%10s  %9.0f (%6.0f-%6.0f)  %9.0f (%6.0f-%6.0f)  %9.0f (%6.0f-%6.0f)  %8.2f  %8.2f  %12.0f  %10.2f  %10.2f  %10.2f\n",
                   $1, $2, $3, $4, $6, $7, $8, $10, $11, $12, $6 / $2, $10 / $2, $5, $5 / $2, $9 / $6, $13 / $10 }'
+summary "$OUT/auto.all" >"$OUT/auto.sum"
+echo
+echo "## the cost model's own choice (no --algo): per size the algorithm each run's communicator picked, the"
+echo "## median time (min-max) in us, auto / hierarchical (median times; above 1: the choice cost time), model/meas"
+printf "%10s  %-28s  %26s  %10s  %10s\n" size "picked (per run)" auto auto/hier model/meas
+python3 - "$OUT" "$REPEAT" <<'PY'
+import re, sys
+out, repeat = sys.argv[1], int(sys.argv[2])
+picked = {}
+for k in range(1, repeat + 1):
+    for line in open(f"{out}/auto_{k}.txt"):
+        if line.startswith("# Algorithm:"):
+            for lo, hi, algo in re.findall(r"(\d+)(?:-(\d+))? B (\w+)", line):
+                picked.setdefault((int(lo), int(hi or lo)), []).append(algo)
+def algos(size):
+    names = [a for (lo, hi), v in picked.items() if lo <= size <= hi for a in v]
+    return "/".join(dict.fromkeys(names)) if names else "?"
+hier = {int(l.split()[0]): float(l.split()[1]) for l in open(f"{out}/hier.sum")}
+for line in open(f"{out}/auto.sum"):
+    s, med, lo, hi, pred = line.split()
+    s, med = int(s), float(med)
+    print(f"{s:>10}  {algos(s):<28}  {med:9.0f} ({float(lo):6.0f}-{float(hi):6.0f})  {med / hier[s]:10.2f}  {float(pred) / med:10.2f}")
+PY
 if [[ -n $DPDK ]]; then
     summary "$OUT/hier_dpdk.all" >"$OUT/hier_dpdk.sum"
     echo
