@@ -39,7 +39,7 @@ def libibex():
 incs, libdirs = libibex()
 common = dict(include_dirs=[REPO, pybind11.get_include()] + incs, library_dirs=libdirs,
               runtime_library_dirs=libdirs, libraries=["ibex"], language="c++")
-extensions = [Extension("ibex._core", ["csrc/core.cpp", "csrc/verbs.cpp"],
+extensions = [Extension("ibex._core", ["csrc/common.cpp", "csrc/core.cpp", "csrc/verbs.cpp"],
                         extra_compile_args=["-std=c++20", "-fvisibility=hidden"], **common)]
 cmdclass = {}
 

@@ -1,5 +1,5 @@
-// What the two halves of the ibex._core module share: turning an ibex_status_t into a
-// Python exception, and borrowing the memory of a Python object without copying it.
+// What the parts of the ibex._core module share (common.cpp): turning an ibex_status_t into
+// a Python exception, and borrowing the memory of a Python object without copying it.
 #pragma once
 
 #include <cstddef>
@@ -14,6 +14,11 @@
 namespace ibex_py {
 
 namespace py = pybind11;
+
+// Raises `type` (PyExc_ValueError, ...) with the message.
+[[noreturn]] void raise(PyObject *type, const std::string &message);
+// Creates ibex.IbexError (a RuntimeError) as m.IbexError; once, at module import.
+void add_error_type(py::module_ &m);
 
 // "IBEX_ERR_INVALID_ARGUMENT" for IBEX_ERR_INVALID_ARGUMENT, "IBEX_STATUS_<n>" otherwise.
 const char *status_name(ibex_status_t status);
