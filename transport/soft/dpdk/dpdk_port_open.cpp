@@ -123,7 +123,8 @@ std::unique_ptr<DpdkPort> open_dpdk_port_object(const DpdkPortOptions &opts, ibe
     // every MTU up to it, the most XDP on veth allows.
     if (spec.target == Target::kAfXdp) room = std::max<uint32_t>(room, RTE_PKTMBUF_HEADROOM + 3000 + 64);
     // Receive ring + transmit ring + frames awaiting ARP, with room for the per-lcore caches.
-    unsigned nmbufs = spec.rxd + spec.txd + unsigned(ArpResolver::kUnresolvedMax) + 4 * kBurst;
+    const unsigned ours = spec.rxd + spec.txd + unsigned(ArpResolver::kUnresolvedMax) + 4 * kBurst;
+    unsigned nmbufs = ours;
     // af_xdp's UMEM is this pool, and the PMD parks mbufs in two kernel rings besides ours:
     // its fill ring (twice the library's default ring of 2048, topped up whenever half of
     // it is free) and its completion ring (2048, reclaimed only inside a transmit burst).
@@ -135,7 +136,9 @@ std::unique_ptr<DpdkPort> open_dpdk_port_object(const DpdkPortOptions &opts, ibe
     if (spec.target == Target::kAfXdp) nmbufs += 3 * kXskDefaultRing;
     rte_mempool *pool = rte_pktmbuf_pool_create(("p" + pname).c_str(), nmbufs, 128, 0, static_cast<uint16_t>(room),
                                                 static_cast<int>(rte_socket_id()));
-    rte_mempool *hdr_pool = rte_pktmbuf_pool_create(("h" + pname).c_str(), 3 * nmbufs, 128, 0,
+    // Header mbufs travel only through our own rings (the PMD copies a chained frame into
+    // a UMEM frame of `pool`), so the af_xdp rings' share above is not tripled here.
+    rte_mempool *hdr_pool = rte_pktmbuf_pool_create(("h" + pname).c_str(), 3 * ours, 128, 0,
                                                     RTE_PKTMBUF_HEADROOM + kHeaderRoom, static_cast<int>(rte_socket_id()));
     if (!pool || !hdr_pool) {
         const int e = rte_errno;
