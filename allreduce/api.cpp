@@ -168,6 +168,9 @@ ibex_status_t describe_topology(const ibex_comm_t *comm, ibex_comm_topology_t *t
     t->big_local_beta_ns_per_byte = m.beta_local_big * 1e9;
     t->big_gamma_ns_per_byte = m.gamma_big * 1e9;
     t->hier_join_us = m.hier_join * 1e6;
+    t->rhd_join_us = m.rhd_join * 1e6;
+    t->hier_scale = m.hier_scale;
+    t->rhd_scale = m.rhd_scale;
     return IBEX_OK;
 }
 
@@ -177,12 +180,15 @@ ibex_status_t ibex_comm_query_topology(const ibex_comm_t *comm, ibex_comm_topolo
     ibex::clear_error();
     IBEX_COLL_CHECK(comm && t, "ibex_comm_query_topology: NULL argument");
     // A caller built against an older release passes the struct as it was then: up to gamma
-    // (0.4-0.5.0), up to the big collectives' costs (0.5.1-0.6.0).
+    // (0.4-0.5.0), up to the big collectives' costs (0.5.1-0.6.0), up to the hierarchical
+    // join (0.6.1).
     constexpr size_t kFirstSize = offsetof(ibex_comm_topology_t, gamma_ns_per_byte) + sizeof(double);
     constexpr size_t kBigSize = offsetof(ibex_comm_topology_t, hier_join_us);
-    IBEX_COLL_CHECK(t->size == sizeof *t || t->size == kFirstSize || t->size == kBigSize,
-                    "ibex_comm_query_topology: size %u, expected %zu (or %zu before 0.6.1, %zu before 0.5.1)", t->size,
-                    sizeof *t, kBigSize, kFirstSize);
+    constexpr size_t kHierJoinSize = offsetof(ibex_comm_topology_t, rhd_join_us);
+    IBEX_COLL_CHECK(t->size == sizeof *t || t->size == kFirstSize || t->size == kBigSize || t->size == kHierJoinSize,
+                    "ibex_comm_query_topology: size %u, expected %zu (or %zu for 0.6.1, %zu before 0.6.1, %zu before "
+                    "0.5.1)",
+                    t->size, sizeof *t, kHierJoinSize, kBigSize, kFirstSize);
     const size_t given = t->size;
     ibex_comm_topology_t all{};
     IBEX_TRY(describe_topology(comm, &all));

@@ -63,18 +63,18 @@ ibex_status_t probe_link(ibex_comm *c, bool between_hosts, ProbeSize size, doubl
     return IBEX_OK;
 }
 
-// Timed runs of the hierarchical allreduce for its join term, after one untimed run that
-// registers the buffers and sizes the scratch.
-constexpr int kJoinRuns = 3;
+// Timed runs of an allreduce for the model's fit, after one untimed run that registers the
+// buffers and sizes the scratch.
+constexpr int kTimedRuns = 3;
 
-// This rank's median time of a hierarchical f32 sum of `bytes` (calibration's small probe
-// size), run back to back as a training step's collectives are.
-ibex_status_t time_hierarchical(ibex_comm *c, size_t bytes, double *seconds) {
+// This rank's median time of an f32 sum of `bytes` by `algo`, run back to back as a
+// training step's collectives are.
+ibex_status_t time_allreduce(ibex_comm *c, Algo algo, size_t bytes, double *seconds) {
     const size_t count = bytes / sizeof(float);
     std::vector<float> send(count, 1.0f), recv(count);
-    double t[kJoinRuns] = {};
+    double t[kTimedRuns] = {};
     ibex_status_t st = IBEX_OK;
-    for (int k = -1; k < kJoinRuns && st == IBEX_OK; ++k) {
+    for (int k = -1; k < kTimedRuns && st == IBEX_OK; ++k) {
         Op op;
         op.kind = OpKind::allreduce;
         op.args.sendbuf = send.data();
@@ -82,7 +82,7 @@ ibex_status_t time_hierarchical(ibex_comm *c, size_t bytes, double *seconds) {
         op.args.count = count;
         op.args.type = IBEX_F32;
         op.args.op = IBEX_SUM;
-        op.algo = Algo::hierarchical;
+        op.algo = algo;
         const auto t0 = std::chrono::steady_clock::now();
         ibex_request *req = nullptr;
         st = comm_submit(c, std::move(op), &req);
@@ -93,22 +93,42 @@ ibex_status_t time_hierarchical(ibex_comm *c, size_t bytes, double *seconds) {
     c->caches.forget(send.data(), bytes);
     c->caches.forget(recv.data(), bytes);
     IBEX_TRY(st);
-    std::sort(t, t + kJoinRuns);
-    *seconds = t[kJoinRuns / 2];
+    std::sort(t, t + kTimedRuns);
+    *seconds = t[kTimedRuns / 2];
     return IBEX_OK;
 }
 
-// The model's join term (CostModel::hier_join), the same on every rank: the median over
-// ranks of what their timed hierarchical allreduces took beyond the model's phases.
-ibex_status_t measure_join(ibex_comm *c, CostModel *model) {
-    const int joins = c->selector.hierarchical_joins();
-    if (!joins) return IBEX_OK;
-    double mine = 0;
-    IBEX_TRY(time_hierarchical(c, model->small_bytes, &mine));
-    std::vector<double> all(static_cast<size_t>(c->nranks));
-    IBEX_TRY(c->boot->allgather(&mine, sizeof mine, all.data(), c->opt.timeout_ms));
-    std::sort(all.begin(), all.end());
-    model->hier_join = hierarchical_join(all[all.size() / 2], c->selector.cost(Algo::hierarchical, model->small_bytes), joins);
+// Times hierarchical and rhd at the probes' two sizes and fits each one's scale and join
+// (CostModel::hier_join etc.), the same on every rank: the fit takes the median over ranks
+// of each time. The two sizes of one algorithm run back to back, rhd's after
+// hierarchical's.
+ibex_status_t fit_rivals(ibex_comm *c, CostModel *model) {
+    const Selector &s = c->selector;
+    if (!s.hierarchical_joins()) return IBEX_OK;
+    constexpr Algo kRivals[2] = {Algo::hierarchical, Algo::rhd};
+    const bool big = model->big_bytes > model->small_bytes;
+    double mine[4] = {}; // per rival: small, big
+    for (size_t r = 0; r < 2; ++r) {
+        IBEX_TRY(time_allreduce(c, kRivals[r], model->small_bytes, &mine[2 * r]));
+        if (big) IBEX_TRY(time_allreduce(c, kRivals[r], model->big_bytes, &mine[2 * r + 1]));
+    }
+    std::vector<double> all(4 * static_cast<size_t>(c->nranks));
+    IBEX_TRY(c->boot->allgather(mine, sizeof mine, all.data(), c->opt.timeout_ms));
+    auto median_of = [&](size_t field) {
+        std::vector<double> v;
+        for (size_t i = field; i < all.size(); i += 4) v.push_back(all[i]);
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+    };
+    auto fit = [&](size_t r, int joins) {
+        return fit_timed(median_of(2 * r), s.cost(kRivals[r], model->small_bytes), median_of(2 * r + 1),
+                         big ? s.cost(kRivals[r], model->big_bytes) : 0, joins);
+    };
+    const TimedFit hier = fit(0, s.hierarchical_joins()), rhd = fit(1, s.rhd_joins());
+    model->hier_scale = hier.scale;
+    model->hier_join = hier.join;
+    model->rhd_scale = rhd.scale;
+    model->rhd_join = rhd.join;
     return IBEX_OK;
 }
 
@@ -164,15 +184,15 @@ ibex_status_t calibrate(ibex_comm *c) {
     }
     c->selector.configure(c->nranks, c->opt.exec.slice_bytes, model, &layout);
     if (model.measured && c->topo.irregular.empty()) {
-        IBEX_TRY(measure_join(c, &model));
+        IBEX_TRY(fit_rivals(c, &model));
         c->selector.configure(c->nranks, c->opt.exec.slice_bytes, model, &layout);
     }
     IBEX_LOG(info,
              "communicator rank %d/%d: %s; between hosts alpha %.2f us, beta %.3f ns/B (%.3f from %zu B); in a host "
-             "alpha %.2f us, beta %.3f ns/B (%.3f); gamma %.3f ns/B (%.3f); hierarchical join %.2f us (%s)",
+             "alpha %.2f us, beta %.3f ns/B (%.3f); gamma %.3f ns/B (%.3f); timed: hierarchical x%.2f + %.2f us per join, rhd x%.2f + %.2f us (%s)",
              c->rank, c->nranks, layout.describe().c_str(), model.alpha * 1e6, model.beta * 1e9,
              model.beta_big * 1e9, model.big_bytes, model.a_local() * 1e6, model.b_local() * 1e9,
-             model.beta_local_big * 1e9, model.gamma * 1e9, model.gamma_big * 1e9, model.hier_join * 1e6,
+             model.beta_local_big * 1e9, model.gamma * 1e9, model.gamma_big * 1e9, model.hier_scale, model.hier_join * 1e6, model.rhd_scale, model.rhd_join * 1e6,
              model.measured ? "measured" : "defaults");
     if (c->opt.forced && c->opt.algo == Algo::hierarchical && !c->topo.irregular.empty())
         IBEX_LOG(warn, "communicator rank %d: IBEX_ALGO=hierarchical, but %s: the cost model chooses instead", c->rank,

@@ -88,6 +88,12 @@ double Selector::step(const CostModel::PerByte &k, size_t crossing, double bytes
     return model_.alpha + bytes * k.beta * share;
 }
 
+int Selector::rhd_joins() const {
+    if (!hierarchical_joins()) return 0;
+    const int steps = 2 * rhd_steps(n_) + (power_of_two(n_) ? 0 : 2);
+    return steps - 1;
+}
+
 double Selector::rail_allreduce(const CostModel::PerByte &k, double bytes) const {
     const size_t rails = static_cast<size_t>(per_host_);
     const double h = hosts_, ga = k.gamma;
@@ -115,7 +121,7 @@ double Selector::cost(Algo a, size_t bytes) const {
         for (size_t crossing : rhd_crossing_) c += 2 * step(k, crossing, part /= 2); // halving, then doubling
         c += (p - 1) / p * m * ga;
         if (p != n) c += 2 * step(k, fold_crossing_, m) + m * ga; // fold in and hand back the extra ranks
-        return c;
+        return model_.rhd_scale * c + rhd_joins() * model_.rhd_join;
     }
     case Algo::tree: {
         // Each half goes up and down `depth` hops in slices of s bytes. One slice costs
@@ -135,7 +141,7 @@ double Selector::cost(Algo a, size_t bytes) const {
         const double l = per_host_;
         double c = rail_allreduce(k, m / l);
         if (per_host_ > 1) c += 2 * (l - 1) * step(k, 0, m / l) + (l - 1) / l * m * ga; // in-host ring halves
-        return c + hierarchical_joins() * model_.hier_join;
+        return model_.hier_scale * c + hierarchical_joins() * model_.hier_join;
     }
     }
     return 0;
@@ -149,7 +155,8 @@ double Selector::cost_reduce_scatter(bool hierarchical, size_t bytes) const {
     if (!hierarchical) return (n - 1) * (step(k, ring_crossing_, m) + m * ga);
     if (hosts_ <= 1 || per_host_ <= 0) return kNever;
     const double h = hosts_, l = per_host_;
-    return h * (l - 1) * (step(k, 0, m) + m * ga) + (h - 1) * (step(k, static_cast<size_t>(per_host_), m) + m * ga) +
+    return model_.hier_scale *
+               (h * (l - 1) * (step(k, 0, m) + m * ga) + (h - 1) * (step(k, static_cast<size_t>(per_host_), m) + m * ga)) +
            hierarchical_joins() / 2 * model_.hier_join;
 }
 
@@ -160,7 +167,7 @@ double Selector::cost_allgather(bool hierarchical, size_t bytes) const {
     if (!hierarchical) return (n - 1) * step(k, ring_crossing_, m);
     if (hosts_ <= 1 || per_host_ <= 0) return kNever;
     const double h = hosts_, l = per_host_;
-    return h * (l - 1) * step(k, 0, m) + (h - 1) * step(k, static_cast<size_t>(per_host_), m) +
+    return model_.hier_scale * (h * (l - 1) * step(k, 0, m) + (h - 1) * step(k, static_cast<size_t>(per_host_), m)) +
            hierarchical_joins() / 2 * model_.hier_join;
 }
 
@@ -288,9 +295,12 @@ CostModel combine(const std::vector<double> &per_rank) {
     return m;
 }
 
-double hierarchical_join(double measured, double modeled, int joins) {
-    if (joins <= 0 || !(measured > 0) || !(modeled >= 0)) return 0;
-    return std::max(0.0, (measured - modeled) / joins);
+TimedFit fit_timed(double t_small, double m_small, double t_big, double m_big, int joins) {
+    TimedFit f;
+    if (!(t_small > 0) || !(m_small >= 0)) return f;
+    if (t_big > 0 && m_big > m_small) f.scale = std::clamp((t_big - t_small) / (m_big - m_small), kMinScale, kMaxScale);
+    if (joins > 0) f.join = std::max(0.0, (t_small - f.scale * m_small) / joins);
+    return f;
 }
 
 } // namespace ibex::coll

@@ -46,11 +46,20 @@ struct CostModel {
     // ranks than probed share the link in proportion; fewer are not assumed faster, since
     // where each rail has its own NIC, or the cores are the limit, they are not.
     size_t probe_crossing = 1;
-    // Seconds that each phase boundary of a hierarchical collective adds to the sum of its
-    // phases: the next phase's group starts with its slowest member, and a rank's partners
-    // finish their phase at different times. Calibration measures it by timing the
-    // hierarchical allreduce itself at small_bytes (hierarchical_join()); 0: not measured.
-    double hier_join = 0;
+    // Hierarchical and rhd, timed. Across hosts the two move the same bytes over the same
+    // links (each host sends and receives the whole buffer once, half per rank on 2x2), so
+    // the link probes cannot tell them apart, yet on a host with more busy threads than
+    // cores one runs up to 1.5x the other, and which one changes from one communicator to
+    // the next. Calibration therefore times both at small_bytes and big_bytes where both
+    // apply (hierarchical has phase boundaries: several hosts of two ranks or more) and
+    // fits each one's modeled cost to its two times (fit_timed()):
+    //   cost = scale * (the model's sum of phases or steps) + joins * join
+    // join: seconds that each join adds, where the next phase's group (hierarchical's phase
+    // boundaries) or the next step's partner (rhd's changes of partner) starts with its
+    // slowest member; scale: how much faster or slower the run's per-byte work went than
+    // the probes' betas price it. 0 and 1: not timed.
+    double hier_join = 0, rhd_join = 0;
+    double hier_scale = 1, rhd_scale = 1;
     bool measured = false;
     double a_local() const { return alpha_local > 0 ? alpha_local : alpha; }
     double b_local() const { return beta_local > 0 ? beta_local : beta; }
@@ -82,6 +91,10 @@ public:
     // allgather: 2; rails alone, one rank per host: 0). Reduce-scatter and allgather have
     // half as many.
     int hierarchical_joins() const { return hosts_ > 1 && per_host_ > 1 ? 2 : 0; }
+    // Changes of partner between rhd's steps (halving, doubling, and the fold's two steps
+    // where the rank count is no power of two), counted where its join is measured (the
+    // layouts that have hierarchical joins); 0 elsewhere.
+    int rhd_joins() const;
 
 private:
     // One transfer of `bytes` by each rank of a step; `crossing`: how many ranks of the
@@ -121,10 +134,15 @@ double measure_gamma(void *buf, size_t bytes);
 // the two sets were measured at are the caller's to set.
 constexpr size_t kModelFields = 8;
 CostModel combine(const std::vector<double> &per_rank);
-// The join term from a timed hierarchical allreduce: what `measured` seconds took beyond
-// the model's `modeled` (its cost without joins), spread over `joins` boundaries; never
-// negative (a model that already prices the run above its time gets no join), and 0
-// without boundaries or a measurement.
-double hierarchical_join(double measured, double modeled, int joins);
+// Fits an algorithm's scale and join to two timed runs: `t_small` seconds where the model
+// (without joins) gives `m_small`, and `t_big` where it gives `m_big`. The scale is the
+// slope between the two (kept within [kMinScale, kMaxScale]; 1 when the big run is
+// missing or no bigger), the join what the small run took beyond scale * m_small, per
+// join (never negative; 0 without joins or a small run).
+struct TimedFit {
+    double scale = 1, join = 0;
+};
+constexpr double kMinScale = 0.5, kMaxScale = 2.0;
+TimedFit fit_timed(double t_small, double m_small, double t_big, double m_big, int joins);
 
 } // namespace ibex::coll

@@ -219,9 +219,9 @@ TEST(Comm, LargeLocalCopiesLandWhole) {
 }
 
 // What the communicator measured at creation, asked for with the struct of this release and
-// with those of 0.4-0.5.0 (which ends at gamma) and 0.5.1-0.6.0 (at the big collectives'
-// costs): an older caller gets its fields, and not a byte past them; any other size is
-// refused with the sizes it accepts.
+// with those of 0.4-0.5.0 (which ends at gamma), 0.5.1-0.6.0 (at the big collectives'
+// costs) and 0.6.1 (at the hierarchical join): an older caller gets its fields, and not a
+// byte past them; any other size is refused with the sizes it accepts.
 int topology_body(RankCtx &ctx) {
     ibex_comm_t *comm = nullptr;
     RANK_CHECK_OK(ctx, ibex_comm_init_rank(&comm, ctx.nranks, &ctx.id, ctx.rank, nullptr));
@@ -237,12 +237,15 @@ int topology_body(RankCtx &ctx) {
                t.big_gamma_ns_per_byte);
     RANK_CHECK(ctx, t.big_beta_ns_per_byte == t.big_local_beta_ns_per_byte, "one host: big beta %g and %g",
                t.big_beta_ns_per_byte, t.big_local_beta_ns_per_byte);
-    // One host: no hierarchical phases, so no join measured.
-    RANK_CHECK(ctx, t.hier_join_us == 0, "one host: hierarchical join %g us", t.hier_join_us);
+    // One host: no hierarchical phases, so nothing timed.
+    RANK_CHECK(ctx, t.hier_join_us == 0 && t.rhd_join_us == 0 && t.hier_scale == 1 && t.rhd_scale == 1,
+               "one host: joins %g and %g us, scales %g and %g", t.hier_join_us, t.rhd_join_us, t.hier_scale,
+               t.rhd_scale);
 
     constexpr size_t kOld = offsetof(ibex_comm_topology_t, gamma_ns_per_byte) + sizeof(double);
     constexpr size_t kBig = offsetof(ibex_comm_topology_t, hier_join_us);
-    for (size_t size : {kOld, kBig}) {
+    constexpr size_t kHierJoin = offsetof(ibex_comm_topology_t, rhd_join_us);
+    for (size_t size : {kOld, kBig, kHierJoin}) {
         alignas(ibex_comm_topology_t) unsigned char raw[sizeof(ibex_comm_topology_t)];
         std::memset(raw, 0xab, sizeof raw);
         auto *old = reinterpret_cast<ibex_comm_topology_t *>(raw);
@@ -250,9 +253,11 @@ int topology_body(RankCtx &ctx) {
         RANK_CHECK_OK(ctx, ibex_comm_query_topology(comm, old));
         RANK_CHECK(ctx, old->size == size && old->hosts == 1 && old->gamma_ns_per_byte == t.gamma_ns_per_byte,
                    "old struct: size %u, %d hosts, gamma %g", old->size, old->hosts, old->gamma_ns_per_byte);
-        if (size == kBig)
-            RANK_CHECK(ctx, old->big_gamma_ns_per_byte == t.big_gamma_ns_per_byte, "0.6.0 struct: big gamma %g",
-                       old->big_gamma_ns_per_byte);
+        if (size >= kBig)
+            RANK_CHECK(ctx, old->big_gamma_ns_per_byte == t.big_gamma_ns_per_byte, "%zu-byte struct: big gamma %g",
+                       size, old->big_gamma_ns_per_byte);
+        if (size == kHierJoin)
+            RANK_CHECK(ctx, old->hier_join_us == t.hier_join_us, "0.6.1 struct: join %g", old->hier_join_us);
         for (size_t i = size; i < sizeof raw; ++i)
             RANK_CHECK(ctx, raw[i] == 0xab, "byte %zu past a %zu-byte caller's struct was written", i, size);
     }

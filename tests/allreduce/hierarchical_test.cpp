@@ -97,12 +97,16 @@ int layout_body(RankCtx &ctx, const BridgedHosts &hosts, const Layout &l) {
                t.local_ranks);
     RANK_CHECK(ctx, t.ranks_per_host == (even ? l.per_host[0] : 0), "rank %d: ranks_per_host %d", ctx.rank,
                t.ranks_per_host);
-    // The join term is measured where a hierarchical allreduce has phase boundaries (even
-    // hosts of two ranks or more), and nowhere else.
-    const bool joins = even && hosts.hosts() > 1 && l.per_host[0] > 1;
-    RANK_CHECK(ctx, std::isfinite(t.hier_join_us) && t.hier_join_us >= 0 && (joins || t.hier_join_us == 0),
-               "rank %d: hierarchical join %g us", ctx.rank, t.hier_join_us);
-    ctx.say("rank %d: hierarchical join %.1f us", ctx.rank, t.hier_join_us);
+    // Hierarchical and rhd are timed where a hierarchical allreduce has phase boundaries
+    // (even hosts of two ranks or more), and nowhere else: their fits stay within bounds
+    // there and untouched elsewhere.
+    const bool timed = even && hosts.hosts() > 1 && l.per_host[0] > 1;
+    for (double join : {t.hier_join_us, t.rhd_join_us})
+        RANK_CHECK(ctx, std::isfinite(join) && join >= 0 && (timed || join == 0), "rank %d: join %g us", ctx.rank, join);
+    for (double scale : {t.hier_scale, t.rhd_scale})
+        RANK_CHECK(ctx, timed ? scale >= 0.5 && scale <= 2.0 : scale == 1.0, "rank %d: scale %g", ctx.rank, scale);
+    ctx.say("rank %d: hierarchical x%.2f + %.1f us per boundary, rhd x%.2f + %.1f us per change", ctx.rank,
+            t.hier_scale, t.hier_join_us, t.rhd_scale, t.rhd_join_us);
     const std::string algo = ibex_comm_allreduce_algo(comm, 1 << 20);
     RANK_CHECK(ctx, (algo == "hierarchical") == even, "rank %d: forced hierarchical gives %s", ctx.rank, algo.c_str());
     int shm_peers = 0;

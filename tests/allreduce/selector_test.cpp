@@ -137,14 +137,84 @@ TEST(Selector, HierarchicalPaysItsMeasuredJoinAtEachPhaseBoundary) {
     EXPECT_EQ(s.hierarchical_joins(), 0);
 }
 
-TEST(Selector, JoinIsTheTimedRunBeyondTheModelPerBoundary) {
-    EXPECT_NEAR(hierarchical_join(6e-3, 4e-3, 2), 1e-3, 1e-15);
-    // A model that already prices the run above its time: no join, never a negative one.
-    EXPECT_EQ(hierarchical_join(4e-3, 5e-3, 2), 0);
+TEST(Selector, FitPassesThroughBothTimedRuns) {
+    // Modeled 4 and 20 ms, timed 6 and 30 ms: slope 24/16 = 1.5, and the small run's
+    // 6 - 1.5 * 4 = 0 left for joins.
+    TimedFit f = fit_timed(6e-3, 4e-3, 30e-3, 20e-3, 2);
+    EXPECT_NEAR(f.scale, 1.5, 1e-12);
+    EXPECT_NEAR(f.join, 0, 1e-15);
+    // Timed 7 and 23 ms: slope 1, and 3 ms beyond it at the small size, over 3 joins.
+    f = fit_timed(7e-3, 4e-3, 23e-3, 20e-3, 3);
+    EXPECT_NEAR(f.scale, 1.0, 1e-12);
+    EXPECT_NEAR(f.join, 1e-3, 1e-15);
+    EXPECT_NEAR(f.scale * 20e-3 + 3 * f.join, 23e-3, 1e-12); // and through the big run
+    // No big run (or no bigger one): the scale stays 1 and the join is the small run's
+    // excess, as the join alone was before.
+    f = fit_timed(6e-3, 4e-3, 0, 0, 2);
+    EXPECT_EQ(f.scale, 1.0);
+    EXPECT_NEAR(f.join, 1e-3, 1e-15);
+    EXPECT_EQ(fit_timed(6e-3, 4e-3, 30e-3, 4e-3, 2).scale, 1.0);
+}
+
+TEST(Selector, FitKeepsScaleBoundedAndJoinsNonNegative) {
+    // A big run barely slower than the small one (a noisy pair): the slope is held at the
+    // lower bound, and a model already above the small run gets no join.
+    TimedFit f = fit_timed(6e-3, 4e-3, 6.5e-3, 20e-3, 2);
+    EXPECT_EQ(f.scale, kMinScale);
+    EXPECT_NEAR(f.join, (6e-3 - kMinScale * 4e-3) / 2, 1e-15);
+    f = fit_timed(4e-3, 5e-3, 200e-3, 20e-3, 2);
+    EXPECT_EQ(f.scale, kMaxScale);
+    EXPECT_EQ(f.join, 0);
     // Nothing to spread it over, or nothing measured.
-    EXPECT_EQ(hierarchical_join(6e-3, 4e-3, 0), 0);
-    EXPECT_EQ(hierarchical_join(0, 4e-3, 2), 0);
-    EXPECT_EQ(hierarchical_join(std::nan(""), 4e-3, 2), 0);
+    EXPECT_EQ(fit_timed(6e-3, 4e-3, 0, 0, 0).join, 0);
+    f = fit_timed(0, 4e-3, 30e-3, 20e-3, 2);
+    EXPECT_EQ(f.scale, 1.0);
+    EXPECT_EQ(f.join, 0);
+    f = fit_timed(std::nan(""), 4e-3, std::nan(""), 20e-3, 2);
+    EXPECT_EQ(f.scale, 1.0);
+    EXPECT_EQ(f.join, 0);
+}
+
+TEST(Selector, TimedRivalsArePricedByTheirFit) {
+    const HostLayout l = make_host_layout(hosts_of(2, 2));
+    CostModel m = two_links(30e-6, 2e-9, 3e-6, 0.1e-9);
+    Selector s;
+    s.configure(4, 128 << 10, m, &l);
+    // 2x2: rhd halves inside the host, then across, then doubles back: three changes of
+    // partner. Where the rank count is no power of two, the fold and the hand-back add two.
+    EXPECT_EQ(s.rhd_joins(), 3);
+    const double hier = s.cost(Algo::hierarchical, 4 << 20), rhd = s.cost(Algo::rhd, 4 << 20);
+    const double ring = s.cost(Algo::ring, 4 << 20), tree = s.cost(Algo::tree, 4 << 20);
+    const double rs = s.cost_reduce_scatter(true, 1 << 20), ag = s.cost_allgather(true, 1 << 20);
+    m.hier_scale = 1.2;
+    m.rhd_scale = 1.5;
+    m.rhd_join = 100e-6;
+    s.configure(4, 128 << 10, m, &l);
+    EXPECT_NEAR(s.cost(Algo::hierarchical, 4 << 20), 1.2 * hier, 1e-12);
+    EXPECT_NEAR(s.cost(Algo::rhd, 4 << 20), 1.5 * rhd + 3 * 100e-6, 1e-12);
+    EXPECT_NEAR(s.cost_reduce_scatter(true, 1 << 20), 1.2 * rs, 1e-12);
+    EXPECT_NEAR(s.cost_allgather(true, 1 << 20), 1.2 * ag, 1e-12);
+    // The untimed algorithms keep the link model's price.
+    EXPECT_NEAR(s.cost(Algo::ring, 4 << 20), ring, 1e-15);
+    EXPECT_NEAR(s.cost(Algo::tree, 4 << 20), tree, 1e-15);
+    // Where rhd's model alone would win, its timed slowness hands the choice over.
+    m = two_links(30e-6, 2e-9, 3e-6, 0.1e-9);
+    m.hier_join = 1e-3;
+    s.configure(4, 128 << 10, m, &l);
+    ASSERT_EQ(s.choose(16 << 20), Algo::rhd);
+    m.rhd_scale = 1.3;
+    s.configure(4, 128 << 10, m, &l);
+    EXPECT_EQ(s.choose(16 << 20), Algo::hierarchical);
+    // rhd's joins are counted only where they are timed (hierarchical has boundaries).
+    const HostLayout five = make_host_layout(std::vector<int>{0, 0, 0, 1, 1, 1});
+    s.configure(6, 128 << 10, m, &five);
+    EXPECT_EQ(s.rhd_joins(), 2 * 2 + 2 - 1);
+    const HostLayout rails = make_host_layout(hosts_of(4, 1));
+    s.configure(4, 128 << 10, m, &rails);
+    EXPECT_EQ(s.rhd_joins(), 0);
+    const HostLayout one = make_host_layout(hosts_of(1, 4));
+    s.configure(4, 128 << 10, m, &one);
+    EXPECT_EQ(s.rhd_joins(), 0);
 }
 
 TEST(Selector, HierarchicalNeverChosenWhereItDoesNotApply) {

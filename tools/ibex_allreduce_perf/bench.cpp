@@ -227,9 +227,12 @@ void print_topology(FILE *f, ibex_comm_t *comm, const Options &o) {
                      "between hosts beta %.4f ns/B; in a host beta %.4f ns/B; gamma %.4f ns/B\n",
                      static_cast<unsigned long long>(t.small_bytes), static_cast<unsigned long long>(t.big_bytes),
                      t.big_beta_ns_per_byte, t.big_local_beta_ns_per_byte, t.big_gamma_ns_per_byte);
-    if (t.hier_join_us > 0)
-        std::fprintf(f, "# Cost model: each hierarchical phase boundary adds %.2f us (a timed hierarchical allreduce of %llu B)\n",
-                     t.hier_join_us, static_cast<unsigned long long>(t.small_bytes));
+    if (t.hier_join_us > 0 || t.hier_scale != 1 || t.rhd_join_us > 0 || t.rhd_scale != 1)
+        std::fprintf(f,
+                     "# Cost model timed at %llu and %llu B: hierarchical x%.2f + %.2f us per phase boundary; "
+                     "rhd x%.2f + %.2f us per change of partner\n",
+                     static_cast<unsigned long long>(t.small_bytes), static_cast<unsigned long long>(t.big_bytes),
+                     t.hier_scale, t.hier_join_us, t.rhd_scale, t.rhd_join_us);
     if (o.coll != Coll::allreduce) return;
     std::string line;
     const std::vector<size_t> all = sizes(o);

@@ -154,6 +154,14 @@ typedef struct ibex_comm_topology {
      * its phases, measured at creation by timing the hierarchical allreduce itself at
      * small_bytes (0: not measured, or no boundaries: one host, one rank per host). */
     double hier_join_us;
+    /* Since 0.6.2: where hier_join_us is measured, hierarchical and rhd (recursive
+     * halving-doubling, its rival there: the same bytes cross the hosts' links) are both
+     * timed at small_bytes and big_bytes, and each one's modeled cost is fitted to its two
+     * times: scale x (the sum of its phases or steps) + joins x join. rhd_join_us is per
+     * change of partner between rhd's steps; hier_join_us (above) is then the fitted one.
+     * Scales of 1 and joins of 0: not timed. */
+    double rhd_join_us;
+    double hier_scale, rhd_scale;
 } ibex_comm_topology_t;
 IBEX_API ibex_status_t ibex_comm_query_topology(const ibex_comm_t *comm, ibex_comm_topology_t *topology);
 /* The device this rank reaches `peer` through ("shm", "udp:lo", ...), or NULL when it has

@@ -26,7 +26,7 @@ extern "C" {
 
 #define IBEX_VERSION_MAJOR 0
 #define IBEX_VERSION_MINOR 6
-#define IBEX_VERSION_PATCH 1
+#define IBEX_VERSION_PATCH 2
 #define IBEX_VERSION_CODE(major, minor, patch) (((major) * 10000) + ((minor) * 100) + (patch))
 #define IBEX_VERSION IBEX_VERSION_CODE(IBEX_VERSION_MAJOR, IBEX_VERSION_MINOR, IBEX_VERSION_PATCH)
 
