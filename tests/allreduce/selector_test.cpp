@@ -113,30 +113,6 @@ TEST(Selector, CrossingSharesTheProbesLinkOnlyBeyondTheProbedCount) {
     EXPECT_EQ(probe_crossing(make_host_layout(hosts_of(1, 4))), 1u);
 }
 
-TEST(Selector, HierarchicalPaysItsMeasuredJoinAtEachPhaseBoundary) {
-    const HostLayout l = make_host_layout(hosts_of(2, 2));
-    CostModel m = two_links(30e-6, 2e-9, 3e-6, 0.1e-9);
-    Selector s;
-    s.configure(4, 128 << 10, m, &l);
-    EXPECT_EQ(s.hierarchical_joins(), 2);
-    const double allreduce = s.cost(Algo::hierarchical, 4 << 20), ring = s.cost(Algo::ring, 4 << 20);
-    const double rs = s.cost_reduce_scatter(true, 1 << 20), ag = s.cost_allgather(true, 1 << 20);
-    m.hier_join = 400e-6;
-    s.configure(4, 128 << 10, m, &l);
-    // Allreduce: in-host reduce-scatter | rail | in-host allgather; the others: two phases.
-    EXPECT_NEAR(s.cost(Algo::hierarchical, 4 << 20), allreduce + 2 * 400e-6, 1e-12);
-    EXPECT_NEAR(s.cost_reduce_scatter(true, 1 << 20), rs + 400e-6, 1e-12);
-    EXPECT_NEAR(s.cost_allgather(true, 1 << 20), ag + 400e-6, 1e-12);
-    EXPECT_NEAR(s.cost(Algo::ring, 4 << 20), ring, 1e-15); // flat algorithms have no joins
-    // Rails alone (one rank per host) and one host: no boundary to pay.
-    const HostLayout rails = make_host_layout(hosts_of(4, 1));
-    s.configure(4, 128 << 10, m, &rails);
-    EXPECT_EQ(s.hierarchical_joins(), 0);
-    const HostLayout one = make_host_layout(hosts_of(1, 4));
-    s.configure(4, 128 << 10, m, &one);
-    EXPECT_EQ(s.hierarchical_joins(), 0);
-}
-
 TEST(Selector, FitPassesThroughBothTimedRuns) {
     // Modeled 4 and 20 ms, timed 6 and 30 ms: slope 24/16 = 1.5, and the small run's
     // 6 - 1.5 * 4 = 0 left for joins.
@@ -180,20 +156,23 @@ TEST(Selector, TimedRivalsArePricedByTheirFit) {
     CostModel m = two_links(30e-6, 2e-9, 3e-6, 0.1e-9);
     Selector s;
     s.configure(4, 128 << 10, m, &l);
-    // 2x2: rhd halves inside the host, then across, then doubles back: three changes of
-    // partner. Where the rank count is no power of two, the fold and the hand-back add two.
+    // Hierarchical allreduce: in-host reduce-scatter | rail | in-host allgather; its
+    // reduce-scatter and allgather: two phases. rhd on 2x2 halves inside the host, then
+    // across, then doubles back: three changes of partner.
+    EXPECT_EQ(s.hierarchical_joins(), 2);
     EXPECT_EQ(s.rhd_joins(), 3);
     const double hier = s.cost(Algo::hierarchical, 4 << 20), rhd = s.cost(Algo::rhd, 4 << 20);
     const double ring = s.cost(Algo::ring, 4 << 20), tree = s.cost(Algo::tree, 4 << 20);
     const double rs = s.cost_reduce_scatter(true, 1 << 20), ag = s.cost_allgather(true, 1 << 20);
     m.hier_scale = 1.2;
+    m.hier_join = 400e-6;
     m.rhd_scale = 1.5;
     m.rhd_join = 100e-6;
     s.configure(4, 128 << 10, m, &l);
-    EXPECT_NEAR(s.cost(Algo::hierarchical, 4 << 20), 1.2 * hier, 1e-12);
+    EXPECT_NEAR(s.cost(Algo::hierarchical, 4 << 20), 1.2 * hier + 2 * 400e-6, 1e-12);
+    EXPECT_NEAR(s.cost_reduce_scatter(true, 1 << 20), 1.2 * rs + 400e-6, 1e-12);
+    EXPECT_NEAR(s.cost_allgather(true, 1 << 20), 1.2 * ag + 400e-6, 1e-12);
     EXPECT_NEAR(s.cost(Algo::rhd, 4 << 20), 1.5 * rhd + 3 * 100e-6, 1e-12);
-    EXPECT_NEAR(s.cost_reduce_scatter(true, 1 << 20), 1.2 * rs, 1e-12);
-    EXPECT_NEAR(s.cost_allgather(true, 1 << 20), 1.2 * ag, 1e-12);
     // The untimed algorithms keep the link model's price.
     EXPECT_NEAR(s.cost(Algo::ring, 4 << 20), ring, 1e-15);
     EXPECT_NEAR(s.cost(Algo::tree, 4 << 20), tree, 1e-15);
@@ -205,16 +184,16 @@ TEST(Selector, TimedRivalsArePricedByTheirFit) {
     m.rhd_scale = 1.3;
     s.configure(4, 128 << 10, m, &l);
     EXPECT_EQ(s.choose(16 << 20), Algo::hierarchical);
-    // rhd's joins are counted only where they are timed (hierarchical has boundaries).
-    const HostLayout five = make_host_layout(std::vector<int>{0, 0, 0, 1, 1, 1});
-    s.configure(6, 128 << 10, m, &five);
+    // Where the rank count is no power of two, rhd's fold and hand-back add two changes.
+    const HostLayout six = make_host_layout(hosts_of(2, 3));
+    s.configure(6, 128 << 10, m, &six);
     EXPECT_EQ(s.rhd_joins(), 2 * 2 + 2 - 1);
-    const HostLayout rails = make_host_layout(hosts_of(4, 1));
-    s.configure(4, 128 << 10, m, &rails);
-    EXPECT_EQ(s.rhd_joins(), 0);
-    const HostLayout one = make_host_layout(hosts_of(1, 4));
-    s.configure(4, 128 << 10, m, &one);
-    EXPECT_EQ(s.rhd_joins(), 0);
+    // Rails alone (one rank per host) and one host: no phase boundary, nothing timed.
+    for (const HostLayout &untimed : {make_host_layout(hosts_of(4, 1)), make_host_layout(hosts_of(1, 4))}) {
+        s.configure(4, 128 << 10, m, &untimed);
+        EXPECT_EQ(s.hierarchical_joins(), 0);
+        EXPECT_EQ(s.rhd_joins(), 0);
+    }
 }
 
 TEST(Selector, HierarchicalNeverChosenWhereItDoesNotApply) {
