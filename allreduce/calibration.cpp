@@ -129,6 +129,9 @@ ibex_status_t fit_rivals(ibex_comm *c, CostModel *model) {
     model->hier_join = hier.join;
     model->rhd_scale = rhd.scale;
     model->rhd_join = rhd.join;
+    // As the probes' buffers: an 8 MiB allreduce's scratch is not kept for a communicator
+    // that may only ever run small ones.
+    comm_release_scratch(c);
     return IBEX_OK;
 }
 
