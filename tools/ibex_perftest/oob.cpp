@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <netdb.h>
+#include <poll.h>
 #include <unistd.h>
 #include <vector>
 
@@ -176,10 +177,36 @@ bool Oob::send_all(const void *buf, size_t len, std::string *err) {
 }
 
 bool Oob::recv_all(void *buf, size_t len, int timeout_ms, std::string *err) {
+    if (while_waiting_) return recv_all_driving(buf, len, timeout_ms, err);
     bs::SocketFailure why;
     if (bs::recv_all(fd_, buf, len, deadline_after(timeout_ms), &why)) return true;
     *err = transfer_error(why, "out-of-band receive from the peer", timeout_ms);
     return false;
+}
+
+bool Oob::recv_all_driving(void *buf, size_t len, int timeout_ms, std::string *err) {
+    constexpr int kSliceMs = 1;
+    const bs::Deadline deadline = deadline_after(timeout_ms);
+    auto *p = static_cast<char *>(buf);
+    size_t got = 0;
+    for (;;) {
+        bs::SocketFailure why;
+        const ssize_t n = bs::recv_available(fd_, p + got, len - got, &why);
+        if (n < 0) {
+            *err = transfer_error(why, "out-of-band receive from the peer", timeout_ms);
+            return false;
+        }
+        got += static_cast<size_t>(n);
+        if (got == len) return true;
+        while_waiting_();
+        if (bs::Clock::now() >= deadline) {
+            why.timed_out = true;
+            *err = transfer_error(why, "out-of-band receive from the peer", timeout_ms);
+            return false;
+        }
+        pollfd pfd{fd_, POLLIN, 0};
+        ::poll(&pfd, 1, timeout_ms < 0 ? kSliceMs : std::min(kSliceMs, bs::ms_left(deadline)));
+    }
 }
 
 bool Oob::send_msg(const std::string &msg, std::string *err) {

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -122,10 +123,19 @@ public:
 
     int fd() const { return fd_; }
 
+    // Called about every millisecond while a receive waits for the peer (and so while every
+    // exchange built on it does). A tool whose engine runs only inside ibex calls
+    // (IBEX_PROGRESS_THREAD=0) drives it from here: the peer may still wait for an ACK
+    // that this side's engine owes it. Empty: receives block in the kernel.
+    void set_while_waiting(std::function<void()> f) { while_waiting_ = std::move(f); }
+
 private:
+    bool recv_all_driving(void *buf, size_t len, int timeout_ms, std::string *err);
+
     int listen_fd_ = -1;
     int fd_ = -1;
     std::string partial_;
+    std::function<void()> while_waiting_;
 };
 
 } // namespace ibex::perftest

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <unistd.h>
 
+#include "runtime/base/config.h"
+
 namespace ibex::perftest {
 
 namespace {
@@ -127,6 +129,12 @@ bool Session::setup(const ResourceSpec &spec_in, size_t remote_offset, uint32_t 
     spec.ibex_alloc = o_.ibex_alloc;
     // The device first: a bad -d fails at once, before any waiting.
     if (!res.open(o_.device, spec, err)) return false;
+    // An engine without a progress thread moves only when this process calls ibex, also
+    // while it meets the peer over TCP (between sizes, at the end). With a thread, the
+    // tool keeps out of its way: its calls would count as the application polling and
+    // send the thread to sleep.
+    if (!ibex::config::get_bool("IBEX_PROGRESS_THREAD", true))
+        oob.set_while_waiting([ctx = res.ctx] { ibex_progress(ctx); });
 
     if (o_.is_server()) {
         if (!oob.listen(o_.port, err)) return false;

@@ -332,6 +332,26 @@ TEST(PerftestTools, NumaBindingIsReported) {
     EXPECT_NE(c2.out.find(" NUMA binding    : off (--disable_numa)"), std::string::npos) << c2.out;
 }
 
+// With no progress thread (IBEX_PROGRESS_THREAD=0) an engine runs only inside ibex
+// calls. The tools then drive their own while they wait for the peer over TCP: a client
+// that had stopped calling ibex once it had the last pong never sent the ACK it owed for
+// it (delayed, to cover several messages), and the server's last WRITE failed with
+// RETRY_EXC_ERR about half the time. A long ACK delay makes the owed ACK certain.
+TEST(PerftestTools, AppDrivenEnginesFinishCleanly) {
+    setenv("IBEX_PROGRESS_THREAD", "0", 1);
+    setenv("IBEX_ACK_DELAY_US", "10000", 1);
+    for (int round = 0; round < 3; ++round) {
+        for (const char *name : {"ibex_write_lat", "ibex_send_lat", "ibex_write_bw"}) {
+            SCOPED_TRACE(std::string(name) + " round " + std::to_string(round));
+            auto [server, client] = run_pair(name, {"-n", "5", "-s", "2"}, 60);
+            EXPECT_EQ(client.status, 0) << client.err;
+            EXPECT_EQ(server.status, 0) << server.err;
+        }
+    }
+    unsetenv("IBEX_PROGRESS_THREAD");
+    unsetenv("IBEX_ACK_DELAY_US");
+}
+
 TEST(PerftestTools, CongestionControlLinesAfterTheTable) {
     // With DCQCN on (the children inherit IBEX_DCQCN), both sides say so after the table,
     // with the CNP counters and each QP's final rate, and the JSON carries the same.
