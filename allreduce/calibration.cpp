@@ -56,10 +56,8 @@ ibex_status_t probe_once(ibex_comm *c, bool between_hosts, ProbeSize size, doubl
 ibex_status_t probe_link(ibex_comm *c, bool between_hosts, ProbeSize size, double *alpha, double *beta) {
     double a[kProbeRounds], b[kProbeRounds];
     for (int k = 0; k < kProbeRounds; ++k) IBEX_TRY(probe_once(c, between_hosts, size, &a[k], &b[k]));
-    std::sort(a, a + kProbeRounds);
-    std::sort(b, b + kProbeRounds);
-    *alpha = a[kProbeRounds / 2];
-    *beta = b[kProbeRounds / 2];
+    *alpha = median(a);
+    *beta = median(b);
     return IBEX_OK;
 }
 
@@ -93,8 +91,7 @@ ibex_status_t time_allreduce(ibex_comm *c, Algo algo, size_t bytes, double *seco
     c->caches.forget(send.data(), bytes);
     c->caches.forget(recv.data(), bytes);
     IBEX_TRY(st);
-    std::sort(t, t + kTimedRuns);
-    *seconds = t[kTimedRuns / 2];
+    *seconds = median(t);
     return IBEX_OK;
 }
 
@@ -117,8 +114,7 @@ ibex_status_t fit_rivals(ibex_comm *c, CostModel *model) {
     auto median_of = [&](size_t field) {
         std::vector<double> v;
         for (size_t i = field; i < all.size(); i += 4) v.push_back(all[i]);
-        std::sort(v.begin(), v.end());
-        return v[v.size() / 2];
+        return median(v);
     };
     auto fit = [&](size_t r, int joins) {
         return fit_timed(median_of(2 * r), s.cost(kRivals[r], model->small_bytes), median_of(2 * r + 1),

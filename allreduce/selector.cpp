@@ -250,8 +250,7 @@ void probe_result(bool leads, int pings, size_t bulk, const std::vector<uint64_t
     // probe gave alpha 891 us and beta 1.44 ns/B where the rail phase moved 3.8-4.8).
     std::vector<double> trips;
     for (int k = 1; k < pings; ++k) trips.push_back(pong_at(k) - pong_at(k - 1));
-    std::nth_element(trips.begin(), trips.begin() + static_cast<long>(trips.size() / 2), trips.end());
-    const double rtt = trips[trips.size() / 2] * 1e-9;
+    const double rtt = median(trips) * 1e-9;
     *alpha = rtt / 2;
     // The exchange ends with the last of its steps (the partner's answer, or this side's own
     // receive, whichever came later).
@@ -279,6 +278,13 @@ double measure_gamma(void *buf, size_t bytes) {
     return best / static_cast<double>(bytes);
 }
 
+double median(std::span<double> v) {
+    if (v.empty()) return 0;
+    const auto mid = v.begin() + static_cast<long>(v.size() / 2);
+    std::nth_element(v.begin(), mid, v.end());
+    return *mid;
+}
+
 CostModel combine(const std::vector<double> &per_rank) {
     CostModel m;
     double *field[kModelFields] = {&m.alpha,       &m.beta,     &m.gamma,     &m.alpha_local,
@@ -288,8 +294,7 @@ CostModel combine(const std::vector<double> &per_rank) {
         for (size_t i = f; i < per_rank.size(); i += kModelFields)
             if (per_rank[i] > 0) v.push_back(per_rank[i]);
         if (v.empty()) continue;
-        std::sort(v.begin(), v.end());
-        *field[f] = v[v.size() / 2];
+        *field[f] = median(v);
         m.measured = true;
     }
     return m;

@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "allreduce/algorithms/algorithms.h"
@@ -128,6 +129,9 @@ void probe_result(bool leads, int pings, size_t bulk, const std::vector<uint64_t
                   double *beta);
 // Seconds per byte of reduce_into() on f32 sums over buf (needs 3 * bytes).
 double measure_gamma(void *buf, size_t bytes);
+// The median of v (the upper one of an even count), reordering v; 0 when v is empty. The
+// calibration's every "median of runs" and "median over ranks".
+double median(std::span<double> v);
 // Every rank's measurements, kModelFields per rank: alpha, beta (between hosts), gamma,
 // alpha_local, beta_local, then beta, gamma and beta_local for big collectives (0: not
 // measured by that rank). The model takes the medians of the measured values; the sizes

@@ -238,6 +238,17 @@ TEST(Selector, Names) {
     EXPECT_FALSE(parse_algo("", &a));
 }
 
+TEST(Selector, MedianIsTheMiddleValueOrTheUpperOfTwo) {
+    std::vector<double> odd{5, 1, 9, 3, 7};
+    EXPECT_EQ(median(odd), 5);
+    std::vector<double> even{4, 1, 3, 2};
+    EXPECT_EQ(median(even), 3);
+    std::vector<double> one{2.5};
+    EXPECT_EQ(median(one), 2.5);
+    std::vector<double> none;
+    EXPECT_EQ(median(none), 0);
+}
+
 TEST(Selector, CombineTakesMediansOfMeasuredValues) {
     // Ranks 1 and 3 did not measure alpha/beta (they did not lead a probe pair); nobody
     // measured a link inside a host.
