@@ -2,7 +2,7 @@
 # Packs what scripts/gpu-check.sh needs into one folder that can travel to a bare CUDA host
 # (no apt, no network) beside a copy of the source tree:
 #   <out>/build   the CUDA test, tool and bench binaries (stripped), libibex and the NCCL net
-#                 plugin at their build-tree paths, and every CTestTestfile.cmake, so that
+#                 plugin at their build-tree paths, and every ctest file, so that
 #                 `ctest -L cuda` runs unchanged once <out>/build is reachable at the
 #                 absolute path this build was configured in (the test files name it);
 #   <out>/lib     the non-glibc shared libraries those binaries load (DPDK, hwloc, ...);
@@ -23,6 +23,7 @@ binaries=(
     tests/allreduce/cuda/test_cuda_elementwise_host
     tests/allreduce/cuda/test_coll_simulated_gpu
     tests/transport/soft/staging/test_soft_staging
+    tests/transport/shm/test_shm_gpu
     tests/plugins/nccl-net/test_nccl_net_plugin
     tools/ibex_allreduce_perf/ibex_allreduce_perf
     tools/ibex_write_bw/ibex_write_bw
@@ -31,8 +32,8 @@ binaries=(
     bench/cuda_reduce/ibex_bench_cuda_reduce
     plugins/nccl-net/libnccl-net-ibex.so
 )
-# Optional extras (present in newer trees): copied when built.
-extras=(tests/transport/shm/test_shm_cuda)
+# Optional extras: copied when built.
+extras=()
 rm -rf "$OUT"
 mkdir -p "$OUT/build" "$OUT/lib" "$OUT/prefix/include/ibex" "$OUT/prefix/lib"
 copy_stripped() {
@@ -45,7 +46,8 @@ lib=$(readlink -f "$BUILD/libibex.so")
 strip --strip-unneeded -o "$OUT/build/$(basename "$lib")" "$lib"
 for l in libibex.so libibex.so.0; do ln -sfn "$(basename "$lib")" "$OUT/build/$l"; done
 outabs=$(readlink -f "$OUT")
-(cd "$BUILD" && find . -name CTestTestfile.cmake -print0 | xargs -0 cp --parents -t "$outabs/build")
+# with the test lists that gtest_discover_tests wrote beside them
+(cd "$BUILD" && find . \( -name CTestTestfile.cmake -o -name '*_include.cmake' -o -name '*_tests.cmake' \) -print0 | xargs -0 cp --parents -t "$outabs/build")
 cp runtime/include/ibex/*.h "$OUT/prefix/include/ibex/"
 # the libraries the binaries load, less glibc, libstdc++ and libgcc (the host has newer ones)
 for b in "${binaries[@]}"; do ldd "$BUILD/$b"; done | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |

@@ -16,7 +16,9 @@
 # "gpu-check: no GPU: <why>" and exits 0, so CI can call it on any host.
 # --probe: only say whether there is a GPU ("gpu-check: no GPU: <why>" or
 # "gpu-check: GPU present") and exit 0.
-# GPU_CHECK_PARTS picks what runs (default: "tests kernels perftest allreduce gloo nccl").
+#   - ibex_write_bw -d shm between two processes on GPU memory (CUDA IPC) against a
+#     device-to-device copy of the same size (64 KiB to 256 MiB);
+# GPU_CHECK_PARTS picks what runs (default: "tests kernels perftest shmipc allreduce gloo nccl").
 # Exit status: 0 passed (or no GPU), 1 a test or a benchmark failed or found wrong
 # results, 2 the build is missing or a bad argument.
 set -uo pipefail
@@ -53,7 +55,7 @@ if [[ $probe_only -eq 1 ]]; then
     exit 0
 fi
 
-PARTS=" ${GPU_CHECK_PARTS:-tests kernels perftest allreduce gloo nccl} "
+PARTS=" ${GPU_CHECK_PARTS:-tests kernels perftest shmipc allreduce gloo nccl} "
 part() { [[ $PARTS == *" $1 "* ]]; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -136,6 +138,30 @@ for tool in ibex_write_bw ibex_read_bw ibex_send_bw; do
         note "$msg"
     done
 done
+
+# ---- shm between two processes on GPU memory (CUDA IPC: one device-to-device copy per
+# WRITE) against a device-to-device cudaMemcpy of the same size in one process, the limit
+if part shmipc; then
+    echo "== ibex_write_bw -d shm --use_cuda=0 against a device-to-device copy"
+    sizes="65536 1048576 16777216 268435456"
+    if [[ -x $bench ]] && "$bench" --benchmark_filter='^copy_d2d/' --benchmark_format=csv --benchmark_repetitions="$REPEAT" \
+        --benchmark_report_aggregates_only=true >"$work/d2d.csv" 2>"$work/d2d.err"; then
+        :
+    else
+        cat "$work/d2d.err" 2>/dev/null
+        note "shm GPU: the device copy limit could not be measured"
+        failed=1
+    fi
+    for size in $sizes; do
+        # copy_d2d counts bytes read plus written: the payload rate is half, in Gb/s
+        limit=$(awk -F, -v s="copy_d2d/$size/" 'index($1, s) && $1 ~ /_median"?$/ {printf "%.4g", $6 * 8 / 2 / 1e9}' "$work/d2d.csv")
+        read -r gm gs <<<"$(for _ in $(seq "$REPEAT"); do bw_run ibex_write_bw "$size" -d shm --use_cuda=0; done | median)"
+        [[ $gm == - ]] && failed=1
+        msg="shm GPU->GPU WRITE -s $size: $gm Gb/s (spread $gs), device copy ${limit:--} Gb/s, ratio $(ratio "$gm" "${limit:--}") (target >= 0.8 from 16 MiB)"
+        echo "  $msg"
+        note "$msg"
+    done
+fi
 
 # ---- allreduce_perf: GPU buffers against host buffers
 # The ranks share this host: over shm by default (IBEX_SHM=1), and over the network

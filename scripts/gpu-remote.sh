@@ -24,7 +24,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 
 py_pid=
 if [[ ${GPU_REMOTE_PY:-1} != 0 ]]; then
-    (cd python && IBEX_PREFIX=$bundle/prefix timeout 400 python3 setup.py build_ext --inplace --parallel 8) \
+    (cd python && IBEX_PREFIX=$bundle/prefix timeout 400 python3 setup.py build_ext --inplace) \
         >"$logs/pybuild.log" 2>&1 &
     py_pid=$!
 fi

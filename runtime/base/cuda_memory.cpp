@@ -51,6 +51,7 @@ struct State {
     // Driver API entry points, reached through the runtime so no -lcuda is needed.
     CUresult (*get_handle)(void *, CUdeviceptr, size_t, CUmemRangeHandleType, unsigned long long) = nullptr;
     CUresult (*device_attribute)(int *, CUdevice_attribute, CUdevice) = nullptr;
+    CUresult (*address_range)(CUdeviceptr *, size_t *, CUdeviceptr) = nullptr;
 };
 
 State &state() {
@@ -74,6 +75,10 @@ State &state() {
         if (cudaGetDriverEntryPointByVersion("cuDeviceGetAttribute", &fn, 12000, cudaEnableDefault, &q) == cudaSuccess &&
             q == cudaDriverEntryPointSuccess)
             s.device_attribute = reinterpret_cast<decltype(s.device_attribute)>(fn);
+        fn = nullptr;
+        if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+            q == cudaDriverEntryPointSuccess)
+            s.address_range = reinterpret_cast<decltype(s.address_range)>(fn);
         cudaGetLastError();
     });
     return s;
@@ -154,6 +159,54 @@ ibex_status_t export_dmabuf(uint64_t base, uint64_t size, int *fd) {
                     static_cast<unsigned long long>(size), static_cast<int>(r));
     *fd = handle;
     return IBEX_OK;
+}
+
+static ibex_status_t hw_ipc_export(const void *p, IpcExport *out) {
+    State &s = state();
+    if (!s.ok) return fail(IBEX_ERR_NOT_SUPPORTED, "CUDA IPC: %s", unavailable_reason());
+    if (!s.address_range) return fail(IBEX_ERR_NOT_SUPPORTED, "CUDA IPC: cuMemGetAddressRange unavailable");
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    if (const CUresult r = s.address_range(&base, &size, reinterpret_cast<CUdeviceptr>(p)); r != CUDA_SUCCESS)
+        return fail(IBEX_ERR_INVALID_ARGUMENT, "CUDA IPC: %p is not in a device allocation (CUresult %d)", p, static_cast<int>(r));
+    const int device = hw_pointer_device(p);
+    DeviceGuard g(device < 0 ? 0 : device);
+    cudaIpcMemHandle_t h;
+    if (const cudaError_t e = cudaIpcGetMemHandle(&h, reinterpret_cast<void *>(base)); e != cudaSuccess) {
+        cudaGetLastError();
+        return fail(IBEX_ERR_NOT_SUPPORTED, "CUDA IPC: cudaIpcGetMemHandle(%p) failed: %s (cuMem and managed allocations cannot be exported this way)",
+                    reinterpret_cast<void *>(base), cudaGetErrorString(e));
+    }
+    static_assert(sizeof h == sizeof out->handle);
+    std::memcpy(out->handle, &h, sizeof h);
+    out->base = base;
+    out->size = size;
+    out->device = device;
+    return IBEX_OK;
+}
+
+static ibex_status_t hw_ipc_open(const IpcExport &e, void **out) {
+    State &s = state();
+    if (!s.ok) return fail(IBEX_ERR_NOT_SUPPORTED, "CUDA IPC: %s", unavailable_reason());
+    if (e.device < 0 || e.device >= s.devices)
+        return fail(IBEX_ERR_REMOTE, "CUDA IPC: the exporter's GPU %d is not visible here", e.device);
+    cudaIpcMemHandle_t h;
+    std::memcpy(&h, e.handle, sizeof h);
+    DeviceGuard g(e.device);
+    void *p = nullptr;
+    if (const cudaError_t err = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess); err != cudaSuccess) {
+        cudaGetLastError();
+        return fail(IBEX_ERR_REMOTE,
+                    "CUDA IPC: cannot map the peer's GPU allocation of %llu bytes on GPU %d: %s (a stale handle: freed, or "
+                    "its process exited; or a handle of this process, or of a GPU without peer access)",
+                    static_cast<unsigned long long>(e.size), e.device, cudaGetErrorString(err));
+    }
+    *out = p;
+    return IBEX_OK;
+}
+
+static void hw_ipc_close(void *p) {
+    if (p && cudaIpcCloseMemHandle(p) != cudaSuccess) cudaGetLastError();
 }
 
 static void *hw_alloc_pinned(size_t bytes) {
@@ -284,6 +337,13 @@ bool dmabuf_supported(int) { return false; }
 ibex_status_t export_dmabuf(uint64_t, uint64_t, int *) {
     return fail(IBEX_ERR_NOT_SUPPORTED, "dma-buf export: %s", unavailable_reason());
 }
+static ibex_status_t hw_ipc_export(const void *, IpcExport *) {
+    return fail(IBEX_ERR_NOT_SUPPORTED, "CUDA IPC: %s", unavailable_reason());
+}
+static ibex_status_t hw_ipc_open(const IpcExport &, void **) {
+    return fail(IBEX_ERR_NOT_SUPPORTED, "CUDA IPC: %s", unavailable_reason());
+}
+static void hw_ipc_close(void *) {}
 static void *hw_alloc_pinned(size_t) {
     fail(IBEX_ERR_NOT_SUPPORTED, "pinned memory: %s", unavailable_reason());
     return nullptr;
@@ -314,6 +374,16 @@ int pointer_device(const void *p) {
     if (simulated::any() && simulated::backing(p)) return 0;
     return hw_pointer_device(p);
 }
+
+ibex_status_t ipc_export(const void *p, IpcExport *out) {
+    if (simulated::any() && simulated::backing(p))
+        return fail(IBEX_ERR_NOT_SUPPORTED, "CUDA IPC: %p is simulated GPU memory, which no other process can map", p);
+    return hw_ipc_export(p, out);
+}
+
+ibex_status_t ipc_open(const IpcExport &e, void **out) { return hw_ipc_open(e, out); }
+
+void ipc_close(void *mapped) { hw_ipc_close(mapped); }
 
 // Without a GPU, staging for simulated ranges takes plain host memory; available() is
 // decided once per process, so free_pinned() takes the same branch as alloc_pinned().

@@ -40,6 +40,23 @@ bool dmabuf_supported(int device);
 // A dma-buf fd for [base, base+size) (both host-page aligned). The caller closes it.
 ibex_status_t export_dmabuf(uint64_t base, uint64_t size, int *fd);
 
+// CUDA IPC: what another process of this host needs to map a device allocation of ours
+// (cudaIpcGetMemHandle's 64 bytes), and where that allocation lies here.
+struct IpcExport {
+    uint8_t handle[64];
+    uint64_t base = 0; // the allocation holding the exported pointer
+    uint64_t size = 0;
+    int device = -1;
+};
+// Exports the device allocation holding p. NOT_SUPPORTED for host memory, for memory that
+// CUDA IPC cannot export (cuMem allocations) and for simulated ranges, with the reason.
+ibex_status_t ipc_export(const void *p, IpcExport *out);
+// Maps an allocation another process exported, on its GPU; the detail says why not
+// (a stale handle: the allocation was freed or its process died; this process's own
+// allocation; a GPU without peer access to the exporter's).
+ibex_status_t ipc_open(const IpcExport &e, void **out);
+void ipc_close(void *mapped);
+
 // Page-locked host memory for staging (nullptr on failure, detail recorded).
 void *alloc_pinned(size_t bytes);
 void free_pinned(void *p);

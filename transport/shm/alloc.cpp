@@ -134,6 +134,7 @@ void close_fd_socket(ShmContext &ctx) {
 
 bool shared_alloc_of(ShmQp &qp, const void *p, size_t len, uint64_t *id, uint64_t *off) {
     ShmContext &ctx = *qp.ctx;
+    if (ctx.device_mrs && gpu_export_of(ctx, p, len, id, off)) return true;
     uintptr_t base = 0;
     const Alloc *a = ctx.allocs.empty() || ctx.sock < 0 ? nullptr : alloc_holding(ctx, reinterpret_cast<uintptr_t>(p), len, &base);
     if (!a) return false;
@@ -147,6 +148,7 @@ bool shared_alloc_of(ShmQp &qp, const void *p, size_t len, uint64_t *id, uint64_
 }
 
 uint8_t *peer_mapping(ShmQp &qp, uint64_t id, uint64_t off, uint64_t len) {
+    if (id & kGpuAlloc) return gpu_peer_mapping(qp, id, off, len);
     ShmContext &ctx = *qp.ctx;
     const auto key = std::make_pair(ctx_key(qp.peer_pid, qp.peer_ctx_id), id);
     if (ctx.last_map.base && key == ctx.last_map_key)
@@ -202,6 +204,11 @@ void publish_mr(ShmContext &ctx, const ibex_mr &mr) {
     const uint32_t index = mr.rkey >> 8;
     uintptr_t base = 0;
     const Alloc *a = alloc_holding(ctx, reinterpret_cast<uintptr_t>(mr.addr), mr.length, &base);
+    uint64_t gpu_alloc = 0, gpu_off = 0;
+    if (ctx.device_mrs && cuda::is_device_pointer(mr.addr)) {
+        export_gpu(ctx, mr, &gpu_alloc, &gpu_off);
+        a = nullptr;
+    }
     if (index >= kPublishedMrs) return;
     if (ctx.sock < 0) a = nullptr;
     if (a)
@@ -212,8 +219,9 @@ void publish_mr(ShmContext &ctx, const ibex_mr &mr) {
     p.access.store(mr.access, std::memory_order_relaxed);
     p.addr.store(reinterpret_cast<uintptr_t>(mr.addr), std::memory_order_relaxed);
     p.len.store(mr.length, std::memory_order_relaxed);
-    p.alloc.store(a ? a->id : 0, std::memory_order_relaxed); // 0: not in an allocation (cma only)
-    p.alloc_off.store(a ? reinterpret_cast<uintptr_t>(mr.addr) - base : 0, std::memory_order_relaxed);
+    // 0: not in an allocation (cma only)
+    p.alloc.store(gpu_alloc ? gpu_alloc : a ? a->id : 0, std::memory_order_relaxed);
+    p.alloc_off.store(gpu_alloc ? gpu_off : a ? reinterpret_cast<uintptr_t>(mr.addr) - base : 0, std::memory_order_relaxed);
     p.seq.fetch_add(1, std::memory_order_release);
 }
 
@@ -268,7 +276,7 @@ void count_map(ShmQp &qp, uint64_t bytes) {
 
 } // namespace
 
-bool direct_copy(ShmQp &qp, const SendWqe &w, bool place_only) {
+bool direct_copy(ShmQp &qp, const SendWqe &w, bool place_only, cuda::CopyFence *fence) {
     const bool write = w.opcode == (place_only ? IBEX_WR_RDMA_WRITE_WITH_IMM : IBEX_WR_RDMA_WRITE);
     if ((!write && (place_only || w.opcode != IBEX_WR_RDMA_READ)) || !w.local.total || qp.send_mode == Copy::kRing ||
         qp.forced == static_cast<uint32_t>(Copy::kRing) || (place_only && qp.forced == static_cast<uint32_t>(Copy::kCma)))
@@ -279,11 +287,29 @@ bool direct_copy(ShmQp &qp, const SendWqe &w, bool place_only) {
         return false;
     iovec iov[kMaxSge];
     const int n = w.local.gather(0, w.local.total, iov);
+    bool gpu = alloc & kGpuAlloc;
+    for (int i = 0; !gpu && qp.ctx->device_mrs && i < n; ++i) gpu = is_gpu(*qp.ctx, iov[i].iov_base);
     uint8_t *remote =
-        alloc && qp.forced != static_cast<uint32_t>(Copy::kCma) ? peer_mapping(qp, alloc, off, w.local.total) : nullptr;
+        alloc && (gpu || qp.forced != static_cast<uint32_t>(Copy::kCma)) ? peer_mapping(qp, alloc, off, w.local.total) : nullptr;
+    if (remote && gpu) {
+        // One cudaMemcpyAsync per SGE on the GPU's stream; fenced once, after the last.
+        for (int i = 0; i < n; ++i) {
+            void *dst = write ? static_cast<void *>(remote) : iov[i].iov_base;
+            const void *src = write ? static_cast<const void *>(iov[i].iov_base) : remote;
+            const bool last = i + 1 == n;
+            if (copy_gpu(dst, src, iov[i].iov_len, last && fence && !place_only ? fence : nullptr) != IBEX_OK) {
+                IBEX_LOG(warn, "shm: GPU copy of a %s failed: %s", write ? "WRITE" : "READ", ibex_last_error());
+                return false;
+            }
+            remote += iov[i].iov_len;
+        }
+        count_map(qp, w.local.total);
+        return true;
+    }
     if (!remote) {
-        // Other memory: one process_vm_* call of ours, when this process may reach the peer.
-        if (place_only || qp.serve_mode != Copy::kCma) return false;
+        // Other memory: one process_vm_* call of ours, when this process may reach the peer
+        // (never GPU memory: the target copies that through a bounce buffer).
+        if (place_only || gpu || qp.serve_mode != Copy::kCma) return false;
         iovec rem{reinterpret_cast<void *>(static_cast<uintptr_t>(w.remote_addr)), w.local.total};
         if (!cma_all(write, qp.peer_pid, iov, static_cast<unsigned long>(n), &rem, 1, w.local.total)) return false;
         ++qp.ctx->copies.cma_ops;
@@ -304,7 +330,7 @@ bool direct_copy(ShmQp &qp, const SendWqe &w, bool place_only) {
 
 bool write_in_place(ShmQp &qp, const ibex_send_wr_t &wr) {
     if (wr.opcode != IBEX_WR_RDMA_WRITE || wr.num_sge != 1 || !wr.sg_list || (wr.send_flags & IBEX_SEND_INLINE) ||
-        qp.state != IBEX_QPS_RTS || !qp.sq.empty() || qp.rnr_until || !qp.peer ||
+        qp.state != IBEX_QPS_RTS || !qp.sq.empty() || !qp.gpu_pending.empty() || qp.rnr_until || !qp.peer ||
         (qp.forced && qp.forced != static_cast<uint32_t>(Copy::kMap)))
         return false;
     if (!qp.peer->ready.load(std::memory_order_acquire) || qp.peer->closed.load(std::memory_order_relaxed) ||
@@ -316,7 +342,7 @@ bool write_in_place(ShmQp &qp, const ibex_send_wr_t &wr) {
     LaneTarget lane;
     if (!src || !peer_allows(qp, wr.wr.rdma.rkey, wr.wr.rdma.remote_addr, sge.length, IBEX_ACCESS_REMOTE_WRITE, &alloc, &off,
                              &lane) ||
-        !alloc)
+        !alloc || (alloc & kGpuAlloc) || is_gpu(*qp.ctx, src))
         return false;
     uint8_t *dst = peer_mapping(qp, alloc, off, sge.length);
     if (!dst) return false;

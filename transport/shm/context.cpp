@@ -141,7 +141,7 @@ bool progress_once(ShmContext &ctx, uint64_t now) {
     for (ShmQp *qp : ctx.qps) {
         did |= serve_requests(*qp);
         did |= requester_progress(*qp, now);
-        quiet = quiet && qp->sq.empty() && !qp->in_send &&
+        quiet = quiet && qp->sq.empty() && qp->gpu_pending.empty() && !qp->in_send &&
                 (!qp->self || (!qp->self->req.peek() && !qp->self->resp.peek()));
     }
     ctx.quiet_bell.store(!did && quiet ? bell : ShmContext::kNotQuiet, std::memory_order_release);

@@ -55,7 +55,10 @@ void retry_offers(ShmContext &ctx);
 // request goes the usual way, and the target answers it, errors included. place_only: a
 // WRITE with immediate whose payload goes straight into the peer's mapping (`map` only),
 // leaving the immediate, the receive and the completion to a request that follows.
-bool direct_copy(ShmQp &qp, const SendWqe &w, bool place_only = false);
+// GPU memory on either side moves by one cudaMemcpyAsync: with `fence` given (a plain
+// WRITE or READ) it is queued and fenced, and the caller completes the WR when the fence
+// is done; without it the copy is waited for.
+bool direct_copy(ShmQp &qp, const SendWqe &w, bool place_only = false, cuda::CopyFence *fence = nullptr);
 // The latency path: a lone WRITE from one SGE into the peer's mapped allocation, with
 // nothing queued before it, copied and completed in the post without a WQE. False, with
 // nothing done, for anything else: the general path then posts it (and reports errors).
@@ -75,6 +78,26 @@ uint8_t *peer_mapping(ShmQp &qp, uint64_t id, uint64_t off, uint64_t len);
 // How many peer allocations this context has mapped, once the fds waiting on its socket
 // are taken (tests); false when `c` is not shm.
 bool mapped_peer_allocs(ibex_context *c, size_t *out);
+
+// ---- gpu.cpp
+// p is GPU memory (only asked when this context registered some).
+bool is_gpu(const ShmContext &ctx, const void *p);
+// Exports the GPU allocation holding mr (once per allocation) and says how its MR is
+// published: alloc = kGpuAlloc | export id and the offset in the allocation (0, 0: not
+// exported).
+void export_gpu(ShmContext &ctx, const ibex_mr &mr, uint64_t *alloc, uint64_t *off);
+// Initiator: the export holding [p, p + len), for the target to map (kGpuAlloc | id).
+bool gpu_export_of(const ShmContext &ctx, const void *p, size_t len, uint64_t *id, uint64_t *off);
+// Where [off, off + len) of the peer's export `id` lies here (a device pointer), mapping it
+// on first use; nullptr when it cannot be mapped.
+uint8_t *gpu_peer_mapping(ShmQp &qp, uint64_t id, uint64_t off, uint64_t len);
+// Closes the peer's GPU mappings when no other QP of this context reaches that peer.
+void forget_gpu_peer(ShmQp &qp);
+// One copy where either side may be GPU memory; fenced in *fence when given, else waited.
+ibex_status_t copy_gpu(void *dst, const void *src, size_t n, cuda::CopyFence *fence = nullptr);
+ibex_status_t copy_iovs_gpu(iovec *dst, unsigned long nd, const iovec *src, unsigned long ns, size_t len);
+// Waits out the QP's queued GPU copies; completes their WRs flushed when asked.
+void flush_gpu_pending(ShmQp &qp, bool complete_flushed);
 
 // ---- copy.cpp
 // IBEX_SHM_COPY (map|cma|ring), 0 when unset; logs a bad value once.

@@ -35,6 +35,20 @@ struct PublishedMr {
     std::atomic<uint64_t> addr, len, alloc, alloc_off;
 };
 
+// A GPU allocation its owner exported (CUDA IPC), so a peer can map it and copy into or
+// out of it on the GPU. An MR in it is published with alloc = kGpuAlloc | id. A seqlock as
+// PublishedMr; id 0: a free entry.
+inline constexpr uint32_t kGpuExports = 64;
+inline constexpr uint64_t kGpuAlloc = 1ull << 63;
+struct GpuExportEntry {
+    std::atomic<uint32_t> seq;
+    std::atomic<uint64_t> id;
+    int32_t device;
+    uint32_t has_handle; // 0: only a peer in this same process can reach it (at `base`)
+    uint64_t base, size; // in the owner's address space
+    uint8_t handle[64];  // cudaIpcMemHandle_t
+};
+
 struct alignas(64) CtxShared {
     uint32_t magic;
     uint32_t pid;
@@ -44,6 +58,7 @@ struct alignas(64) CtxShared {
     alignas(64) std::atomic<uint32_t> doorbell; // futex word: bumped by every producer
     std::atomic<uint32_t> sleeping;             // the progress thread waits on doorbell
     PublishedMr mrs[kPublishedMrs];             // by key index (key >> 8)
+    GpuExportEntry gpu_exports[kGpuExports];
 };
 
 struct RemoteSge {
@@ -61,8 +76,9 @@ struct Request {
     uint8_t first;
     uint8_t last;
     uint8_t nsge;
-    uint8_t mapped; // every sge names an allocation the target can map (`map`)
-    uint8_t pad[3];
+    uint8_t mapped; // every sge names an allocation the target can map (`map`, or a GPU export)
+    uint8_t gpu;    // some sge is GPU memory: the target must not touch it with the CPU
+    uint8_t pad[2];
     uint32_t imm;
     uint32_t rkey;
     uint32_t len;         // bytes in this fragment

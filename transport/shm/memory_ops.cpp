@@ -39,6 +39,10 @@ ibex_status_t reg_mr(ibex_pd *pd, void *addr, size_t length, unsigned access, ib
         return fail(IBEX_ERR_NO_MEMORY, "memory region table full");
     }
     mr->lkey = mr->rkey = key;
+    if (cuda::is_device_pointer(addr)) {
+        ++ctx->device_mrs;
+        ctx->device_mr_keys.insert(key);
+    }
     publish_mr(*ctx, *mr);
     ++static_cast<ShmPd *>(pd)->users;
     *out = mr;
@@ -50,6 +54,7 @@ ibex_status_t dereg_mr(ibex_mr *mr) {
     {
         Lock l(ctx->mu);
         withdraw_mr(*ctx, *mr);
+        if (ctx->device_mr_keys.erase(mr->lkey)) --ctx->device_mrs;
         ctx->mrs.remove(mr->lkey);
         for (ShmQp *qp : ctx->qps) qp->lane.close(); // a lane may copy from this MR
         --static_cast<ShmPd *>(mr->pd)->users;

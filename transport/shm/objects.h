@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <set>
@@ -16,6 +17,7 @@
 #include "transport/completion_ring.h"
 #include "transport/provider.h"
 #include "transport/qp_attrs.h"
+#include "transport/shm/gpu_mappings.h"
 #include "transport/shm/in_place_lane.h"
 #include "transport/shm/layout.h"
 #include "transport/shm/segment.h"
@@ -72,6 +74,12 @@ struct PeerMapping {
     size_t size = 0;
 };
 
+// A GPU allocation of this process that its MRs made us export (gpu.cpp), by base.
+struct GpuExport {
+    uint64_t id = 0;
+    uint64_t size = 0;
+};
+
 struct ShmContext : ibex_context {
     std::mutex mu;
     uint32_t id = 0; // per process
@@ -122,6 +130,23 @@ struct ShmContext : ibex_context {
     // live until close_fd_socket, which clears this too.
     std::pair<uint64_t, uint64_t> last_map_key{0, 0};
     PeerMapping last_map{};
+    // ---- GPU memory (gpu.cpp)
+    int device_mrs = 0; // MRs over GPU memory; none: no pointer of ours needs a CUDA lookup
+    std::set<uint32_t> device_mr_keys;
+    std::map<uint64_t, GpuExport> gpu_exports;
+    uint64_t next_gpu_export = 1;
+    GpuMappings gpu_maps;           // peers' exports, by (peer context key, id)
+    std::vector<uint8_t> bounce;    // target side: GPU memory <-> cross-memory attach
+};
+
+// An initiator's copy into or out of a peer's GPU memory, queued on the GPU: its WR
+// completes when the copy does, in order.
+struct GpuPending {
+    uint64_t wr_id;
+    uint32_t len;
+    uint8_t opcode;
+    bool signaled;
+    cuda::CopyFence fence;
 };
 
 struct ShmPd : ibex_pd {
@@ -184,6 +209,7 @@ struct ShmQp : ibex_qp, QpAttrs {
     uint64_t ack_deadline = 0; // ns; 0: nothing outstanding
     uint64_t rnr_until = 0;    // ns: nothing sent before this (RNR back-off)
     uint64_t liveness_at = 0;  // ns: next check that the peer process runs (timeout 0)
+    std::deque<GpuPending> gpu_pending; // popped from the SQ, copy still running
 
     // ---- responder
     Ring<RecvWqe> rq;

@@ -105,7 +105,7 @@ ibex_status_t post_send(ibex_qp *q, ibex_send_wr_t *wr, ibex_send_wr_t **bad) {
         if ((st = post_one(*qp, *wr)) != IBEX_OK) break;
     if (bad) *bad = wr;
     transmit(*qp);
-    if (qp->sq.empty()) {
+    if (qp->sq.empty() && qp->gpu_pending.empty()) {
         // Everything was done in place (`map`: copied and completed here). This touched no
         // ring of ours, so a context that was quiet still is, and the application's next
         // poll skips the progress pass (and the lock) it would otherwise take.

@@ -33,6 +33,8 @@ ibex_status_t new_incarnation(ShmQp &qp) {
 // Back to RESET: both queues emptied without completions, the peer forgotten.
 ibex_status_t reset(ShmQp &qp) {
     qp.state = IBEX_QPS_RESET;
+    flush_gpu_pending(qp, false);
+    forget_gpu_peer(qp);
     while (!qp.sq.empty()) qp.sq.pop();
     while (!qp.rq.empty()) qp.rq.pop();
     qp.tx_wqe = qp.sq.tail();
@@ -104,6 +106,7 @@ void qp_to_error(ShmQp &qp) {
     if (qp.state == IBEX_QPS_ERR) return;
     qp.state = IBEX_QPS_ERR;
     if (qp.self) qp.self->state.store(IBEX_QPS_ERR, std::memory_order_release);
+    flush_gpu_pending(qp, true);
     for (; !qp.sq.empty(); qp.sq.pop()) complete(qp, qp.scq, qp.sq.front().wr_id, IBEX_WC_WR_FLUSH_ERR, IBEX_WC_SEND, 0);
     for (; !qp.rq.empty(); qp.rq.pop()) complete(qp, qp.rcq, qp.rq.front().wr_id, IBEX_WC_WR_FLUSH_ERR, IBEX_WC_RECV, 0);
     qp.tx_wqe = qp.sq.tail();
@@ -146,6 +149,8 @@ ibex_status_t destroy_qp(ibex_qp *q) {
                 break;
             }
         if (qp->self) qp->self->closed.store(1);
+        flush_gpu_pending(*qp, false);
+        forget_gpu_peer(*qp); // after it left ctx->qps: it counts no more as reaching its peer
         CopyStats &c = qp->ctx->copies; // copy_stats counts the live QPs' lanes
         qp->lane.add_to(&c.map_ops, &c.map_bytes, &c.lane_ops);
         --qp->scq->users;

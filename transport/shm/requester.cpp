@@ -6,6 +6,7 @@
 #include <cstring>
 #include <sys/uio.h>
 
+#include "runtime/base/log.h"
 #include "transport/shm/engine.h"
 #include "transport/soft/codec/roce.h"
 
@@ -15,6 +16,9 @@ namespace {
 
 bool is_atomic(uint8_t op) { return op == IBEX_WR_ATOMIC_CMP_AND_SWP || op == IBEX_WR_ATOMIC_FETCH_AND_ADD; }
 bool carries_payload(uint8_t op) { return op <= IBEX_WR_SEND_WITH_IMM; } // WRITE(_IMM), SEND(_IMM)
+
+// How often a progress thread looks at queued GPU copies.
+constexpr uint64_t kGpuPollNs = 2000;
 
 uint64_t timeout_ns(const ShmQp &qp) { return qp.timeout ? uint64_t(4096) << qp.timeout : 0; }
 
@@ -27,6 +31,18 @@ ibex_wc_opcode_t wc_opcode(uint8_t op) {
     case IBEX_WR_ATOMIC_FETCH_AND_ADD: return IBEX_WC_FETCH_ADD;
     default: return IBEX_WC_SEND;
     }
+}
+
+// Host bytes into the WQE's local buffers, which may be GPU memory.
+void scatter_any(ShmQp &qp, const SendWqe &w, uint32_t offset, const uint8_t *src, uint32_t len) {
+    iovec iov[kMaxSge];
+    const int n = w.local.gather(offset, len, iov);
+    bool gpu = false;
+    for (int i = 0; !gpu && qp.ctx->device_mrs && i < n; ++i) gpu = is_gpu(*qp.ctx, iov[i].iov_base);
+    if (!gpu) return w.local.scatter(offset, src, len);
+    const iovec from{const_cast<uint8_t *>(src), len};
+    if (copy_iovs_gpu(iov, static_cast<unsigned long>(n), &from, 1, len) != IBEX_OK)
+        IBEX_LOG(warn, "shm: copy into GPU memory failed: %s", ibex_last_error());
 }
 
 // The oldest WQE fails with `st`; everything behind it is flushed.
@@ -59,11 +75,11 @@ void on_response(ShmQp &qp, const Response &r, uint64_t now) {
     }
     qp.rnr_left = qp.rnr_retry;
     if (w.opcode == IBEX_WR_RDMA_READ && qp.send_mode == Copy::kRing && f.len) {
-        w.local.scatter(f.offset, qp.self->resp_data[r.seq % kSlots], f.len);
+        scatter_any(qp, w, f.offset, qp.self->resp_data[r.seq % kSlots], f.len);
         ++qp.ctx->copies.ring_ops;
         qp.ctx->copies.ring_bytes += f.len;
     } else if (is_atomic(w.opcode)) {
-        w.local.scatter(0, reinterpret_cast<const uint8_t *>(&r.atomic_orig), 8);
+        scatter_any(qp, w, 0, reinterpret_cast<const uint8_t *>(&r.atomic_orig), 8);
     }
     ++qp.una_seq;
     if (!f.last) return;
@@ -98,15 +114,24 @@ bool transmit(ShmQp &qp) {
     bool sent = false, direct = false;
     while (qp.tx_wqe < qp.sq.tail() && qp.next_seq - qp.una_seq < kSlots && qp.peer->req.can_push()) {
         const SendWqe &w = qp.sq.at(qp.tx_wqe);
-        // `map`, nothing before it in flight: the WRITE or READ is one memcpy here, done.
-        if (qp.tx_off == 0 && qp.next_seq == qp.una_seq && direct_copy(qp, w)) {
-            if (w.signaled || qp.sig_all) complete(qp, qp.scq, w.wr_id, IBEX_WC_SUCCESS, wc_opcode(w.opcode), w.local.total);
+        // `map`, nothing before it in flight: the WRITE or READ is one memcpy here, done
+        // (or one copy queued on the GPU, done when it is: gpu_pending).
+        cuda::CopyFence fence;
+        if (qp.tx_off == 0 && qp.next_seq == qp.una_seq && direct_copy(qp, w, false, &fence)) {
+            const bool signaled = w.signaled || qp.sig_all;
+            if (!fence.empty() || !qp.gpu_pending.empty())
+                qp.gpu_pending.push_back({w.wr_id, w.local.total, w.opcode, signaled, fence}); // in order
+            else if (signaled)
+                complete(qp, qp.scq, w.wr_id, IBEX_WC_SUCCESS, wc_opcode(w.opcode), w.local.total);
             qp.sq.pop();
             ++qp.tx_wqe;
             if (qp.sq.empty()) qp.ack_deadline = 0;
             direct = true;
             continue;
         }
+        // A request must not pass the GPU copies before it: its effect (a receive, an
+        // immediate) would show before their bytes.
+        if (!qp.gpu_pending.empty()) break;
         const bool atomic = is_atomic(w.opcode);
         const uint32_t total = atomic ? 8 : w.local.total;
         // `map`, a WRITE with immediate: the payload is copied into the peer's mapping here,
@@ -132,6 +157,7 @@ bool transmit(ShmQp &qp) {
         r.swap = w.swap;
         r.nsge = 0;
         r.mapped = 0;
+        r.gpu = 0;
         if (!atomic && len) {
             iovec iov[kMaxSge];
             const int n = w.local.gather(qp.tx_off, len, iov);
@@ -142,10 +168,14 @@ bool transmit(ShmQp &qp) {
             for (int i = 0; mapped && i < n; ++i)
                 mapped = shared_alloc_of(qp, iov[i].iov_base, iov[i].iov_len, &r.sge[i].alloc, &r.sge[i].alloc_off);
             r.mapped = mapped;
+            for (int i = 0; !r.gpu && qp.ctx->device_mrs && i < n; ++i) r.gpu = is_gpu(*qp.ctx, iov[i].iov_base);
             if (ring && carries_payload(w.opcode)) {
                 uint8_t *dst = qp.peer->req_data[r.seq % kSlots];
                 for (int i = 0; i < n; ++i) {
-                    std::memcpy(dst, iov[i].iov_base, iov[i].iov_len);
+                    if (r.gpu)
+                        copy_gpu(dst, iov[i].iov_base, iov[i].iov_len);
+                    else
+                        std::memcpy(dst, iov[i].iov_base, iov[i].iov_len);
                     dst += iov[i].iov_len;
                 }
                 ++qp.ctx->copies.ring_ops;
@@ -181,6 +211,13 @@ bool requester_progress(ShmQp &qp, uint64_t &now) {
             qp.self->resp.pop(); // after on_response: the READ payload slot stays ours until then
         }
     }
+    // The GPU copies queued for WRITEs and READs complete their WRs in order.
+    while (!qp.gpu_pending.empty() && cuda::copies_done(qp.gpu_pending.front().fence)) {
+        const GpuPending &g = qp.gpu_pending.front();
+        if (g.signaled) complete(qp, qp.scq, g.wr_id, IBEX_WC_SUCCESS, wc_opcode(g.opcode), g.len);
+        qp.gpu_pending.pop_front();
+        did = true;
+    }
     if (qp.state != IBEX_QPS_RTS || qp.sq.empty()) return did;
     if (!now) now = now_ns();
     if (qp.ack_deadline && now >= qp.ack_deadline) {
@@ -204,6 +241,7 @@ bool requester_progress(ShmQp &qp, uint64_t &now) {
 }
 
 uint64_t requester_deadline(const ShmQp &qp) {
+    if (!qp.gpu_pending.empty()) return now_ns() + kGpuPollNs; // no doorbell rings for the GPU
     if (qp.state != IBEX_QPS_RTS || qp.sq.empty()) return 0;
     uint64_t d = qp.ack_deadline;
     if (qp.rnr_until && (!d || qp.rnr_until < d)) d = qp.rnr_until;

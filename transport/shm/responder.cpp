@@ -77,29 +77,67 @@ bool mapped_iov(ShmQp &qp, const Request &r, iovec *out) {
     return true;
 }
 
+// Some of the n buffers are GPU memory of this process.
+bool any_gpu(const ShmContext &ctx, const iovec *v, int n) {
+    for (int i = 0; ctx.device_mrs && i < n; ++i)
+        if (is_gpu(ctx, v[i].iov_base)) return true;
+    return false;
+}
+
+// A host staging area of at least `len` bytes for GPU memory that cross-memory attach
+// cannot reach.
+uint8_t *bounce(ShmContext &ctx, size_t len) {
+    if (ctx.bounce.size() < len) ctx.bounce.resize(len);
+    return ctx.bounce.data();
+}
+
+// Initiator GPU memory its target could not map: nothing here can reach it.
+bool unreachable_gpu(const Request &r) {
+    IBEX_LOG(warn, "shm: the initiator's buffer is GPU memory that this process cannot map (no CUDA IPC handle, or "
+                   "IBEX_SHM_COPY=cma); request %llu refused",
+             static_cast<unsigned long long>(r.seq));
+    return false;
+}
+
 // The fragment's payload into local buffers `dst` (n iovecs, r.len bytes in all).
 bool move_in(ShmQp &qp, const Request &r, iovec *dst, int n) {
     if (!r.len) return true;
     CopyStats &s = qp.ctx->copies;
-    if (iovec src[kMaxSge]; qp.serve_mode != Copy::kRing && mapped_iov(qp, r, src)) {
-        copy_iovs(dst, static_cast<unsigned long>(n), src, r.nsge, r.len);
+    const bool gpu_dst = any_gpu(*qp.ctx, dst, n);
+    if (iovec src[kMaxSge]; (r.gpu || qp.serve_mode != Copy::kRing) && mapped_iov(qp, r, src)) {
+        if (r.gpu || gpu_dst) {
+            if (copy_iovs_gpu(dst, static_cast<unsigned long>(n), src, r.nsge, r.len) != IBEX_OK) return false;
+        } else {
+            copy_iovs(dst, static_cast<unsigned long>(n), src, r.nsge, r.len);
+        }
         ++s.map_ops;
         s.map_bytes += r.len;
         return true;
     }
     if (qp.serve_mode == Copy::kRing) {
-        const uint8_t *src = qp.self->req_data[r.seq % kSlots];
-        for (int i = 0; i < n; ++i) {
-            std::memcpy(dst[i].iov_base, src, dst[i].iov_len);
-            src += dst[i].iov_len;
+        iovec src{qp.self->req_data[r.seq % kSlots], r.len};
+        if (gpu_dst) {
+            if (copy_iovs_gpu(dst, static_cast<unsigned long>(n), &src, 1, r.len) != IBEX_OK) return false;
+        } else {
+            copy_iovs(dst, static_cast<unsigned long>(n), &src, 1, r.len);
         }
         ++s.ring_ops;
         s.ring_bytes += r.len;
         return true;
     }
+    if (r.gpu) return unreachable_gpu(r);
     iovec rem[kMaxSge];
     remote_iov(r, rem);
-    if (!cma_all(false, qp.peer_pid, dst, static_cast<unsigned long>(n), rem, r.nsge, r.len)) return false;
+    if (gpu_dst) {
+        // Into host memory first, then one copy up to the GPU.
+        iovec tmp{bounce(*qp.ctx, r.len), r.len};
+        iovec from = tmp;
+        if (!cma_all(false, qp.peer_pid, &tmp, 1, rem, r.nsge, r.len) ||
+            copy_iovs_gpu(dst, static_cast<unsigned long>(n), &from, 1, r.len) != IBEX_OK)
+            return false;
+    } else if (!cma_all(false, qp.peer_pid, dst, static_cast<unsigned long>(n), rem, r.nsge, r.len)) {
+        return false;
+    }
     ++s.cma_ops;
     s.cma_bytes += r.len;
     return true;
@@ -109,21 +147,37 @@ bool move_in(ShmQp &qp, const Request &r, iovec *dst, int n) {
 bool move_out(ShmQp &qp, const Request &r, uint8_t *src) {
     if (!r.len) return true;
     CopyStats &s = qp.ctx->copies;
+    iovec loc{src, r.len};
+    const bool gpu_src = any_gpu(*qp.ctx, &loc, 1);
     if (qp.serve_mode == Copy::kRing) {
-        std::memcpy(qp.peer->resp_data[r.seq % kSlots], src, r.len);
+        if (gpu_src) {
+            if (copy_gpu(qp.peer->resp_data[r.seq % kSlots], src, r.len) != IBEX_OK) return false;
+        } else {
+            std::memcpy(qp.peer->resp_data[r.seq % kSlots], src, r.len);
+        }
         ++s.ring_ops;
         s.ring_bytes += r.len;
         return true;
     }
-    iovec loc{src, r.len};
-    if (iovec dst[kMaxSge]; qp.serve_mode != Copy::kRing && mapped_iov(qp, r, dst)) {
-        copy_iovs(dst, r.nsge, &loc, 1, r.len);
+    if (iovec dst[kMaxSge]; mapped_iov(qp, r, dst)) {
+        if (r.gpu || gpu_src) {
+            if (copy_iovs_gpu(dst, r.nsge, &loc, 1, r.len) != IBEX_OK) return false;
+        } else {
+            copy_iovs(dst, r.nsge, &loc, 1, r.len);
+        }
         ++s.map_ops;
         s.map_bytes += r.len;
         return true;
     }
+    if (r.gpu) return unreachable_gpu(r);
     iovec rem[kMaxSge];
     remote_iov(r, rem);
+    if (gpu_src) {
+        // Down to host memory first, then out.
+        uint8_t *tmp = bounce(*qp.ctx, r.len);
+        if (copy_gpu(tmp, src, r.len) != IBEX_OK) return false;
+        loc.iov_base = tmp;
+    }
     if (!cma_all(true, qp.peer_pid, &loc, 1, rem, r.nsge, r.len)) return false;
     ++s.cma_ops;
     s.cma_bytes += r.len;
@@ -196,6 +250,16 @@ int serve(ShmQp &qp, const Request &r, Response &resp) {
     case IBEX_WR_ATOMIC_FETCH_AND_ADD: {
         uint8_t *p = (r.msg_addr & 7) ? nullptr : target(qp, r, IBEX_ACCESS_REMOTE_ATOMIC);
         if (!p) return IBEX_WC_REM_ACCESS_ERR;
+        if (is_gpu(*qp.ctx, p)) {
+            // GPU memory: read, modify, write back, under the context lock that orders every
+            // atomic this target serves (not atomic against the GPU's own kernels, as
+            // PCIe atomics would be on an RNIC).
+            uint64_t word = 0;
+            if (copy_gpu(&word, p, 8) != IBEX_OK) return IBEX_WC_REM_OP_ERR;
+            resp.atomic_orig = word;
+            word = r.opcode == IBEX_WR_ATOMIC_CMP_AND_SWP ? (word == r.compare_add ? r.swap : word) : word + r.compare_add;
+            return copy_gpu(p, &word, 8) == IBEX_OK ? IBEX_WC_SUCCESS : IBEX_WC_REM_OP_ERR;
+        }
         auto *word = reinterpret_cast<uint64_t *>(p);
         uint64_t orig = r.compare_add;
         if (r.opcode == IBEX_WR_ATOMIC_CMP_AND_SWP)
