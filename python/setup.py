@@ -39,6 +39,10 @@ def libibex():
 incs, libdirs = libibex()
 common = dict(include_dirs=[REPO, pybind11.get_include()] + incs, library_dirs=libdirs,
               runtime_library_dirs=libdirs, libraries=["ibex"], language="c++")
+# The backend hands torch's own objects (Store, Work) across pybind11, so it must be built
+# with the pybind11 that torch was built with (its headers ship in torch's include dirs,
+# which CppExtension adds); another pybind11 keeps its types apart and refuses them.
+torch_common = dict(common, include_dirs=[REPO] + incs)
 extensions = [Extension("ibex._core", ["csrc/common.cpp", "csrc/core.cpp", "csrc/verbs.cpp"],
                         extra_compile_args=["-std=c++20", "-fvisibility=hidden"], **common)]
 cmdclass = {}
@@ -55,7 +59,7 @@ if torch is not None:
     major, minor = (int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
     cxx_std = "-std=c++20" if (major, minor) >= (2, 12) else "-std=c++17"
     extensions.append(CppExtension("ibex._torch_backend", ["csrc/torch/backend.cpp"],
-                                   extra_compile_args=[cxx_std], **common))
+                                   extra_compile_args=[cxx_std], **torch_common))
     cmdclass["build_ext"] = BuildExtension.with_options(no_python_abi_suffix=False)
 
 setup(ext_modules=extensions, cmdclass=cmdclass)

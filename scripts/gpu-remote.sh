@@ -35,7 +35,7 @@ rc=${PIPESTATUS[0]}
 if [[ -n $py_pid ]]; then
     if wait "$py_pid"; then
         echo "== python tests on torch $(python3 -c 'import torch; print(torch.__version__)')"
-        (cd tests/python && PYTHONPATH=$OLDPWD/python timeout "${GPU_REMOTE_PY_TIMEOUT:-240}" \
+        (cd tests/python && PYTHONFAULTHANDLER=1 PYTHONPATH=$OLDPWD/python timeout "${GPU_REMOTE_PY_TIMEOUT:-240}" \
             python3 -m unittest -v torch_backend_test 2>&1) | tee "$logs/python.log" | tail -25
         [[ ${PIPESTATUS[0]} -eq 0 ]] || rc=1
     else

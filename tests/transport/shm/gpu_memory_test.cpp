@@ -110,20 +110,9 @@ std::unique_ptr<GpuMemory> gpu_memory(const std::string &kind, size_t n) {
 
 ibex_status_t post(ibex_qp_t *qp, ibex_wr_opcode_t op, uint64_t wr_id, uint64_t local, uint32_t len, uint32_t lkey,
                    uint64_t remote = 0, uint32_t rkey = 0, uint64_t compare_add = 0, uint64_t swap = 0) {
-    ibex_sge_t s{local, len, lkey};
-    ibex_send_wr_t wr{};
-    wr.wr_id = wr_id;
-    wr.sg_list = &s;
-    wr.num_sge = 1;
-    wr.opcode = op;
-    wr.send_flags = IBEX_SEND_SIGNALED;
-    if (op == IBEX_WR_ATOMIC_CMP_AND_SWP || op == IBEX_WR_ATOMIC_FETCH_AND_ADD) {
-        wr.wr.atomic = {remote, compare_add, swap, rkey};
-    } else {
-        wr.wr.rdma = {remote, rkey};
-        wr.imm_data = 0x5eed;
-    }
-    return ibex_post_send(qp, &wr, nullptr);
+    if (op == IBEX_WR_ATOMIC_CMP_AND_SWP || op == IBEX_WR_ATOMIC_FETCH_AND_ADD)
+        return post_atomic_wr(qp, op, wr_id, local, lkey, remote, rkey, compare_add, swap);
+    return post_one_wr(qp, op, wr_id, local, len, lkey, remote, rkey, true, 0x5eed);
 }
 
 ibex_status_t post_recv(ibex_qp_t *qp, uint64_t wr_id, uint64_t local, uint32_t len, uint32_t lkey) {
