@@ -61,6 +61,32 @@ int tree_depth(int n);
 void build_tree_allreduce(const CollArgs &a, ScheduleBuilder &b);
 std::vector<int> tree_peers(int rank, int n);
 
+// bigraph.cpp: halving-doubling on EFLOPS's BiGraph (two layers of switches, every upper
+// switch linked to every lower one), with ranks placed so that every exchange crosses one
+// switch-to-switch link and no link carries two in a step (the file's opening comment).
+// Where each rank sits: layer (0 upper, 1 lower), switch in its layer, slot on the switch.
+struct BiGraphLayout {
+    int switches = 0;   // per layer
+    int per_switch = 0; // hosts on each switch
+    std::vector<int> layer, sw, slot; // by rank
+};
+struct BiGraphPlace {
+    int layer = 0, sw = 0, slot = 0;
+};
+// Ranks numbered as ibex_sim numbers BiGraph hosts: blocks of per_switch, alternately on
+// upper switch i and lower switch i. Empty when n is not a multiple of 2 * per_switch.
+BiGraphLayout bigraph_alternating(int n, int per_switch);
+// The mapping needs 2^k ranks filling the fabric, powers of two, and no more hosts per
+// switch than switches per layer; false and *why otherwise.
+bool bigraph_applies(const BiGraphLayout &l, std::string *why);
+// Where virtual rank v sits.
+BiGraphPlace bigraph_place(int v, int switches, int per_switch);
+// order[v]: the rank at virtual position v (empty when the mapping does not apply).
+std::vector<int> bigraph_order(const BiGraphLayout &l);
+// rhd over the virtual ranks; with an order that does not fit (empty), plain rhd.
+void build_bigraph_allreduce(const CollArgs &a, const std::vector<int> &order, ScheduleBuilder &b);
+std::vector<int> bigraph_peers(int rank, const std::vector<int> &order);
+
 // chain.cpp: broadcast and reduce as pipelined chains along the ring (from the root /
 // ending at the root).
 void build_chain_broadcast(const CollArgs &a, ScheduleBuilder &b);

@@ -7,8 +7,13 @@
 #   compare  ring vs rhd vs tree for 64/256/1024 hosts at 1 MiB, 64 MiB, 1 GiB beside
 #            allreduce/selector's cost model on the same fabric -> compare.csv
 #            (1 GiB runs use 64 KiB segments and 1 MiB slices: see the README)
+#   bigraph  EFLOPS's BiGraph allreduce vs ring and plain rhd on a 100 Gbit/s BiGraph,
+#            and ring and rhd on a leaf-spine with the same number of switch ports, at
+#            64/256/1024 hosts (4/8/16 hosts per switch, so 8/16/32 switches per layer) and
+#            1 MiB, 16 MiB, 256 MiB (256 MiB: 64 KiB segments, 1 MiB slices) -> bigraph.csv
+#            (deepest switch queue and pause frames show the contention)
 #
-#   bench/sim/run_sim_bench.sh [scale|incast|compare|all] [BUILD_DIR] [OUT_DIR]
+#   bench/sim/run_sim_bench.sh [scale|incast|compare|bigraph|all] [BUILD_DIR] [OUT_DIR]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 what=${1:-all}
@@ -77,10 +82,35 @@ compare() {
     done
 }
 
+# A BiGraph of S switches per layer with H hosts each has 2S(S + H) switch ports; a
+# leaf-spine of H-host leaves without oversubscription has 3N. They match at S = 2H, the
+# shapes used here (and the shapes where BiGraph's mapping is contention-free: H <= S).
+bigraph() {
+    echo "hosts,hosts_per_switch,bytes,topology,algo,sim_s,busbw_gbps,max_queue_bytes,pause_frames,wall_s" > "$out/bigraph.csv"
+    local per
+    for n in ${HOSTS:-64 256 1024}; do
+        case $n in 64) per=4 ;; 256) per=8 ;; 1024) per=16 ;; *) echo "hosts $n: no shape" >&2; return 1 ;; esac
+        for bytes in ${BYTES:-1M 16M 256M}; do
+            local extra=()
+            [[ $bytes == 256M ]] && extra=(--mtu 65536 --slice 1M)
+            for run in bigraph:ring bigraph:rhd bigraph:bigraph leaf-spine:ring leaf-spine:rhd; do
+                local topo=${run%%:*} algo=${run#*:} json
+                json=$("$sim" --topology "$topo" --hosts "$n" --hosts-per-leaf "$per" --link-gbps 100 --collective "$algo" \
+                       --bytes "$bytes" "${extra[@]}" --json --no-progress)
+                printf '%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n' "$n" "$per" "$bytes" "$topo" "$algo" \
+                    "$(field "['collective_time_s']" <<<"$json")" "$(field "['busbw_gbps']" <<<"$json")" \
+                    "$(field "['max_queue_bytes']" <<<"$json")" "$(field "['pause_frames']" <<<"$json")" \
+                    "$(field "['wall_s']" <<<"$json")" | tee -a "$out/bigraph.csv"
+            done
+        done
+    done
+}
+
 case $what in
 scale) scale ;;
 incast) incast ;;
 compare) compare ;;
-all) scale; incast; compare ;;
-*) echo "usage: $0 [scale|incast|compare|all] [BUILD_DIR] [OUT_DIR]" >&2; exit 2 ;;
+bigraph) bigraph ;;
+all) scale; incast; compare; bigraph ;;
+*) echo "usage: $0 [scale|incast|compare|bigraph|all] [BUILD_DIR] [OUT_DIR]" >&2; exit 2 ;;
 esac

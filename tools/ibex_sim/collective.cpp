@@ -27,7 +27,8 @@ coll::CollArgs args_for(const CollectiveSpec &spec, uint32_t rank, uint32_t rank
 
 } // namespace
 
-ScheduleFn schedule_builder(const std::string &algo, const std::vector<uint32_t> &host_of_rank) {
+ScheduleFn schedule_builder(const std::string &algo, const std::vector<uint32_t> &host_of_rank,
+                            uint32_t bigraph_per_switch) {
     if (algo == "ring") return coll::build_ring_allreduce;
     if (algo == "rhd") return coll::build_rhd_allreduce;
     if (algo == "tree") return coll::build_tree_allreduce;
@@ -43,7 +44,32 @@ ScheduleFn schedule_builder(const std::string &algo, const std::vector<uint32_t>
             coll::build_hierarchical_allreduce(a, *layout, b);
         };
     }
-    fail(IBEX_ERR_INVALID_ARGUMENT, "--collective %s: not one of ring, rhd, tree, hierarchical", algo.c_str());
+    if (algo == "bigraph") {
+        if (!bigraph_per_switch) {
+            fail(IBEX_ERR_NOT_SUPPORTED, "--collective bigraph: needs --topology bigraph");
+            return {};
+        }
+        // Each rank takes the place of its host on the fabric.
+        const int hosts = static_cast<int>(*std::max_element(host_of_rank.begin(), host_of_rank.end())) + 1;
+        const coll::BiGraphLayout fabric = coll::bigraph_alternating(hosts, static_cast<int>(bigraph_per_switch));
+        coll::BiGraphLayout l;
+        l.switches = fabric.switches;
+        l.per_switch = fabric.per_switch;
+        std::string why = fabric.layer.empty() ? "the hosts do not fill whole switches" : "";
+        for (uint32_t h : host_of_rank) {
+            if (fabric.layer.empty()) break;
+            l.layer.push_back(fabric.layer[h]);
+            l.sw.push_back(fabric.sw[h]);
+            l.slot.push_back(fabric.slot[h]);
+        }
+        if (!why.empty() || !coll::bigraph_applies(l, &why)) {
+            fail(IBEX_ERR_NOT_SUPPORTED, "--collective bigraph: %s", why.c_str());
+            return {};
+        }
+        auto order = std::make_shared<std::vector<int>>(coll::bigraph_order(l));
+        return [order](const coll::CollArgs &a, coll::ScheduleBuilder &b) { coll::build_bigraph_allreduce(a, *order, b); };
+    }
+    fail(IBEX_ERR_INVALID_ARGUMENT, "--collective %s: not one of ring, rhd, tree, hierarchical, bigraph", algo.c_str());
     return {};
 }
 
@@ -66,7 +92,7 @@ ibex_status_t add_collective(sim::Simulator &sim, const CollectiveSpec &spec, Co
                     spec.placement.c_str());
     }
 
-    const ScheduleFn build = schedule_builder(spec.algo, plan.host_of_rank);
+    const ScheduleFn build = schedule_builder(spec.algo, plan.host_of_rank, spec.bigraph_per_switch);
     if (!build) return IBEX_ERR_INVALID_ARGUMENT;
 
     // Pass 1: one message per send step, in each rank's order, on the rank pair's QP.

@@ -20,12 +20,15 @@
 namespace ibex::simtool {
 
 struct CollectiveSpec {
-    std::string algo = "ring"; // ring, rhd, tree, hierarchical
+    std::string algo = "ring"; // ring, rhd, tree, hierarchical, bigraph
     uint64_t bytes = 1 << 20;
     uint32_t ranks_per_host = 1;
     std::string placement = "linear"; // linear, strided, random
     size_t slice_bytes = 128 << 10;   // IBEX_COMM_SLICE's default
     uint64_t seed = 1;
+    // bigraph: the fabric is ibex_sim's BiGraph with this many hosts on each switch (its
+    // host numbering: blocks alternately on upper and lower switch i); 0: not a BiGraph.
+    uint32_t bigraph_per_switch = 0;
 };
 
 struct CollectivePlan {
@@ -36,9 +39,11 @@ struct CollectivePlan {
 
 using ScheduleFn = std::function<void(const coll::CollArgs &, coll::ScheduleBuilder &)>;
 // The builder for an algorithm name over ranks placed on hosts as `host_of_rank` says;
-// empty (with the reason in ibex_last_error()) for an unknown name, or for "hierarchical"
-// on a placement it does not apply to (hosts with different numbers of ranks).
-ScheduleFn schedule_builder(const std::string &algo, const std::vector<uint32_t> &host_of_rank);
+// empty (with the reason in ibex_last_error()) for an unknown name, for "hierarchical"
+// on a placement it does not apply to (hosts with different numbers of ranks), or for
+// "bigraph" off a BiGraph fabric it can map contention-free (bigraph_per_switch: 0).
+ScheduleFn schedule_builder(const std::string &algo, const std::vector<uint32_t> &host_of_rank,
+                            uint32_t bigraph_per_switch = 0);
 
 // Adds the collective's messages to `sim`.
 ibex_status_t add_collective(sim::Simulator &sim, const CollectiveSpec &spec, CollectivePlan &plan);

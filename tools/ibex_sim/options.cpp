@@ -29,7 +29,7 @@ bool to_uint(const char *s, uint64_t lo, uint64_t hi, T *out) {
 
 const char *usage() {
     return "usage: ibex_sim --topology star|leaf-spine|fat-tree|bigraph|FILE --hosts N --link-gbps R\n"
-           "               [--collective ring|rhd|tree|hierarchical --bytes S] [--flows SPEC]\n"
+           "               [--collective ring|rhd|tree|hierarchical|bigraph --bytes S] [--flows SPEC]\n"
            "               [--dcqcn paper|mlx5|off] [--out DIR] [--json] ...\n"
            "fabric:     --uplink-gbps R  --hosts-per-leaf K  --oversub X  --delay-ns D (per link, 1000)\n"
            "            FILE: HPCC ns-3 topology (node_num switch_num link_num / switch ids / links)\n"
@@ -122,6 +122,7 @@ ibex_status_t parse_options(int argc, char **argv, Options &o) {
         return fail(IBEX_ERR_INVALID_ARGUMENT, "--kmax-kb must not be below --kmin-kb");
     if (!o.collective.empty() && !o.flows.empty())
         return fail(IBEX_ERR_INVALID_ARGUMENT, "give --collective or --flows, not both");
+    if (o.topology == "bigraph") o.coll.bigraph_per_switch = o.shape.hosts_per_leaf ? o.shape.hosts_per_leaf : 16;
     // Series only when asked for or when there is a place to write them, at 1/1000 of the run.
     if (!sample_set && !o.out.empty()) o.sim.sample_ns = o.sim.end_ns ? std::max<uint64_t>(1000, o.sim.end_ns / 1000) : 5000;
     return IBEX_OK;

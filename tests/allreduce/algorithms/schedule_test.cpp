@@ -8,6 +8,7 @@
 #include <cstring>
 #include <functional>
 #include <random>
+#include <bit>
 #include <set>
 
 #include "allreduce/algorithms/algorithms.h"
@@ -16,7 +17,7 @@
 namespace ibex::coll {
 namespace {
 
-enum class Coll { ring, rhd, tree, reduce_scatter, allgather, broadcast, reduce, hier, hier_reduce_scatter, hier_allgather };
+enum class Coll { ring, rhd, tree, reduce_scatter, allgather, broadcast, reduce, hier, hier_reduce_scatter, hier_allgather, bigraph };
 
 const char *name(Coll c) {
     switch (c) {
@@ -30,6 +31,7 @@ const char *name(Coll c) {
     case Coll::hier: return "allreduce/hierarchical";
     case Coll::hier_reduce_scatter: return "reduce_scatter/hierarchical";
     case Coll::hier_allgather: return "allgather/hierarchical";
+    case Coll::bigraph: return "allreduce/bigraph";
     }
     return "?";
 }
@@ -45,6 +47,7 @@ struct Case {
     size_t slice_bytes = 64;
     bool random_values = false;
     std::vector<int> host_of = {}; // hierarchical: rank -> host
+    int bigraph_per = 0;           // bigraph: hosts per switch (ibex_sim's numbering); 0: none fits
 };
 
 bool is_reduce_scatter(Coll c) { return c == Coll::reduce_scatter || c == Coll::hier_reduce_scatter; }
@@ -54,7 +57,8 @@ std::string describe(const Case &c) {
     return std::string(name(c.coll)) + " n=" + std::to_string(c.n) + " count=" + std::to_string(c.count) +
            (c.in_place ? " in-place" : " out-of-place") + " root=" + std::to_string(c.root) + " type=" +
            ibex_datatype_name(c.type) + " op=" + ibex_redop_name(c.op) + " slice=" + std::to_string(c.slice_bytes) +
-           (c.host_of.empty() ? "" : " layout=" + make_host_layout(c.host_of).describe());
+           (c.host_of.empty() ? "" : " layout=" + make_host_layout(c.host_of).describe()) +
+           (c.bigraph_per ? " hosts/switch=" + std::to_string(c.bigraph_per) : "");
 }
 
 // Input element i of rank r: small integers (exact in every type, so any summation order
@@ -132,6 +136,10 @@ Outcome run_case(const Case &c, uint64_t seed) {
         }
     }
     const HostLayout layout = make_host_layout(c.host_of);
+    const std::vector<int> order = c.bigraph_per ? bigraph_order(bigraph_alternating(n, c.bigraph_per)) : std::vector<int>{};
+    if (c.bigraph_per) {
+        EXPECT_EQ(order.size(), static_cast<size_t>(n)) << "the mapping should apply";
+    }
     for (int r = 0; r < n; ++r) {
         ScheduleBuilder b(&scheds[r], e, c.slice_bytes);
         switch (c.coll) {
@@ -140,6 +148,7 @@ Outcome run_case(const Case &c, uint64_t seed) {
         case Coll::hier_allgather: build_hierarchical_allgather(args[r], layout, b); break;
         case Coll::ring: build_ring_allreduce(args[r], b); break;
         case Coll::rhd: build_rhd_allreduce(args[r], b); break;
+        case Coll::bigraph: build_bigraph_allreduce(args[r], order, b); break;
         case Coll::tree: build_tree_allreduce(args[r], b); break;
         case Coll::reduce_scatter: build_ring_reduce_scatter(args[r], b); break;
         case Coll::allgather: build_ring_allgather(args[r], b); break;
@@ -219,7 +228,8 @@ void check(const Case &c) {
             } else {
                 ASSERT_EQ(o.recv[r], want) << "rank " << r << " seed " << seed;
             }
-            if (c.coll == Coll::ring || c.coll == Coll::rhd || c.coll == Coll::tree || c.coll == Coll::hier) {
+            if (c.coll == Coll::ring || c.coll == Coll::rhd || c.coll == Coll::tree || c.coll == Coll::hier ||
+                c.coll == Coll::bigraph) {
                 ASSERT_EQ(o.recv[r], o.recv[0]) << "rank " << r << " differs from rank 0";
             }
         }
@@ -415,6 +425,122 @@ TEST(Hierarchical, SchedulesTalkOnlyToTheirPeers) {
             }
         }
     }
+}
+
+// BiGraph shapes the mapping applies to: (ranks, hosts per switch), switches per layer
+// = ranks / (2 * hosts per switch) >= hosts per switch.
+const std::pair<int, int> kBiGraphShapes[] = {{2, 1}, {4, 1}, {8, 1}, {8, 2}, {16, 2}, {32, 2}, {32, 4}, {64, 4}};
+
+TEST(BiGraph, EveryShapeAndCount) {
+    for (auto [n, per] : kBiGraphShapes)
+        for (size_t count : counts_for(n))
+            for (bool in_place : {false, true}) {
+                Case c{Coll::bigraph, n, count, in_place};
+                c.bigraph_per = per;
+                check(c);
+                if (HasFailure()) return;
+            }
+    // Where the mapping does not apply, plain rhd over the ranks as numbered.
+    for (int n : {3, 5, 6, 7, 9, 12, 13}) {
+        check({Coll::bigraph, n, 29, false});
+        if (HasFailure()) return;
+    }
+}
+
+TEST(BiGraph, EveryTypeOpAndSlice) {
+    for (auto [n, per] : {std::pair{8, 2}, std::pair{16, 2}})
+        for (auto [type, op] : {std::pair{IBEX_I32, IBEX_MAX}, std::pair{IBEX_I32, IBEX_MIN}, std::pair{IBEX_I32, IBEX_PROD},
+                               std::pair{IBEX_F32, IBEX_AVG}, std::pair{IBEX_I32, IBEX_AVG}, std::pair{IBEX_F32, IBEX_SUM},
+                               std::pair{IBEX_I32, IBEX_SUM}})
+            for (size_t slice : {size_t(4), size_t(64), size_t(1 << 20)}) {
+                Case c{Coll::bigraph, n, 53, false};
+                c.type = type;
+                c.op = op;
+                c.slice_bytes = slice;
+                c.bigraph_per = per;
+                check(c);
+                if (HasFailure()) return;
+            }
+    for (auto [n, per] : {std::pair{8, 2}, std::pair{32, 4}}) {
+        Case c{Coll::bigraph, n, 41, false};
+        c.random_values = true;
+        c.bigraph_per = per;
+        check(c);
+        if (HasFailure()) return;
+    }
+}
+
+// The file's worked example: where each virtual rank of 8 sits.
+TEST(BiGraph, WorkedExamplePlacesEightRanks) {
+    const BiGraphPlace want[8] = {{0, 0, 0}, {1, 1, 1}, {1, 1, 0}, {0, 1, 1}, {1, 0, 0}, {0, 0, 1}, {0, 1, 0}, {1, 0, 1}};
+    for (int v = 0; v < 8; ++v) {
+        const BiGraphPlace p = bigraph_place(v, 2, 2);
+        EXPECT_EQ(p.layer, want[v].layer) << v;
+        EXPECT_EQ(p.sw, want[v].sw) << v;
+        EXPECT_EQ(p.slot, want[v].slot) << v;
+    }
+    // ibex_sim's numbering: ranks 0-1 on U0, 2-3 on L0, 4-5 on U1, 6-7 on L1.
+    EXPECT_EQ(bigraph_order(bigraph_alternating(8, 2)), (std::vector<int>{0, 7, 6, 5, 2, 1, 4, 3}));
+}
+
+// Per step of halving-doubling, each exchange goes between the layers (one switch-to-switch
+// link) and no directed link carries two; with the ranks in plain order some exchanges
+// stay in one layer across switches (two hops) or share a link.
+TEST(BiGraph, EveryStepCrossesOneLinkAndNoneShares) {
+    for (auto [n, per] : {std::pair{8, 2}, std::pair{16, 2}, std::pair{32, 4}, std::pair{64, 4}, std::pair{256, 8},
+                          std::pair{1024, 16}}) {
+        const BiGraphLayout l = bigraph_alternating(n, per);
+        ASSERT_TRUE(bigraph_applies(l, nullptr)) << n;
+        const std::vector<int> order = bigraph_order(l);
+        const std::vector<int> plain = [n] {
+            std::vector<int> v(static_cast<size_t>(n));
+            for (int i = 0; i < n; ++i) v[static_cast<size_t>(i)] = i;
+            return v;
+        }();
+        for (const std::vector<int> *o : {&order, &plain}) {
+            int bad_steps = 0;
+            for (int mask = 1; mask < n; mask <<= 1) {
+                std::vector<int> load(static_cast<size_t>(l.switches * l.switches * 2));
+                bool bad = false;
+                for (int v = 0; v < n; ++v) {
+                    const int r = (*o)[static_cast<size_t>(v)], p = (*o)[static_cast<size_t>(v ^ mask)];
+                    if (l.layer[r] == l.layer[p]) {
+                        bad = bad || l.sw[r] != l.sw[p]; // same switch: no link at all
+                        continue;
+                    }
+                    const int up = l.layer[r] == 0 ? l.sw[r] : l.sw[p], down = l.layer[r] == 0 ? l.sw[p] : l.sw[r];
+                    const int dir = l.layer[r]; // 0: upper to lower
+                    bad = bad || ++load[static_cast<size_t>((up * l.switches + down) * 2 + dir)] > 1;
+                }
+                if (o == &order) {
+                    EXPECT_FALSE(bad) << "n=" << n << " step " << mask;
+                }
+                bad_steps += bad;
+            }
+            if (o == &plain) {
+                EXPECT_GT(bad_steps, 0) << "n=" << n << ": plain order should contend somewhere";
+            }
+        }
+        for (int r = 0; r < n; ++r) {
+            const std::vector<int> peers = bigraph_peers(r, order);
+            EXPECT_EQ(peers.size(), static_cast<size_t>(std::countr_zero(static_cast<unsigned>(n))));
+            for (int p : peers) EXPECT_NE(l.layer[p], l.layer[r]) << "n=" << n << " " << r << "->" << p;
+        }
+    }
+}
+
+TEST(BiGraph, ShapesThatCannotBeContentionFreeAreRefused) {
+    std::string why;
+    EXPECT_FALSE(bigraph_applies(bigraph_alternating(64, 16), &why)); // 2 switches per layer, 16 hosts each
+    EXPECT_NE(why.find("exceed"), std::string::npos) << why;
+    EXPECT_FALSE(bigraph_applies(bigraph_alternating(24, 2), &why)); // 6 switches per layer
+    EXPECT_NE(why.find("powers of two"), std::string::npos) << why;
+    EXPECT_TRUE(bigraph_alternating(10, 4).layer.empty()); // does not fill whole switches
+    EXPECT_TRUE(bigraph_order(bigraph_alternating(64, 16)).empty());
+    BiGraphLayout l = bigraph_alternating(8, 2);
+    l.slot[1] = 0; // two ranks on one host
+    EXPECT_FALSE(bigraph_applies(l, &why));
+    EXPECT_NE(why.find("share one host"), std::string::npos) << why;
 }
 
 TEST(Trees, ShapeAndComplement) {

@@ -275,3 +275,51 @@ TEST(SimCollective, HierarchicalCrossesTheFabricOncePerRail) {
     const Outcome ring = run_collective(star(4), spec);
     EXPECT_LT(hier.seconds * 1.8, ring.seconds) << "hierarchical " << hier.seconds << " s, ring " << ring.seconds << " s";
 }
+
+namespace {
+
+Topology bigraph(uint32_t hosts, uint32_t per) {
+    FabricShape s;
+    s.hosts = hosts;
+    s.host_gbps = kGbps;
+    s.hosts_per_leaf = per;
+    return build_bigraph(s);
+}
+
+} // namespace
+
+// BiGraph's mapping (allreduce/algorithms/bigraph.cpp) makes every halving-doubling step
+// one switch-to-switch hop (three links: host, upper, lower, host) with no link shared,
+// so the whole collective is Rabenseifner's formula at that alpha, within 2%, as if the
+// fabric were one big switch; plain rhd over the same hosts contends and takes far longer.
+TEST(SimCollective, BiGraphRunsRabenseifnerWithoutContention) {
+    const SimConfig cfg;
+    for (auto [n, per] : {std::pair{32u, 4u}, std::pair{64u, 4u}}) {
+        CollectiveSpec spec;
+        spec.algo = "bigraph";
+        spec.bytes = 16u << 20;
+        spec.bigraph_per_switch = per;
+        const Outcome r = run_collective(bigraph(n, per), spec);
+        const double lg = std::log2(double(n));
+        const double expect = 2 * lg * alpha(cfg, 3, 1000) + 2.0 * (n - 1) / n * double(spec.bytes) * beta(cfg);
+        EXPECT_NEAR(r.seconds, expect, 0.02 * expect) << n;
+        spec.algo = "rhd";
+        EXPECT_GT(run_collective(bigraph(n, per), spec).seconds, 1.5 * r.seconds) << n;
+    }
+}
+
+TEST(SimCollective, BiGraphNeedsABiGraphItCanMapWithoutContention) {
+    CollectiveSpec spec;
+    spec.algo = "bigraph";
+    {
+        auto sim = test::make_sim(star(8), {});
+        CollectivePlan plan;
+        EXPECT_EQ(add_collective(*sim, spec, plan), IBEX_ERR_INVALID_ARGUMENT);
+        EXPECT_NE(std::string(ibex_last_error()).find("--topology bigraph"), std::string::npos) << ibex_last_error();
+    }
+    spec.bigraph_per_switch = 16; // 64 hosts: 2 switches per layer, 16 hosts on each
+    auto sim = test::make_sim(bigraph(64, 16), {});
+    CollectivePlan plan;
+    EXPECT_EQ(add_collective(*sim, spec, plan), IBEX_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(ibex_last_error()).find("exceed"), std::string::npos) << ibex_last_error();
+}
