@@ -130,7 +130,8 @@ const char *ibex_comm_allreduce_algo(const ibex_comm_t *comm, size_t bytes) {
     if (!comm) return "";
     if (bytes && bytes <= comm->fast.max_bytes()) return "fastbox";
     if (comm->direct.takes_allreduce(bytes)) return "direct";
-    return algo_name(comm_algo(comm, bytes));
+    const Algo a = comm_algo(comm, bytes);
+    return a == Algo::rhd && !comm->bigraph_order.empty() ? "bigraph" : algo_name(a);
 }
 
 double ibex_comm_allreduce_predict_us(const ibex_comm_t *comm, size_t bytes) {

@@ -20,10 +20,10 @@
 namespace ibex::coll {
 namespace {
 
-std::vector<int> needed_peers(int rank, int n, const HostLayout &layout) {
+std::vector<int> needed_peers(int rank, int n, const HostLayout &layout, const std::vector<int> &bigraph) {
     std::set<int> s;
     for (int p : ring_peers(rank, n)) s.insert(p);
-    for (int p : rhd_peers(rank, n)) s.insert(p);
+    for (int p : bigraph.empty() ? rhd_peers(rank, n) : bigraph_peers(rank, bigraph)) s.insert(p);
     for (int p : tree_peers(rank, n)) s.insert(p);
     for (int p : hierarchical_peers(rank, layout)) s.insert(p);
     for (bool between : {false, true}) s.insert(probe_partner(layout, rank, between));
@@ -152,7 +152,19 @@ ibex_status_t comm_create(int nranks, const char *id_text, int rank, const CommO
         if (ibex_status_t st = rail_device(spec, l.local_rank(rank), local_size, &c->opt.device); st != IBEX_OK)
             return bail(st);
     }
-    c->peers = needed_peers(rank, nranks, c->topo.layout);
+    if (c->opt.bigraph_per_switch || c->opt.bigraph_required) {
+        std::string why = "IBEX_BIGRAPH_HOSTS_PER_SWITCH is not set";
+        const BiGraphLayout l = bigraph_alternating(nranks, c->opt.bigraph_per_switch);
+        if (c->opt.bigraph_per_switch && l.layer.empty())
+            why = std::to_string(nranks) + " ranks do not fill whole switches of " + std::to_string(c->opt.bigraph_per_switch);
+        if (!l.layer.empty() && bigraph_applies(l, &why)) c->bigraph_order = bigraph_order(l);
+        if (c->bigraph_order.empty()) {
+            if (c->opt.bigraph_required) return bail(fail(IBEX_ERR_INVALID_ARGUMENT, "IBEX_ALGO=bigraph: %s", why.c_str()));
+            if (rank == 0) IBEX_LOG(warn, "IBEX_BIGRAPH_HOSTS_PER_SWITCH=%d: %s; rhd keeps the ranks' order",
+                                    c->opt.bigraph_per_switch, why.c_str());
+        }
+    }
+    c->peers = needed_peers(rank, nranks, c->topo.layout, c->bigraph_order);
     if (Fastbox::wanted(c)) { // the fast boxes talk to every rank
         c->peers.clear();
         for (int p = 0; p < nranks; ++p)

@@ -40,6 +40,8 @@ struct ibex_comm {
     ibex::coll::Selector selector;
     ibex::coll::Fastbox fast; // after exec: its box goes before the executor's PD
     std::vector<int> peers;
+    // The BiGraph placement rhd runs with (allreduce/algorithms/bigraph.cpp); empty: none.
+    std::vector<int> bigraph_order;
 
     // Scratch for partial results (reduce-scatter, reduce) and the probe; grows on demand.
     void *scratch = nullptr;

@@ -34,9 +34,16 @@ ibex_status_t comm_options(const ibex_comm_config_t *config, CommOptions *out) {
                                          : static_cast<int>(config::get_int("IBEX_TIMEOUT_MS", 30000, 1, 86400000));
     const char *algo = cfg.algo ? cfg.algo : config::get_string("IBEX_ALGO", nullptr);
     out->forced = false;
-    if (algo && std::strcmp(algo, "auto") != 0) {
+    out->bigraph_per_switch = static_cast<int>(config::get_int("IBEX_BIGRAPH_HOSTS_PER_SWITCH", 0, 0, 1 << 16));
+    out->bigraph_required = false;
+    if (algo && std::strcmp(algo, "bigraph") == 0) {
+        // halving-doubling with the BiGraph placement: rhd's schedule over mapped ranks
+        out->algo = Algo::rhd;
+        out->forced = out->bigraph_required = true;
+    } else if (algo && std::strcmp(algo, "auto") != 0) {
         if (!parse_algo(algo, &out->algo))
-            return fail(IBEX_ERR_INVALID_ARGUMENT, "algorithm \"%s\" is not one of ring, rhd, tree, hierarchical", algo);
+            return fail(IBEX_ERR_INVALID_ARGUMENT, "algorithm \"%s\" is not one of ring, rhd, tree, hierarchical, bigraph",
+                        algo);
         out->forced = true;
     }
     out->exec.slice_bytes =

@@ -24,6 +24,11 @@ struct CommOptions {
     bool own_core = false;  // every rank of this host can have a core (set at creation)
     bool probe = true;
     size_t gpu_chunk_bytes = 4 << 20; // GPU buffers are staged and reduced in chunks of this size
+    // IBEX_BIGRAPH_HOSTS_PER_SWITCH: the ranks sit on EFLOPS's BiGraph, numbered as
+    // bigraph_alternating says, this many on each switch; rhd then runs with the BiGraph
+    // mapping (0: not a BiGraph). IBEX_ALGO=bigraph forces rhd and requires the mapping.
+    int bigraph_per_switch = 0;
+    bool bigraph_required = false;
 };
 
 // Reads config (may be NULL) and IBEX_* variables.

@@ -57,7 +57,7 @@ ibex_status_t start_op(ibex_comm *c, Op &op, bool *empty) {
     case OpKind::allreduce:
         switch (algo) {
         case Algo::ring: build_ring_allreduce(a, b); break;
-        case Algo::rhd: build_rhd_allreduce(a, b); break;
+        case Algo::rhd: build_bigraph_allreduce(a, c->bigraph_order, b); break; // plain rhd without a BiGraph
         case Algo::tree: build_tree_allreduce(a, b); break;
         case Algo::hierarchical: build_hierarchical_allreduce(a, c->topo.layout, b); break;
         }

@@ -78,6 +78,35 @@ TEST(AlgorithmsForced, Rhd) {
 TEST(AlgorithmsForced, Tree) {
     for (int n : {2, 5, 6}) run("tree", n);
 }
+// 8 ranks declared on a BiGraph of 2 switches per layer, 2 hosts each: rhd with the
+// BiGraph placement (every step pairs ranks of the two layers).
+TEST(AlgorithmsForced, BiGraph) {
+    setenv("IBEX_BIGRAPH_HOSTS_PER_SWITCH", "2", 1);
+    run("bigraph", 8);
+    unsetenv("IBEX_BIGRAPH_HOSTS_PER_SWITCH");
+}
+
+// Forced without a layout it can map, the communicator refuses to start, saying why.
+TEST(AlgorithmsForced, BiGraphWithoutAFittingLayoutIsRefused) {
+    for (const char *per : {"", "4"}) { // none; 4 ranks of 4 on a switch fill half a layer
+        SCOPED_TRACE(std::string("IBEX_BIGRAPH_HOSTS_PER_SWITCH=") + per);
+        auto out = ibex::test::run_ranks(
+            4,
+            [&](RankCtx &ctx) {
+                setenv("IBEX_ALGO", "bigraph", 1);
+                if (*per) setenv("IBEX_BIGRAPH_HOSTS_PER_SWITCH", per, 1);
+                ibex_comm_t *comm = nullptr;
+                const ibex_status_t st = ibex_comm_init_rank(&comm, ctx.nranks, &ctx.id, ctx.rank, nullptr);
+                RANK_CHECK(ctx, st == IBEX_ERR_INVALID_ARGUMENT, "rank %d: status %s", ctx.rank, ibex_strerror(st));
+                RANK_CHECK(ctx, std::strstr(ibex_last_error(), "IBEX_ALGO=bigraph") != nullptr, "rank %d: %s", ctx.rank,
+                           ibex_last_error());
+                return 0;
+            },
+            60);
+        ibex::test::expect_all_passed(out);
+    }
+}
+
 TEST(AlgorithmsForced, UnderPacketLoss) {
     for (const char *algo : {"ring", "rhd", "tree"}) run(algo, 3, true);
 }

@@ -49,13 +49,17 @@ double alpha(const SimConfig &c, int links, double delay_ns) {
     return (links * delay_ns + (links - 1) * (c.mtu + c.header_bytes) * 8 / kGbps) * 1e-9;
 }
 
-Topology star(uint32_t hosts, uint64_t delay_ns = 1000) {
+FabricShape shape(uint32_t hosts, uint64_t delay_ns = 1000, uint32_t hosts_per_switch = 0) {
     FabricShape s;
     s.hosts = hosts;
     s.host_gbps = kGbps;
     s.delay_ns = delay_ns;
-    return build_star(s);
+    s.hosts_per_leaf = hosts_per_switch;
+    return s;
 }
+
+Topology star(uint32_t hosts, uint64_t delay_ns = 1000) { return build_star(shape(hosts, delay_ns)); }
+Topology bigraph(uint32_t hosts, uint32_t per) { return build_bigraph(shape(hosts, 1000, per)); }
 
 } // namespace
 
@@ -275,18 +279,6 @@ TEST(SimCollective, HierarchicalCrossesTheFabricOncePerRail) {
     const Outcome ring = run_collective(star(4), spec);
     EXPECT_LT(hier.seconds * 1.8, ring.seconds) << "hierarchical " << hier.seconds << " s, ring " << ring.seconds << " s";
 }
-
-namespace {
-
-Topology bigraph(uint32_t hosts, uint32_t per) {
-    FabricShape s;
-    s.hosts = hosts;
-    s.host_gbps = kGbps;
-    s.hosts_per_leaf = per;
-    return build_bigraph(s);
-}
-
-} // namespace
 
 // BiGraph's mapping (allreduce/algorithms/bigraph.cpp) makes every halving-doubling step
 // one switch-to-switch hop (three links: host, upper, lower, host) with no link shared,
