@@ -205,7 +205,7 @@ void publish_mr(ShmContext &ctx, const ibex_mr &mr) {
     uintptr_t base = 0;
     const Alloc *a = alloc_holding(ctx, reinterpret_cast<uintptr_t>(mr.addr), mr.length, &base);
     uint64_t gpu_alloc = 0, gpu_off = 0;
-    if (ctx.device_mrs && cuda::is_device_pointer(mr.addr)) {
+    if (is_gpu(ctx, mr.addr)) {
         export_gpu(ctx, mr, &gpu_alloc, &gpu_off);
         a = nullptr;
     }

@@ -80,7 +80,7 @@ uint8_t *peer_mapping(ShmQp &qp, uint64_t id, uint64_t off, uint64_t len);
 bool mapped_peer_allocs(ibex_context *c, size_t *out);
 
 // ---- gpu.cpp
-// p is GPU memory (only asked when this context registered some).
+// p lies in one of this context's MRs over GPU memory (no CUDA call: see device_ranges).
 bool is_gpu(const ShmContext &ctx, const void *p);
 // Exports the GPU allocation holding mr (once per allocation) and says how its MR is
 // published: alloc = kGpuAlloc | export id and the offset in the allocation (0, 0: not

@@ -25,7 +25,12 @@ ibex_status_t GpuMappings::range_error(uint64_t off, uint64_t len, uint64_t size
                 static_cast<unsigned long long>(size));
 }
 
-bool is_gpu(const ShmContext &ctx, const void *p) { return ctx.device_mrs && cuda::is_device_pointer(p); }
+bool is_gpu(const ShmContext &ctx, const void *p) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    for (const ShmContext::DeviceRange &r : ctx.device_ranges)
+        if (a >= r.start && a < r.end) return true;
+    return false;
+}
 
 namespace {
 

@@ -40,8 +40,9 @@ ibex_status_t reg_mr(ibex_pd *pd, void *addr, size_t length, unsigned access, ib
     }
     mr->lkey = mr->rkey = key;
     if (cuda::is_device_pointer(addr)) {
-        ++ctx->device_mrs;
-        ctx->device_mr_keys.insert(key);
+        const uintptr_t start = reinterpret_cast<uintptr_t>(addr);
+        ctx->device_ranges.push_back({start, start + length, key});
+        ctx->device_mrs = ctx->device_ranges.size();
     }
     publish_mr(*ctx, *mr);
     ++static_cast<ShmPd *>(pd)->users;
@@ -54,7 +55,9 @@ ibex_status_t dereg_mr(ibex_mr *mr) {
     {
         Lock l(ctx->mu);
         withdraw_mr(*ctx, *mr);
-        if (ctx->device_mr_keys.erase(mr->lkey)) --ctx->device_mrs;
+        auto &ranges = ctx->device_ranges;
+        std::erase_if(ranges, [mr](const ShmContext::DeviceRange &r) { return r.key == mr->lkey; });
+        ctx->device_mrs = ranges.size();
         ctx->mrs.remove(mr->lkey);
         for (ShmQp *qp : ctx->qps) qp->lane.close(); // a lane may copy from this MR
         --static_cast<ShmPd *>(mr->pd)->users;

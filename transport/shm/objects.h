@@ -131,8 +131,15 @@ struct ShmContext : ibex_context {
     std::pair<uint64_t, uint64_t> last_map_key{0, 0};
     PeerMapping last_map{};
     // ---- GPU memory (gpu.cpp)
-    int device_mrs = 0; // MRs over GPU memory; none: no pointer of ours needs a CUDA lookup
-    std::set<uint32_t> device_mr_keys;
+    // This context's MRs over GPU memory (decided once, at registration): every local
+    // buffer of a work request lies in an MR, so these ranges tell GPU memory apart on the
+    // data path without a CUDA call. None: nothing of this context is GPU memory.
+    struct DeviceRange {
+        uintptr_t start, end;
+        uint32_t key;
+    };
+    std::vector<DeviceRange> device_ranges;
+    size_t device_mrs = 0; // device_ranges.size(), read on every copy
     std::map<uint64_t, GpuExport> gpu_exports;
     uint64_t next_gpu_export = 1;
     GpuMappings gpu_maps;           // peers' exports, by (peer context key, id)
