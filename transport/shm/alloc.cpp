@@ -291,6 +291,7 @@ bool direct_copy(ShmQp &qp, const SendWqe &w, bool place_only, cuda::CopyFence *
     for (int i = 0; !gpu && qp.ctx->device_mrs && i < n; ++i) gpu = is_gpu(*qp.ctx, iov[i].iov_base);
     uint8_t *remote =
         alloc && (gpu || qp.forced != static_cast<uint32_t>(Copy::kCma)) ? peer_mapping(qp, alloc, off, w.local.total) : nullptr;
+    if (remote && gpu && (alloc & kGpuAlloc) && !peer_lives(qp)) return false; // the request path fails it
     if (remote && gpu) {
         // One cudaMemcpyAsync per SGE on the GPU's stream; fenced once, after the last.
         for (int i = 0; i < n; ++i) {

@@ -91,6 +91,9 @@ bool gpu_export_of(const ShmContext &ctx, const void *p, size_t len, uint64_t *i
 // Where [off, off + len) of the peer's export `id` lies here (a device pointer), mapping it
 // on first use; nullptr when it cannot be mapped.
 uint8_t *gpu_peer_mapping(ShmQp &qp, uint64_t id, uint64_t off, uint64_t len);
+// Whether the peer process still runs (looked at every 100 ms at most): a WRITE or READ
+// into a dead peer's mapped GPU memory takes the request path instead, which fails it.
+bool peer_lives(ShmQp &qp);
 // Closes the peer's GPU mappings when no other QP of this context reaches that peer.
 void forget_gpu_peer(ShmQp &qp);
 // One copy where either side may be GPU memory; fenced in *fence when given, else waited.

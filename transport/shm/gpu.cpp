@@ -135,6 +135,15 @@ uint8_t *gpu_peer_mapping(ShmQp &qp, uint64_t id, uint64_t off, uint64_t len) {
     return p;
 }
 
+bool peer_lives(ShmQp &qp) {
+    // CUDA keeps a dead exporter's allocation alive while it is mapped, so a copy into it
+    // would succeed: the peer's process is looked at, at most every 100 ms.
+    const uint64_t now = now_ns();
+    if (now < qp.gpu_liveness_at) return true;
+    qp.gpu_liveness_at = now + 100'000'000;
+    return process_alive(qp.peer_pid) && !qp.peer->closed.load(std::memory_order_relaxed);
+}
+
 void forget_gpu_peer(ShmQp &qp) {
     if (!qp.peer_ctx || !qp.ctx->gpu_maps.size()) return;
     for (const ShmQp *other : qp.ctx->qps)

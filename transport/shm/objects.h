@@ -217,6 +217,7 @@ struct ShmQp : ibex_qp, QpAttrs {
     uint64_t rnr_until = 0;    // ns: nothing sent before this (RNR back-off)
     uint64_t liveness_at = 0;  // ns: next check that the peer process runs (timeout 0)
     std::deque<GpuPending> gpu_pending; // popped from the SQ, copy still running
+    uint64_t gpu_liveness_at = 0;       // ns: next look at the peer process before a GPU copy
 
     // ---- responder
     Ring<RecvWqe> rq;

@@ -40,7 +40,7 @@ ibex_status_t reset(ShmQp &qp) {
     qp.tx_wqe = qp.sq.tail();
     qp.tx_off = 0;
     qp.next_seq = qp.una_seq = qp.epsn = 0;
-    qp.ack_deadline = qp.rnr_until = qp.liveness_at = 0;
+    qp.ack_deadline = qp.rnr_until = qp.liveness_at = qp.gpu_liveness_at = 0;
     qp.in_send = false;
     qp.peer = nullptr;
     qp.peer_ctx = nullptr;

@@ -312,6 +312,13 @@ TEST(ShmGpuSimulated, CompletionsWaitForTheCopiesAndKeepTheirOrder) {
     EXPECT_EQ(got, w);
 }
 
+// What a child tells its parent: its QP address and its GPU region.
+struct PeerRegion {
+    ibex_ep_addr_t addr;
+    uint64_t va;
+    uint32_t rkey, lkey;
+};
+
 // A peer in another process reaches GPU memory only through a CUDA IPC handle. Simulated
 // memory has none: a SEND out of it is refused (a remote operation error) and the target's
 // buffer is untouched; real GPU memory moves both ways, and the mapping goes with the QP.
@@ -328,11 +335,7 @@ TEST_P(ShmGpu, AnotherProcessMapsTheExportedAllocation) {
         if (ibex_reg_mr(e.pd, gm->ptr(), kBytes, kAll, &mr) != IBEX_OK) return 3;
         const auto mine = pattern(kBytes, 50);
         gm->upload(mine.data(), kBytes, 0);
-        struct {
-            ibex_ep_addr_t addr;
-            uint64_t va;
-            uint32_t rkey, lkey;
-        } out{e.addr(), gm->va(0), ibex_mr_rkey(mr), ibex_mr_lkey(mr)};
+        const PeerRegion out{e.addr(), gm->va(0), ibex_mr_rkey(mr), ibex_mr_lkey(mr)};
         ibex_ep_addr_t peer{};
         if (!send_all(fd, &out, sizeof out) || !recv_all(fd, &peer, sizeof peer)) return 4;
         if (ibex_qp_connect(e.qp, &peer) != IBEX_OK) return 5;
@@ -355,11 +358,7 @@ TEST_P(ShmGpu, AnotherProcessMapsTheExportedAllocation) {
     Endpoint e;
     e.open(kBytes, "shm");
     ASSERT_TRUE(e.ok());
-    struct {
-        ibex_ep_addr_t addr;
-        uint64_t va;
-        uint32_t rkey, lkey;
-    } in{};
+    PeerRegion in{};
     ASSERT_TRUE(recv_all(child.fd(), &in, sizeof in));
     const ibex_ep_addr_t mine = e.addr();
     ASSERT_TRUE(send_all(child.fd(), &mine, sizeof mine));
@@ -390,6 +389,51 @@ TEST_P(ShmGpu, AnotherProcessMapsTheExportedAllocation) {
     const char done = 1;
     ASSERT_TRUE(send_all(child.fd(), &done, 1));
     EXPECT_EQ(child.wait_exit(30000), 0);
+}
+
+// A peer killed while this process maps its GPU memory: CUDA keeps the allocation alive
+// while mapped, so a copy into it would "succeed"; the provider looks at the peer process
+// before a GPU copy (every 100 ms at most), sends the WRITE the request way instead, and
+// it fails with a retry error, the QP in error, and nothing crashes.
+TEST(ShmGpuCuda, APeerKilledWhileMappedFailsTheQp) {
+    if (const std::string why = unavailable("cuda"); !why.empty()) GTEST_SKIP() << why << "; this case runs on a CUDA host";
+    ChildProcess child;
+    ASSERT_TRUE(child.start([](int fd) -> int {
+        Endpoint e;
+        e.open(kBytes, "shm");
+        if (!e.ok()) return 2;
+        std::unique_ptr<GpuMemory> gm = gpu_memory("cuda", kBytes);
+        ibex_mr_t *mr = nullptr;
+        if (ibex_reg_mr(e.pd, gm->ptr(), kBytes, kAll, &mr) != IBEX_OK) return 3;
+        const PeerRegion out{e.addr(), gm->va(0), ibex_mr_rkey(mr), ibex_mr_lkey(mr)};
+        ibex_ep_addr_t peer{};
+        if (!send_all(fd, &out, sizeof out) || !recv_all(fd, &peer, sizeof peer)) return 4;
+        if (ibex_qp_connect(e.qp, &peer) != IBEX_OK) return 5;
+        char never = 0;
+        recv_all(fd, &never, 1, 60000); // until killed
+        return 0;
+    }));
+    Endpoint e;
+    e.open(kBytes, "shm");
+    ASSERT_TRUE(e.ok());
+    PeerRegion in{};
+    ASSERT_TRUE(recv_all(child.fd(), &in, sizeof in));
+    const ibex_ep_addr_t mine = e.addr();
+    ASSERT_TRUE(send_all(child.fd(), &mine, sizeof mine));
+    IBEX_ASSERT_OK(ibex_qp_connect(e.qp, &in.addr));
+    std::unique_ptr<GpuMemory> gm = gpu_memory("cuda", kBytes);
+    ibex_mr_t *mr = nullptr;
+    IBEX_ASSERT_OK(ibex_reg_mr(e.pd, gm->ptr(), kBytes, kAll, &mr));
+    IBEX_ASSERT_OK(post(e.qp, IBEX_WR_RDMA_WRITE, 1, gm->va(0), 65536, ibex_mr_lkey(mr), in.va, in.rkey));
+    expect_successes(e, {1}); // mapped now
+    child.kill_and_reap();
+    usleep(150000); // past the next look at the peer
+    IBEX_ASSERT_OK(post(e.qp, IBEX_WR_RDMA_WRITE, 2, gm->va(0), 65536, ibex_mr_lkey(mr), in.va, in.rkey));
+    const auto wc = e.wait(1, 20000);
+    ASSERT_EQ(wc.size(), 1u) << "no completion for a WRITE to a dead peer";
+    EXPECT_EQ(wc[0].status, IBEX_WC_RETRY_EXC_ERR) << ibex_wc_status_str(wc[0].status);
+    EXPECT_EQ(e.qp_state(), IBEX_QPS_ERR);
+    ibex_dereg_mr(mr);
 }
 
 INSTANTIATE_TEST_SUITE_P(Memory, ShmGpu, ::testing::Values("simulated", "cuda"),
