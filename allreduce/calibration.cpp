@@ -182,6 +182,7 @@ ibex_status_t calibrate(ibex_comm *c) {
         }
     }
     c->selector.configure(c->nranks, c->opt.exec.slice_bytes, model, &layout);
+    c->selector.set_gdraa_zone(c->opt.exec.zone_bytes);
     if (model.measured && c->topo.irregular.empty()) {
         IBEX_TRY(fit_rivals(c, &model));
         c->selector.configure(c->nranks, c->opt.exec.slice_bytes, model, &layout);

@@ -20,8 +20,10 @@
 namespace ibex::coll {
 namespace {
 
-std::vector<int> needed_peers(int rank, int n, const HostLayout &layout, const std::vector<int> &bigraph) {
+std::vector<int> needed_peers(int rank, int n, const HostLayout &layout, const std::vector<int> &bigraph, bool gdraa) {
     std::set<int> s;
+    if (gdraa)
+        for (int p : gdraa_peers(rank, n)) s.insert(p);
     for (int p : ring_peers(rank, n)) s.insert(p);
     for (int p : bigraph.empty() ? rhd_peers(rank, n) : bigraph_peers(rank, bigraph)) s.insert(p);
     for (int p : tree_peers(rank, n)) s.insert(p);
@@ -107,6 +109,7 @@ ibex_status_t comm_ensure_scratch(ibex_comm *c, size_t bytes) {
 }
 
 Algo comm_algo(const ibex_comm *c, size_t bytes) {
+    if (c->opt.forced && c->opt.algo == Algo::gdraa && !c->selector.gdraa_fits_bytes(bytes)) return Algo::ring;
     if (c->opt.forced && (c->opt.algo != Algo::hierarchical || c->topo.irregular.empty())) return c->opt.algo;
     return c->selector.choose(bytes);
 }
@@ -164,7 +167,7 @@ ibex_status_t comm_create(int nranks, const char *id_text, int rank, const CommO
                                     c->opt.bigraph_per_switch, why.c_str());
         }
     }
-    c->peers = needed_peers(rank, nranks, c->topo.layout, c->bigraph_order);
+    c->peers = needed_peers(rank, nranks, c->topo.layout, c->bigraph_order, c->opt.exec.zone_bytes > 0);
     if (Fastbox::wanted(c)) { // the fast boxes talk to every rank
         c->peers.clear();
         for (int p = 0; p < nranks; ++p)

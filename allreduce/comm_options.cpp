@@ -42,7 +42,7 @@ ibex_status_t comm_options(const ibex_comm_config_t *config, CommOptions *out) {
         out->forced = out->bigraph_required = true;
     } else if (algo && std::strcmp(algo, "auto") != 0) {
         if (!parse_algo(algo, &out->algo))
-            return fail(IBEX_ERR_INVALID_ARGUMENT, "algorithm \"%s\" is not one of ring, rhd, tree, hierarchical, bigraph",
+            return fail(IBEX_ERR_INVALID_ARGUMENT, "algorithm \"%s\" is not one of ring, rhd, tree, hierarchical, bigraph, gdraa",
                         algo);
         out->forced = true;
     }
@@ -52,6 +52,9 @@ ibex_status_t comm_options(const ibex_comm_config_t *config, CommOptions *out) {
     out->exec.window = static_cast<int>(config::get_int("IBEX_COMM_WINDOW", 16, 1, 1024));
     out->exec.eager_bytes = static_cast<size_t>(config::get_int("IBEX_COMM_EAGER", 8 << 10, 0, 1 << 20));
     out->exec.eager_slots = static_cast<int>(config::get_int("IBEX_COMM_EAGER_SLOTS", 32, 2, 1024));
+    // GDRAA's landing zones: off unless asked for, by size or by forcing the algorithm.
+    const bool gdraa = out->forced && out->algo == Algo::gdraa;
+    out->exec.zone_bytes = static_cast<size_t>(config::get_int("IBEX_GDRAA_ZONE", gdraa ? 1 << 20 : 0, 0, 1 << 30)) & ~size_t(7);
     out->spin_us = static_cast<int>(config::get_int("IBEX_COMM_SPIN_US", 50, 0, 1000000));
     out->wait_spin_us = static_cast<int>(config::get_int("IBEX_COMM_WAIT_SPIN_US", -1, -1, 1000000));
     out->handover_us = static_cast<int>(config::get_int("IBEX_COMM_HANDOVER_US", 200, 0, 1000000));

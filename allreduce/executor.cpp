@@ -51,7 +51,9 @@ ibex_status_t Executor::send_control(Channel &c, size_t ci, const Credit &m) {
     wr.num_sge = 1;
     wr.opcode = IBEX_WR_SEND;
     wr.send_flags = IBEX_SEND_SIGNALED | IBEX_SEND_INLINE;
-    return ibex_post_send(c.qp, &wr, nullptr);
+    const ibex_status_t st = ibex_post_send(c.qp, &wr, nullptr);
+    if (st == IBEX_OK) ++control_sent_;
+    return st;
 }
 
 ibex_status_t Executor::write_to(int peer, std::span<const WritePiece> pieces, uint32_t lkey, uint32_t rkey) {
@@ -158,7 +160,7 @@ ibex_status_t Executor::start(Schedule &&s, ibex_datatype_t type, ibex_redop_t o
         ibex_mr_t *mr = nullptr;
         if (st.kind == StepKind::send) {
             c.sends.push_back(static_cast<int>(i));
-            if (st.bytes && !is_eager(st.bytes)) { // eager slices leave from the channel's own buffers
+            if (st.bytes && (sched_.direct || !is_eager(st.bytes))) { // eager slices leave from the channel's own buffers
                 IBEX_TRY(cache.get(st.src, st.bytes, &mr));
                 lkey_[i] = ibex_mr_lkey(mr);
             }
@@ -166,6 +168,14 @@ ibex_status_t Executor::start(Schedule &&s, ibex_datatype_t type, ibex_redop_t o
             c.recvs.push_back(static_cast<int>(i));
             c.slot_of.push_back(-1);
             c.eager_slot_of.push_back(-1);
+            if (sched_.direct) {
+                // Lands where the sender writes it: the zone (reductions) or the recvbuf
+                // announced by this collective's ready.
+                if (st.kind == StepKind::recv_reduce && (!c.zone || st.remote_off + st.bytes > c.zone.size()))
+                    return fail(IBEX_ERR_INTERNAL, "direct step of %zu bytes at %llu leaves the landing zone", st.bytes,
+                                static_cast<unsigned long long>(st.remote_off));
+                continue;
+            }
             if (is_eager(st.bytes)) continue; // lands in the eager ring
             if (st.kind == StepKind::recv_reduce) {
                 if (st.bytes > params_.slice_bytes)
@@ -177,14 +187,37 @@ ibex_status_t Executor::start(Schedule &&s, ibex_datatype_t type, ibex_redop_t o
             }
         }
     }
+    if (sched_.direct && sched_.direct_recv_bytes) {
+        // The recvbuf goes to each peer when it differs from the one announced last (the
+        // zones were announced at connection). Nothing else is needed: a peer writes this
+        // collective's scatter into the zone only after it got this rank's gather of the
+        // last one (so the zone was read), and its gather only after this rank's scatter,
+        // which follows this announcement on the same connection.
+        for (int ci : op_chans_) {
+            Channel &c = chans_[static_cast<size_t>(ci)];
+            ibex_mr_t *mr = nullptr;
+            IBEX_TRY(caches.of(c.link).get(sched_.direct_recvbuf, sched_.direct_recv_bytes, &mr));
+            Credit m{};
+            m.kind = Ctl::ready;
+            m.addr = reinterpret_cast<uintptr_t>(sched_.direct_recvbuf);
+            m.rkey = ibex_mr_rkey(mr);
+            m.len = static_cast<uint32_t>(sched_.direct_recv_bytes);
+            if (c.announced.kind == Ctl::ready && c.announced.addr == m.addr && c.announced.rkey == m.rkey &&
+                c.announced.len >= m.len)
+                continue;
+            if (ibex_status_t st = send_control(c, static_cast<size_t>(ci), m); st != IBEX_OK)
+                return fail(st, "announcing this rank's recvbuf to rank %d: %s", c.rank, ibex_last_error());
+            c.announced = m;
+        }
+    }
     active_ = true;
     // Eager slices that came ahead of this collective take their places now.
     for (int ci : op_chans_) {
         Channel &c = chans_[static_cast<size_t>(ci)];
         while (!c.early.empty() && c.next_arrival < c.recvs.size()) {
-            const uint32_t len = c.early.front();
+            const uint32_t e = c.early.front();
             c.early.pop_front();
-            IBEX_TRY(match_arrival(c, true, len));
+            IBEX_TRY(match_arrival(c, !(e & Channel::kEarlyDirect), e & ~Channel::kEarlyDirect));
         }
     }
     return IBEX_OK;
@@ -202,10 +235,10 @@ ibex_status_t Executor::arrived(Channel &c, const ibex_wc_t &wc) {
     if (seq != expect) return fail(IBEX_ERR_INTERNAL, "rank %d: data sequence %u, expected %u", c.rank, seq, expect);
     const bool eager = (wc.imm_data & kImmEager) != 0;
     if (!c.early.empty() || !active_ || c.next_arrival >= c.recvs.size()) {
-        // Only an eager slice can come before its collective starts here (the peer is one
-        // collective ahead); it waits in its slot.
-        if (!eager) return fail(IBEX_ERR_INTERNAL, "rank %d wrote data this rank never asked for", c.rank);
-        c.early.push_back(wc.byte_len);
+        // Only an eager slice, or a direct one into the landing zone, can come before its
+        // collective starts here (the peer is one collective ahead); it waits where it is.
+        if (!eager && !c.zone) return fail(IBEX_ERR_INTERNAL, "rank %d wrote data this rank never asked for", c.rank);
+        c.early.push_back(wc.byte_len | (eager ? 0 : Channel::kEarlyDirect));
         return IBEX_OK;
     }
     return match_arrival(c, eager, wc.byte_len);
@@ -214,7 +247,7 @@ ibex_status_t Executor::arrived(Channel &c, const ibex_wc_t &wc) {
 ibex_status_t Executor::match_arrival(Channel &c, bool eager, uint32_t byte_len) {
     const int i = c.recvs[c.next_arrival];
     const Step &st = sched_.steps[static_cast<size_t>(i)];
-    if (eager != is_eager(st.bytes) || (eager && byte_len != st.bytes))
+    if (eager != (!sched_.direct && is_eager(st.bytes)) || ((eager || sched_.direct) && byte_len != st.bytes))
         return fail(IBEX_ERR_INVALID_ARGUMENT,
                     "rank %d sent %u bytes where this rank expects %zu: the ranks called different collectives, "
                     "counts or types (or set IBEX_COMM_EAGER differently)",
@@ -238,6 +271,7 @@ ibex_status_t Executor::handle(const ibex_wc_t &wc, bool *did) {
     *did = true;
     switch (wr_kind(wc.wr_id)) {
     case kData:
+        ++c.data_done;
         mark_done(static_cast<int>(wr_value(wc.wr_id)));
         return IBEX_OK;
     case kEagerData:
@@ -271,6 +305,14 @@ ibex_status_t Executor::handle(const ibex_wc_t &wc, bool *did) {
                 c.peer_eager_slot_bytes = cr.len;
                 c.peer_eager_slots = cr.seq;
                 break;
+            case Ctl::zone:
+                if (c.peer_zone_known) return fail(IBEX_ERR_INTERNAL, "rank %d announced a second landing zone", c.rank);
+                c.peer_zone_known = true;
+                c.peer_zone_addr = cr.addr;
+                c.peer_zone_rkey = cr.rkey;
+                c.peer_zone_bytes = cr.len;
+                break;
+            case Ctl::ready: c.peer_recvbuf = cr; break;
             case Ctl::eager_return:
                 if (cr.seq - c.eager_freed > c.eager_sent - c.eager_freed)
                     return fail(IBEX_ERR_INTERNAL, "rank %d handed back eager slots it never had", c.rank);
@@ -302,7 +344,7 @@ ibex_status_t Executor::advance(bool *did) {
             wr.opcode = IBEX_WR_RDMA_WRITE_WITH_IMM;
             wr.send_flags = IBEX_SEND_SIGNALED;
             wr.imm_data = c.send_seq & kImmSeqMask;
-            const bool eager = is_eager(st.bytes);
+            const bool eager = !sched_.direct && is_eager(st.bytes);
             if (eager) {
                 const uint32_t own_slots = static_cast<uint32_t>(params_.eager_slots);
                 if (!c.peer_eager_known || c.eager_sent - c.eager_freed >= c.peer_eager_slots ||
@@ -324,6 +366,23 @@ ibex_status_t Executor::advance(bool *did) {
                 wr.imm_data |= kImmEager;
                 wr.wr.rdma.remote_addr = c.peer_eager_addr + uint64_t(c.eager_sent % c.peer_eager_slots) * c.peer_eager_slot_bytes;
                 wr.wr.rdma.rkey = c.peer_eager_rkey;
+            } else if (sched_.direct) {
+                // Where the schedule says it lands, no more than a window in flight (each
+                // takes one of the peer's receives).
+                const bool zone = st.lands == Step::Lands::zone;
+                if (!c.peer_zone_known || (!zone && st.bytes && c.peer_recvbuf.kind != Ctl::ready) ||
+                    c.data_posted - c.data_done >= static_cast<uint64_t>(params_.window))
+                    break;
+                const Credit &rd = c.peer_recvbuf;
+                const uint64_t room = zone ? c.peer_zone_bytes : rd.len;
+                if (st.lands == Step::Lands::credit || st.remote_off > room || st.bytes > room - st.remote_off)
+                    return fail(IBEX_ERR_INVALID_ARGUMENT,
+                                "rank %d has %llu bytes %s where this rank writes %zu at %llu: the ranks called different "
+                                "collectives, counts or types, or set IBEX_GDRAA_ZONE differently",
+                                c.rank, static_cast<unsigned long long>(room), zone ? "of landing zone" : "of recvbuf",
+                                st.bytes, static_cast<unsigned long long>(st.remote_off));
+                wr.wr.rdma.remote_addr = (zone ? c.peer_zone_addr : rd.addr) + st.remote_off;
+                wr.wr.rdma.rkey = zone ? c.peer_zone_rkey : rd.rkey;
             } else {
                 if (c.credits.empty()) break;
                 const Credit &cr = c.credits.front();
@@ -343,7 +402,10 @@ ibex_status_t Executor::advance(bool *did) {
             if (eager) {
                 ++c.eager_sent;
                 mark_done(i);
+            } else if (sched_.direct) {
+                ++c.data_posted;
             } else {
+                ++c.data_posted;
                 c.credits.pop_front();
             }
             ++c.send_seq;
@@ -352,7 +414,8 @@ ibex_status_t Executor::advance(bool *did) {
         }
         // Announce destinations for receives that may start (eager ones need none).
         // (Eager slices may arrive before the loop passes them: next_arrival can lead.)
-        while (c.next_credit < c.recvs.size() && c.next_credit < c.next_arrival + static_cast<size_t>(params_.window)) {
+        while (!sched_.direct && c.next_credit < c.recvs.size() &&
+               c.next_credit < c.next_arrival + static_cast<size_t>(params_.window)) {
             const int i = c.recvs[c.next_credit];
             const Step &st = sched_.steps[static_cast<size_t>(i)];
             if (is_eager(st.bytes)) {
@@ -398,6 +461,12 @@ ibex_status_t Executor::advance(bool *did) {
                     IBEX_TRY(copy_any(st.dst, landed, st.bytes));
                 }
                 ++c.eager_consumed;
+                mark_done(i);
+                *did = true;
+            } else if (st.kind == StepKind::recv_reduce && sched_.direct) {
+                if (!ready(st)) break;
+                if (st.apply_dep >= 0 && !done_flag_[static_cast<size_t>(st.apply_dep)]) break;
+                IBEX_TRY(reduce_landed(st, c.zone.data() + st.remote_off));
                 mark_done(i);
                 *did = true;
             } else if (st.kind == StepKind::recv_reduce) {

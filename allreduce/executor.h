@@ -36,6 +36,7 @@ struct ExecutorParams {
     int window = 16;                // credits outstanding per peer
     size_t eager_bytes = 8 << 10;   // slices up to this go to eager slots (0: never)
     int eager_slots = 32;           // eager ring slots per peer
+    size_t zone_bytes = 0;          // GDRAA landing zone per peer, announced once (0: none)
 };
 
 class Executor {
@@ -91,6 +92,9 @@ public:
     void finish() { active_ = false; }
     // steady-clock ns at which each step finished (complete once finished())
     const std::vector<uint64_t> &done_times() const { return done_ns_; }
+    // Control messages (credits, eager ring announcements and returns, landing zones,
+    // readies) this rank has sent, over the executor's life.
+    uint64_t control_messages() const { return control_sent_; }
 
     // One pass: drain the CQ, then move every step that can move. *did: anything happened.
     ibex_status_t progress(bool *did);
@@ -109,7 +113,10 @@ private:
     // Every control message. credit: seq is the data sequence number the announced
     // buffer is for. eager_ring: the receiver's ring (addr, rkey, len = slot bytes, seq =
     // slots). eager_return: seq = eager slots consumed so far, over the channel's life.
-    enum class Ctl : uint32_t { credit = 0, eager_ring = 1, eager_return = 2 };
+    // zone: the receiver's landing zone for direct schedules (addr, rkey, len). ready: the
+    // receiver's recvbuf for direct schedules from now on (addr, rkey, len), sent when it
+    // changes.
+    enum class Ctl : uint32_t { credit = 0, eager_ring = 1, eager_return = 2, zone = 3, ready = 4 };
     struct Credit {
         uint32_t seq;
         uint32_t len;
@@ -124,7 +131,7 @@ private:
         int cq_fd = -1;
         // The memory of its channels' staging slots and eager rings, one allocation each,
         // carved per channel (alloc_region.h says why); staging is allocated at first use.
-        AllocRegion staging, eager;
+        AllocRegion staging, eager, zone;
         int channels = 0;
     };
     struct Channel {
@@ -145,7 +152,10 @@ private:
         // This rank's eager ring (the peer writes into it) and what is consumed / handed back.
         RegisteredSlice eager;
         uint32_t eager_arrived = 0, eager_consumed = 0, eager_returned = 0;
-        std::deque<uint32_t> early; // lengths of eager slices that came before their collective
+        // Slices that came before their collective (the peer is one ahead): eager ones in
+        // their slots, direct ones in the landing zone (kEarlyDirect set); their lengths.
+        static constexpr uint32_t kEarlyDirect = 1u << 31;
+        std::deque<uint32_t> early;
         std::vector<int> eager_slot_of; // per recv index: the eager slot it landed in, or -1
         // The peer's ring, as announced, and how many of its slots this rank has used.
         bool peer_eager_known = false;
@@ -160,6 +170,14 @@ private:
         std::vector<int> sends, recvs;
         std::vector<int> slot_of; // per recv index
         size_t next_send = 0, next_credit = 0, next_arrival = 0, next_apply = 0;
+        // Direct schedules (Schedule::direct): this rank's landing zone for the peer, the
+        // peer's for this rank, the recvbuf each side last announced, and data in flight.
+        RegisteredSlice zone;
+        bool peer_zone_known = false;
+        uint64_t peer_zone_addr = 0;
+        uint32_t peer_zone_rkey = 0, peer_zone_bytes = 0;
+        Credit announced{}, peer_recvbuf{}; // kind ready once announced
+        uint64_t data_posted = 0, data_done = 0;
     };
 
     ibex_status_t post_recv(Channel &c, uint32_t idx);
@@ -203,6 +221,7 @@ private:
     bool local_in_pieces_ = false; // that step goes a piece per pass (set at its first piece)
     size_t done_ = 0;
     std::vector<int> op_chans_;
+    uint64_t control_sent_ = 0;
 };
 
 } // namespace ibex::coll

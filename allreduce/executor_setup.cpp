@@ -19,6 +19,7 @@ Executor::~Executor() {
     for (Link &l : links_) {
         l.staging.close();
         l.eager.close();
+        l.zone.close();
         if (l.cq) ibex_destroy_cq(l.cq);
         if (l.pd) ibex_dealloc_pd(l.pd);
         if (l.ctx) ibex_close_device(l.ctx);
@@ -78,6 +79,11 @@ ibex_status_t Executor::open(const char *device, const char *local_device, int r
             if (links_[k].channels)
                 IBEX_TRY(links_[k].eager.open(links_[k].pd, eager_bytes * static_cast<size_t>(links_[k].channels),
                                               0, "eager rings"));
+    if (params.zone_bytes)
+        for (int k = 0; k < nlinks_; ++k)
+            if (links_[k].channels)
+                IBEX_TRY(links_[k].zone.open(links_[k].pd, params.zone_bytes * static_cast<size_t>(links_[k].channels), 0,
+                                             "landing zones"));
     for (Channel &c : chans_) {
         ibex_pd_t *pd = links_[c.link].pd;
         ibex_qp_init_attr_t a = IBEX_QP_INIT_ATTR_INIT;
@@ -95,6 +101,9 @@ ibex_status_t Executor::open(const char *device, const char *local_device, int r
                                   eager_bytes, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE, "eager ring"));
             IBEX_TRY(c.eager_tx.open(pd, eager_bytes, IBEX_ACCESS_LOCAL_WRITE, "eager send buffers", false));
         }
+        if (params.zone_bytes)
+            IBEX_TRY(c.zone.open(pd, links_[c.link].zone.data() + static_cast<size_t>(c.on_link) * params.zone_bytes,
+                                 params.zone_bytes, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE, "landing zone"));
     }
     return IBEX_OK;
 }
@@ -111,6 +120,14 @@ ibex_status_t Executor::announce() {
         m.rkey = c.eager.mr() ? ibex_mr_rkey(c.eager.mr()) : 0;
         if (ibex_status_t st = send_control(c, ci, m); st != IBEX_OK)
             return fail(st, "announcing the eager ring to rank %d: %s", c.rank, ibex_last_error());
+        if (!c.zone) continue;
+        Credit z{};
+        z.kind = Ctl::zone;
+        z.len = static_cast<uint32_t>(c.zone.size());
+        z.addr = reinterpret_cast<uintptr_t>(c.zone.data());
+        z.rkey = ibex_mr_rkey(c.zone.mr());
+        if (ibex_status_t st = send_control(c, ci, z); st != IBEX_OK)
+            return fail(st, "announcing the landing zone to rank %d: %s", c.rank, ibex_last_error());
     }
     return IBEX_OK;
 }

@@ -60,6 +60,13 @@ ibex_status_t start_op(ibex_comm *c, Op &op, bool *empty) {
         case Algo::rhd: build_bigraph_allreduce(a, c->bigraph_order, b); break; // plain rhd without a BiGraph
         case Algo::tree: build_tree_allreduce(a, b); break;
         case Algo::hierarchical: build_hierarchical_allreduce(a, c->topo.layout, b); break;
+        case Algo::gdraa:
+            // What does not fit the landing zones goes around the ring (comm_algo says so too).
+            if (gdraa_fits(a.count, elem, c->nranks, c->opt.exec.zone_bytes))
+                build_gdraa_allreduce(a, b);
+            else
+                build_ring_allreduce(a, b);
+            break;
         }
         break;
     case OpKind::barrier: build_tree_allreduce(a, b); break;

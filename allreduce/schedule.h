@@ -40,10 +40,21 @@ struct Step {
     // recv_reduce only: the landed operand is the left one, dst = op(landed, src). Two ranks
     // that each reduce the same pair then apply op to the operands in the same order.
     bool landed_first = false;
+    // Schedules that run without credits (Schedule::direct): where a send lands at the peer
+    // (its landing zone for this rank, or its recvbuf), at remote_off bytes; a recv_reduce
+    // finds its operand at remote_off in this rank's zone for the peer.
+    enum class Lands : uint8_t { credit, zone, recvbuf };
+    Lands lands = Lands::credit;
+    uint64_t remote_off = 0;
 };
 
 struct Schedule {
     std::vector<Step> steps;
+    // Every send names where it lands (Step::lands): no credits. Each rank announces its
+    // recvbuf to its peers once per collective instead (allreduce/algorithms/gdraa.cpp).
+    bool direct = false;
+    void *direct_recvbuf = nullptr;
+    size_t direct_recv_bytes = 0;
 };
 
 // Appends steps, splitting transfers into slices no larger than slice_bytes (whole

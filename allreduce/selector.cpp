@@ -17,6 +17,7 @@ const char *algo_name(Algo a) {
     case Algo::rhd: return "rhd";
     case Algo::tree: return "tree";
     case Algo::hierarchical: return "hierarchical";
+    case Algo::gdraa: return "gdraa";
     }
     return "?";
 }
@@ -142,6 +143,14 @@ double Selector::cost(Algo a, size_t bytes) const {
         double c = rail_allreduce(k, m / l);
         if (per_host_ > 1) c += 2 * (l - 1) * step(k, 0, m / l) + (l - 1) / l * m * ga; // in-host ring halves
         return model_.hier_scale * c + hierarchical_joins() * model_.hier_join;
+    }
+    case Algo::gdraa: {
+        // Two phases in which each rank sends (n-1)/n of the data to all peers at once over
+        // its one link, after the peers' readies (one message latency); each rank reduces
+        // (n-1)/n of the data once.
+        if (!gdraa_fits_bytes(bytes)) return kNever;
+        const size_t crossing = hosts_ > 1 ? static_cast<size_t>(max_per_host_) : 0;
+        return step(k, crossing, 0) + 2 * step(k, crossing, (n - 1) / n * m) + (n - 1) / n * m * ga;
     }
     }
     return 0;

@@ -21,11 +21,11 @@
 
 namespace ibex::coll {
 
-enum class Algo { tree = 0, rhd = 1, ring = 2, hierarchical = 3 };
-constexpr int kAlgoCount = 4;
+enum class Algo { tree = 0, rhd = 1, ring = 2, hierarchical = 3, gdraa = 4 };
+constexpr int kAlgoCount = 5;
 
 const char *algo_name(Algo a);
-// "ring", "rhd", "tree", "hierarchical" (false for anything else).
+// "ring", "rhd", "tree", "hierarchical", "gdraa" (false for anything else).
 bool parse_algo(const char *name, Algo *out);
 
 struct CostModel {
@@ -76,6 +76,13 @@ class Selector {
 public:
     // Without a layout every rank is on one host and every link costs (alpha, beta).
     void configure(int nranks, size_t slice_bytes, const CostModel &m, const HostLayout *layout = nullptr);
+    // GDRAA's landing zone per peer (IBEX_GDRAA_ZONE; 0: GDRAA is off and never chosen).
+    void set_gdraa_zone(size_t bytes) { zone_ = bytes; }
+    // Whether an allreduce of `bytes` fits GDRAA's landing zones (a chunk of bytes / n,
+    // rounded up by one element of the widest type).
+    bool gdraa_fits_bytes(size_t bytes) const {
+        return zone_ && n_ > 1 && (bytes + static_cast<size_t>(n_) - 1) / static_cast<size_t>(n_) + 8 <= zone_;
+    }
     const CostModel &model() const { return model_; }
     int hosts() const { return hosts_; }
     int ranks_per_host() const { return per_host_; } // 0: uneven
@@ -105,6 +112,7 @@ private:
 
     int n_ = 1;
     size_t slice_ = 128 << 10;
+    size_t zone_ = 0;
     CostModel model_;
     int hosts_ = 1, per_host_ = 1, max_per_host_ = 1;
     size_t ring_crossing_ = 0, fold_crossing_ = 0; // ring edges / rhd fold pairs leaving the busiest host

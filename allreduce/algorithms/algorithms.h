@@ -87,6 +87,14 @@ std::vector<int> bigraph_order(const BiGraphLayout &l);
 void build_bigraph_allreduce(const CollArgs &a, const std::vector<int> &order, ScheduleBuilder &b);
 std::vector<int> bigraph_peers(int rank, const std::vector<int> &order);
 
+// gdraa.cpp: MiMatrix's GDRAA: each rank writes chunk p of its input into rank p's landing
+// zone, p folds them in and writes its finished chunk into every peer's recvbuf; no
+// credits (Schedule::direct), one `ready` per peer per collective. Needs a connection to
+// every peer, and a chunk (count / n, rounded up) that fits the landing zone.
+bool gdraa_fits(size_t count, size_t elem_bytes, int nranks, size_t zone_bytes);
+void build_gdraa_allreduce(const CollArgs &a, ScheduleBuilder &b);
+std::vector<int> gdraa_peers(int rank, int n);
+
 // chain.cpp: broadcast and reduce as pipelined chains along the ring (from the root /
 // ending at the root).
 void build_chain_broadcast(const CollArgs &a, ScheduleBuilder &b);

@@ -5,10 +5,12 @@
 // same bytes.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 
+#include "allreduce/comm.h"
 #include "tests/allreduce/ranks.h"
 
 namespace {
@@ -108,7 +110,55 @@ TEST(AlgorithmsForced, BiGraphWithoutAFittingLayoutIsRefused) {
 }
 
 TEST(AlgorithmsForced, UnderPacketLoss) {
-    for (const char *algo : {"ring", "rhd", "tree"}) run(algo, 3, true);
+    for (const char *algo : {"ring", "rhd", "tree", "gdraa"}) run(algo, 3, true);
+}
+
+TEST(AlgorithmsForced, Gdraa) {
+    for (int n : {2, 3, 5}) run("gdraa", n);
+}
+
+// GDRAA's handshakes, counted: each rank announces its recvbuf to each peer when it
+// changes, and sends nothing else; ring sends a credit for every slice it receives (above
+// the eager size).
+int control_body(RankCtx &ctx, const char *algo) {
+    ::setenv("IBEX_SHM_DIRECT_MIN", "0", 1);
+    ::setenv("IBEX_ALGO", algo, 1);
+    const size_t peers = static_cast<size_t>(ctx.nranks - 1);
+    ibex_comm_t *comm = nullptr;
+    RANK_CHECK_OK(ctx, ibex_comm_init_rank(&comm, ctx.nranks, &ctx.id, ctx.rank, nullptr));
+    std::vector<float> x(64 << 10, 1.0f), y(64 << 10), z(64 << 10);
+    RANK_CHECK_OK(ctx, ibex_allreduce(x.data(), y.data(), x.size(), IBEX_F32, IBEX_SUM, comm, nullptr));
+    const uint64_t before = comm->exec.control_messages();
+    constexpr int kOps = 10;
+    for (int i = 0; i < kOps; ++i)
+        RANK_CHECK_OK(ctx, ibex_allreduce(x.data(), y.data(), x.size(), IBEX_F32, IBEX_SUM, comm, nullptr));
+    const uint64_t same = comm->exec.control_messages() - before;
+    RANK_CHECK(ctx, y[0] == static_cast<float>(ctx.nranks), "%s: got %g", algo, static_cast<double>(y[0]));
+    RANK_CHECK_OK(ctx, ibex_allreduce(x.data(), z.data(), x.size(), IBEX_F32, IBEX_SUM, comm, nullptr));
+    const uint64_t changed = comm->exec.control_messages() - before - same;
+    RANK_CHECK(ctx, z.back() == static_cast<float>(ctx.nranks), "%s: got %g", algo, static_cast<double>(z.back()));
+    if (std::strcmp(algo, "gdraa") == 0) {
+        RANK_CHECK(ctx, same == 0, "gdraa sent %llu control messages in %d allreduces on the same buffers",
+                   static_cast<unsigned long long>(same), kOps);
+        RANK_CHECK(ctx, changed == peers, "gdraa sent %llu control messages for a new recvbuf, not %zu",
+                   static_cast<unsigned long long>(changed), peers);
+    } else {
+        RANK_CHECK(ctx, same >= 2 * peers * kOps, "ring sent only %llu control messages in %d 256 KiB allreduces",
+                   static_cast<unsigned long long>(same), kOps);
+    }
+    ctx.say("%s: %.1f control messages per allreduce\n", algo, static_cast<double>(same) / kOps);
+    RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
+    return 0;
+}
+
+TEST(AlgorithmsForced, GdraaAnnouncesBuffersOnceAndSendsNoCredits) {
+    for (int n : {2, 4})
+        for (const char *algo : {"gdraa", "ring"}) {
+            SCOPED_TRACE(std::string(algo) + " n=" + std::to_string(n));
+            const auto out = ibex::test::run_ranks(n, [algo](RankCtx &ctx) { return control_body(ctx, algo); }, 60);
+            ibex::test::expect_all_passed(out);
+            std::printf("%d ranks, rank 0, %s", n, out[0].text.c_str());
+        }
 }
 
 } // namespace

@@ -31,6 +31,27 @@ TEST(Selector, LatencyBoundPicksFewestSteps) {
     EXPECT_NE(s.choose(64), Algo::ring);
 }
 
+// GDRAA (two transfer steps and a message latency, whatever n) is never chosen while its
+// landing zones are off, wins latency-bound allreduces on many ranks once they are on, and
+// is never chosen for what does not fit n zones.
+TEST(Selector, GdraaWinsLatencyBoundOnManyRanksWhereItFits) {
+    Selector s;
+    s.configure(8, 128 << 10, model(50e-6, 1e-9, 0.2e-9));
+    EXPECT_GT(s.cost(Algo::gdraa, 4096), 1e30);
+    EXPECT_NE(s.choose(4096), Algo::gdraa);
+    s.set_gdraa_zone(1 << 20);
+    EXPECT_EQ(s.choose(4096), Algo::gdraa);
+    EXPECT_LT(s.cost(Algo::gdraa, 4096), s.cost(Algo::ring, 4096) / 3); // 3 latencies against 14
+    EXPECT_TRUE(s.gdraa_fits_bytes((8u << 20) - 4096));
+    EXPECT_FALSE(s.gdraa_fits_bytes(8u << 20));
+    EXPECT_GT(s.cost(Algo::gdraa, 16u << 20), 1e30);
+    EXPECT_NE(s.choose(16u << 20), Algo::gdraa);
+    Algo a;
+    ASSERT_TRUE(parse_algo("gdraa", &a));
+    EXPECT_EQ(a, Algo::gdraa);
+    EXPECT_STREQ(algo_name(Algo::gdraa), "gdraa");
+}
+
 TEST(Selector, BandwidthBoundAvoidsTreeAndFoldedRhd) {
     Selector s;
     s.configure(6, 128 << 10, model(30e-6, 3e-9, 0.15e-9));

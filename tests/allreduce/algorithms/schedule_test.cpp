@@ -9,6 +9,7 @@
 #include <functional>
 #include <random>
 #include <bit>
+#include <map>
 #include <set>
 
 #include "allreduce/algorithms/algorithms.h"
@@ -17,7 +18,7 @@
 namespace ibex::coll {
 namespace {
 
-enum class Coll { ring, rhd, tree, reduce_scatter, allgather, broadcast, reduce, hier, hier_reduce_scatter, hier_allgather, bigraph };
+enum class Coll { ring, rhd, tree, reduce_scatter, allgather, broadcast, reduce, hier, hier_reduce_scatter, hier_allgather, bigraph, gdraa };
 
 const char *name(Coll c) {
     switch (c) {
@@ -32,6 +33,7 @@ const char *name(Coll c) {
     case Coll::hier_reduce_scatter: return "reduce_scatter/hierarchical";
     case Coll::hier_allgather: return "allgather/hierarchical";
     case Coll::bigraph: return "allreduce/bigraph";
+    case Coll::gdraa: return "allreduce/gdraa";
     }
     return "?";
 }
@@ -149,6 +151,7 @@ Outcome run_case(const Case &c, uint64_t seed) {
         case Coll::ring: build_ring_allreduce(args[r], b); break;
         case Coll::rhd: build_rhd_allreduce(args[r], b); break;
         case Coll::bigraph: build_bigraph_allreduce(args[r], order, b); break;
+        case Coll::gdraa: build_gdraa_allreduce(args[r], b); break;
         case Coll::tree: build_tree_allreduce(args[r], b); break;
         case Coll::reduce_scatter: build_ring_reduce_scatter(args[r], b); break;
         case Coll::allgather: build_ring_allgather(args[r], b); break;
@@ -229,7 +232,7 @@ void check(const Case &c) {
                 ASSERT_EQ(o.recv[r], want) << "rank " << r << " seed " << seed;
             }
             if (c.coll == Coll::ring || c.coll == Coll::rhd || c.coll == Coll::tree || c.coll == Coll::hier ||
-                c.coll == Coll::bigraph) {
+                c.coll == Coll::bigraph || c.coll == Coll::gdraa) {
                 ASSERT_EQ(o.recv[r], o.recv[0]) << "rank " << r << " differs from rank 0";
             }
         }
@@ -541,6 +544,72 @@ TEST(BiGraph, ShapesThatCannotBeContentionFreeAreRefused) {
     l.slot[1] = 0; // two ranks on one host
     EXPECT_FALSE(bigraph_applies(l, &why));
     EXPECT_NE(why.find("share one host"), std::string::npos) << why;
+}
+
+TEST(Gdraa, EveryRankCountAndCount) {
+    for (int n : kRanks)
+        for (size_t count : counts_for(n))
+            for (bool in_place : {false, true}) {
+                check({Coll::gdraa, n, count, in_place});
+                if (HasFailure()) return;
+            }
+}
+
+TEST(Gdraa, EveryTypeOpAndSlice) {
+    for (int n : {2, 3, 5, 8})
+        for (auto [type, op] : {std::pair{IBEX_I32, IBEX_MAX}, std::pair{IBEX_I32, IBEX_MIN}, std::pair{IBEX_I32, IBEX_PROD},
+                               std::pair{IBEX_F32, IBEX_AVG}, std::pair{IBEX_I32, IBEX_AVG}, std::pair{IBEX_F32, IBEX_SUM}})
+            for (size_t slice : {size_t(4), size_t(64), size_t(1 << 20)}) {
+                Case c{Coll::gdraa, n, 53, false};
+                c.type = type;
+                c.op = op;
+                c.slice_bytes = slice;
+                check(c);
+                if (HasFailure()) return;
+            }
+    for (int n : {3, 4, 7}) {
+        Case c{Coll::gdraa, n, 41, false};
+        c.random_values = true;
+        check(c);
+        if (HasFailure()) return;
+    }
+}
+
+// Every send says where it lands, the schedule runs without credits, and each rank's
+// reductions find their operands at distinct places of its zone for that peer.
+TEST(Gdraa, SendsNameTheirLandingAndZonesDoNotOverlap) {
+    for (int n : {2, 3, 6}) {
+        std::vector<float> buf(3 * 1000);
+        for (int r = 0; r < n; ++r) {
+            CollArgs a;
+            a.sendbuf = buf.data();
+            a.recvbuf = buf.data() + 1000;
+            a.count = 999;
+            a.type = IBEX_F32;
+            a.rank = r;
+            a.nranks = n;
+            Schedule s;
+            ScheduleBuilder b(&s, 4, 64);
+            build_gdraa_allreduce(a, b);
+            EXPECT_TRUE(s.direct);
+            EXPECT_EQ(s.direct_recvbuf, a.recvbuf);
+            EXPECT_EQ(s.direct_recv_bytes, 999u * 4);
+            std::map<int, std::set<uint64_t>> zone_offsets;
+            for (const Step &st : s.steps) {
+                if (st.kind == StepKind::send) {
+                    EXPECT_NE(st.lands, Step::Lands::credit);
+                } else if (st.kind == StepKind::recv_reduce) {
+                    EXPECT_EQ(st.lands, Step::Lands::zone);
+                    EXPECT_TRUE(zone_offsets[st.peer].insert(st.remote_off).second) << "two operands at one place";
+                    EXPECT_LE(st.remote_off + st.bytes, (999u + n - 1) / n * 4);
+                }
+            }
+            EXPECT_EQ(zone_offsets.size(), static_cast<size_t>(n - 1));
+        }
+    }
+    EXPECT_TRUE(gdraa_fits(1000, 4, 4, 1000));
+    EXPECT_FALSE(gdraa_fits(1001 * 4, 4, 4, 4000));
+    EXPECT_FALSE(gdraa_fits(10, 4, 4, 0));
 }
 
 TEST(Trees, ShapeAndComplement) {
