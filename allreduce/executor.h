@@ -3,6 +3,9 @@
 // context, PD and CQ each): the communicator's device, or the shm device for a rank of
 // the same host. Channels carry their link; completions of both CQs are handled alike.
 //
+// Direct schedules (Schedule::direct, GDRAA's) need no credits: each send names where it
+// lands, the peer's landing zone (announced once) or its recvbuf (announced on change).
+//
 // Credits: a receiver announces, per step, where the sender may write (address, rkey,
 // length) in a small inline SEND. Small slices skip that round trip: each receiver
 // announces once, at connection, a ring of eager slots; the sender writes a slice of up to

@@ -9,22 +9,26 @@
 //   2. Gather: p writes its finished chunk straight into every peer's recvbuf, at the
 //      chunk's own offset.
 // The landing zones (one per peer, IBEX_GDRAA_ZONE bytes, default 1 MiB) are registered and
-// announced once, when the communicator connects. Per allreduce each rank sends each peer
-// one control message at its start, `ready`: "my zone for you is free again, and this
-// collective's recvbuf is here (address, rkey)". That is the first synchronisation; the
-// second is the immediates themselves: a rank is done when it has counted the n - 1 chunk
-// slices of phase 1 and of phase 2. The executor runs the schedule with Schedule::direct
-// set: each send step names where it lands (Step::lands, remote_off), so no credit is
-// asked for or sent.
+// announced once, when the communicator connects; a rank's recvbuf is announced to each
+// peer (`ready`: address, rkey, length) only when it differs from the one announced last.
+// Nothing else is exchanged: the two synchronisations are the phases' immediates. A peer
+// writes collective k + 1's scatter into this rank's zone only after it has this rank's
+// gather of k, which this rank sends once its reductions of k read the zone; and its
+// gather of k + 1 only after this rank's scatter of k + 1, which follows any new
+// announcement on the same connection. A scatter slice that comes before this rank has
+// started its collective waits in the zone. The executor runs the schedule with
+// Schedule::direct set: each send step names where it lands (Step::lands, remote_off), so
+// no credit is asked for or sent.
 //
 // Against ring, per allreduce and rank (n ranks, message m, slices of s bytes, chunks of
 // m / n, k = ceil(m / (n s)) slices per chunk):
-//   - control messages: GDRAA n - 1 (one ready per peer); ring 2 (n - 1) k credits, one per
-//     received slice, except slices small enough for the eager ring (8 KiB), which skip
-//     them but hand their slots back, one message per 16;
-//   - synchronisations: GDRAA 2 (ready, and the last immediate); ring 2 (n - 1) dependent
-//     steps, each waiting for its neighbour;
-//   - latency: GDRAA 2 transfer steps plus the ready's one-way trip; ring 2 (n - 1) steps;
+//   - control messages: GDRAA none on buffers used before, n - 1 when the recvbuf is new;
+//     ring 2 (n - 1) k credits, one per received slice, except slices small enough for the
+//     eager ring (8 KiB), which skip them but hand their slots back, one message per 16
+//     (measured: AlgorithmsForced.GdraaAnnouncesBuffersOnceAndSendsNoCredits);
+//   - synchronisations: GDRAA 2 (the scatter's and the gather's arrivals); ring 2 (n - 1)
+//     dependent steps, each waiting for its neighbour;
+//   - latency: GDRAA 2 transfer steps; ring 2 (n - 1) steps;
 //   - bytes sent: both 2 (n - 1) / n m, but GDRAA sends to n - 1 peers at once, so its link
 //     is shared n - 1 ways within each phase while ring uses one neighbour at a time.
 // So GDRAA wins where latency dominates, small and mid-size messages on more than two

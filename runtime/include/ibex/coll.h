@@ -86,7 +86,7 @@ typedef struct ibex_comm_config {
     int32_t timeout_ms;
     int32_t reserved1;
     /* Algorithm for allreduce: "ring", "rhd", "tree", "hierarchical", "bigraph" (rhd with
-     * the BiGraph placement, which IBEX_BIGRAPH_HOSTS_PER_SWITCH describes) or NULL
+     * the BiGraph placement, which IBEX_BIGRAPH_HOSTS_PER_SWITCH describes), "gdraa" or NULL
      * (IBEX_ALGO, else the cost model decides per message size). */
     const char *algo;
 } ibex_comm_config_t;
@@ -124,7 +124,7 @@ IBEX_API ibex_status_t ibex_comm_size(const ibex_comm_t *comm, int *nranks);
 /* IBEX_OK, or the error that put the communicator in its error state. */
 IBEX_API ibex_status_t ibex_comm_get_async_error(ibex_comm_t *comm, ibex_status_t *error);
 /* Name of the algorithm allreduce uses for a message of `bytes` ("ring", "rhd", "tree",
- * "hierarchical", "bigraph", or on one host "fastbox" and "direct"). */
+ * "hierarchical", "bigraph", "gdraa", or on one host "fastbox" and "direct"). */
 IBEX_API const char *ibex_comm_allreduce_algo(const ibex_comm_t *comm, size_t bytes);
 /* The cost model's time for that allreduce, in microseconds (since 0.4; -1: no comm). */
 IBEX_API double ibex_comm_allreduce_predict_us(const ibex_comm_t *comm, size_t bytes);
