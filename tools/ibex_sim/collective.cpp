@@ -32,6 +32,7 @@ ScheduleFn schedule_builder(const std::string &algo, const std::vector<uint32_t>
     if (algo == "ring") return coll::build_ring_allreduce;
     if (algo == "rhd") return coll::build_rhd_allreduce;
     if (algo == "tree") return coll::build_tree_allreduce;
+    if (algo == "gdraa") return coll::build_gdraa_allreduce; // its receives announce nothing: no wait on them
     if (algo == "hierarchical") {
         // The same layout the communicator learns from its ranks' host identities.
         auto layout = std::make_shared<coll::HostLayout>(coll::make_host_layout(host_of_rank));
@@ -69,7 +70,7 @@ ScheduleFn schedule_builder(const std::string &algo, const std::vector<uint32_t>
         auto order = std::make_shared<std::vector<int>>(coll::bigraph_order(l));
         return [order](const coll::CollArgs &a, coll::ScheduleBuilder &b) { coll::build_bigraph_allreduce(a, *order, b); };
     }
-    fail(IBEX_ERR_INVALID_ARGUMENT, "--collective %s: not one of ring, rhd, tree, hierarchical, bigraph", algo.c_str());
+    fail(IBEX_ERR_INVALID_ARGUMENT, "--collective %s: not one of ring, rhd, tree, hierarchical, bigraph, gdraa", algo.c_str());
     return {};
 }
 

@@ -20,7 +20,7 @@
 namespace ibex::simtool {
 
 struct CollectiveSpec {
-    std::string algo = "ring"; // ring, rhd, tree, hierarchical, bigraph
+    std::string algo = "ring"; // ring, rhd, tree, hierarchical, bigraph, gdraa
     uint64_t bytes = 1 << 20;
     uint32_t ranks_per_host = 1;
     std::string placement = "linear"; // linear, strided, random

@@ -29,7 +29,7 @@ bool to_uint(const char *s, uint64_t lo, uint64_t hi, T *out) {
 
 const char *usage() {
     return "usage: ibex_sim --topology star|leaf-spine|fat-tree|bigraph|FILE --hosts N --link-gbps R\n"
-           "               [--collective ring|rhd|tree|hierarchical|bigraph --bytes S] [--flows SPEC]\n"
+           "               [--collective ring|rhd|tree|hierarchical|bigraph|gdraa --bytes S] [--flows SPEC]\n"
            "               [--dcqcn paper|mlx5|off] [--out DIR] [--json] ...\n"
            "fabric:     --uplink-gbps R  --hosts-per-leaf K  --oversub X  --delay-ns D (per link, 1000)\n"
            "            FILE: HPCC ns-3 topology (node_num switch_num link_num / switch ids / links)\n"
