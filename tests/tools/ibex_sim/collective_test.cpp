@@ -315,3 +315,18 @@ TEST(SimCollective, BiGraphNeedsABiGraphItCanMapWithoutContention) {
     EXPECT_EQ(add_collective(*sim, spec, plan), IBEX_ERR_INVALID_ARGUMENT);
     EXPECT_NE(std::string(ibex_last_error()).find("exceed"), std::string::npos) << ibex_last_error();
 }
+
+// GDRAA (allreduce/algorithms/gdraa.cpp): two all-to-all phases, each rank's n - 1 messages
+// sharing its one link: 2 alpha + 2 (n-1)/n S beta, within 2%, whatever n (ring pays
+// 2(n-1) alphas).
+TEST(SimCollective, GdraaIsTwoAllToAllSteps) {
+    const SimConfig cfg;
+    for (uint32_t n : {4u, 16u}) {
+        CollectiveSpec spec;
+        spec.algo = "gdraa";
+        spec.bytes = 1u << 20;
+        const Outcome r = run_collective(star(n), spec);
+        const double expect = 2 * alpha(cfg, 2, 1000) + 2.0 * (n - 1) / n * double(spec.bytes) * beta(cfg);
+        EXPECT_NEAR(r.seconds, expect, 0.02 * expect) << n;
+    }
+}
