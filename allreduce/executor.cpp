@@ -345,10 +345,11 @@ ibex_status_t Executor::advance(bool *did) {
             wr.send_flags = IBEX_SEND_SIGNALED;
             wr.imm_data = c.send_seq & kImmSeqMask;
             const bool eager = !sched_.direct && is_eager(st.bytes);
+            bool bounced = false; // a direct slice sent from a copy
             if (eager) {
                 const uint32_t own_slots = static_cast<uint32_t>(params_.eager_slots);
                 if (!c.peer_eager_known || c.eager_sent - c.eager_freed >= c.peer_eager_slots ||
-                    c.eager_sent - c.eager_tx_done >= own_slots)
+                    c.tx_bounced - c.eager_tx_done >= own_slots)
                     break;
                 if (st.bytes > c.peer_eager_slot_bytes)
                     return fail(IBEX_ERR_INVALID_ARGUMENT,
@@ -357,7 +358,7 @@ ibex_status_t Executor::advance(bool *did) {
                                 c.rank, c.peer_eager_slot_bytes, st.bytes);
                 // Copied out first, so the step is done once posted: the collective need not
                 // wait for the peer's acknowledgement, and the caller may reuse src at once.
-                uint8_t *bounce = c.eager_tx.data() + size_t(c.eager_sent % own_slots) * params_.eager_bytes;
+                uint8_t *bounce = c.eager_tx.data() + size_t(c.tx_bounced % own_slots) * params_.eager_bytes;
                 if (st.bytes)
                     IBEX_TRY(copy_any(bounce, st.src, st.bytes));
                 sge = ibex_sge_t{reinterpret_cast<uintptr_t>(bounce), static_cast<uint32_t>(st.bytes),
@@ -383,6 +384,19 @@ ibex_status_t Executor::advance(bool *did) {
                                 st.bytes, static_cast<unsigned long long>(st.remote_off));
                 wr.wr.rdma.remote_addr = (zone ? c.peer_zone_addr : rd.addr) + st.remote_off;
                 wr.wr.rdma.rkey = zone ? c.peer_zone_rkey : rd.rkey;
+                // Small slices leave from a copy, as eager ones do: the step is done once
+                // posted, not one acknowledgement later (which a latency-bound collective
+                // would pay at its end).
+                const uint32_t own_slots = static_cast<uint32_t>(eager_slots(params_));
+                bounced = own_slots && st.bytes <= params_.eager_bytes;
+                if (bounced) {
+                    if (c.tx_bounced - c.eager_tx_done >= own_slots) break;
+                    uint8_t *bounce = c.eager_tx.data() + size_t(c.tx_bounced % own_slots) * params_.eager_bytes;
+                    if (st.bytes) IBEX_TRY(copy_any(bounce, st.src, st.bytes));
+                    sge = ibex_sge_t{reinterpret_cast<uintptr_t>(bounce), static_cast<uint32_t>(st.bytes),
+                                     ibex_mr_lkey(c.eager_tx.mr())};
+                    wr.wr_id = wr_id(kEagerData, static_cast<size_t>(ci), 0);
+                }
             } else {
                 if (c.credits.empty()) break;
                 const Credit &cr = c.credits.front();
@@ -401,6 +415,10 @@ ibex_status_t Executor::advance(bool *did) {
             if (st2 != IBEX_OK) return fail(st2, "sending to rank %d: %s", c.rank, ibex_last_error());
             if (eager) {
                 ++c.eager_sent;
+                ++c.tx_bounced;
+                mark_done(i);
+            } else if (bounced) {
+                ++c.tx_bounced;
                 mark_done(i);
             } else if (sched_.direct) {
                 ++c.data_posted;

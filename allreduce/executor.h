@@ -169,6 +169,7 @@ private:
         // reused once the send that used it completed.
         AllocRegion eager_tx;
         uint32_t eager_tx_done = 0;
+        uint32_t tx_bounced = 0; // sends from those buffers (eager, and small direct ones), in order
         // The running collective's steps with this peer, in order.
         std::vector<int> sends, recvs;
         std::vector<int> slot_of; // per recv index
