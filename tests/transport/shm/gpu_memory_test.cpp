@@ -319,6 +319,19 @@ struct PeerRegion {
     uint32_t rkey, lkey;
 };
 
+// The parent's side of meeting a child that sends its PeerRegion first: e opened on shm and
+// connected to the child's QP.
+PeerRegion meet(Endpoint &e, ChildProcess &child) {
+    PeerRegion in{};
+    e.open(kBytes, "shm");
+    EXPECT_TRUE(e.ok());
+    EXPECT_TRUE(recv_all(child.fd(), &in, sizeof in));
+    const ibex_ep_addr_t mine = e.addr();
+    EXPECT_TRUE(send_all(child.fd(), &mine, sizeof mine));
+    EXPECT_EQ(ibex_qp_connect(e.qp, &in.addr), IBEX_OK) << ibex_last_error();
+    return in;
+}
+
 // A peer in another process reaches GPU memory only through a CUDA IPC handle. Simulated
 // memory has none: a SEND out of it is refused (a remote operation error) and the target's
 // buffer is untouched; real GPU memory moves both ways, and the mapping goes with the QP.
@@ -356,13 +369,8 @@ TEST_P(ShmGpu, AnotherProcessMapsTheExportedAllocation) {
         return ok ? 0 : 9;
     }));
     Endpoint e;
-    e.open(kBytes, "shm");
-    ASSERT_TRUE(e.ok());
-    PeerRegion in{};
-    ASSERT_TRUE(recv_all(child.fd(), &in, sizeof in));
-    const ibex_ep_addr_t mine = e.addr();
-    ASSERT_TRUE(send_all(child.fd(), &mine, sizeof mine));
-    IBEX_ASSERT_OK(ibex_qp_connect(e.qp, &in.addr));
+    const PeerRegion in = meet(e, child);
+    ASSERT_FALSE(HasFailure());
     if (!real) {
         IBEX_ASSERT_OK(post_recv(e.qp, 40, e.va(0), 4096, ibex_mr_lkey(e.mr)));
         int st = -1;
@@ -414,13 +422,8 @@ TEST(ShmGpuCuda, APeerKilledWhileMappedFailsTheQp) {
         return 0;
     }));
     Endpoint e;
-    e.open(kBytes, "shm");
-    ASSERT_TRUE(e.ok());
-    PeerRegion in{};
-    ASSERT_TRUE(recv_all(child.fd(), &in, sizeof in));
-    const ibex_ep_addr_t mine = e.addr();
-    ASSERT_TRUE(send_all(child.fd(), &mine, sizeof mine));
-    IBEX_ASSERT_OK(ibex_qp_connect(e.qp, &in.addr));
+    const PeerRegion in = meet(e, child);
+    ASSERT_FALSE(HasFailure());
     std::unique_ptr<GpuMemory> gm = gpu_memory("cuda", kBytes);
     ibex_mr_t *mr = nullptr;
     IBEX_ASSERT_OK(ibex_reg_mr(e.pd, gm->ptr(), kBytes, kAll, &mr));
