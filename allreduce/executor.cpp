@@ -160,7 +160,8 @@ ibex_status_t Executor::start(Schedule &&s, ibex_datatype_t type, ibex_redop_t o
         ibex_mr_t *mr = nullptr;
         if (st.kind == StepKind::send) {
             c.sends.push_back(static_cast<int>(i));
-            if (st.bytes && (sched_.direct || !is_eager(st.bytes))) { // eager slices leave from the channel's own buffers
+            // Eager slices, and direct ones as small, leave from the channel's own buffers.
+            if (st.bytes && !(is_eager(st.bytes) && (!sched_.direct || eager_slots(params_)))) {
                 IBEX_TRY(cache.get(st.src, st.bytes, &mr));
                 lkey_[i] = ibex_mr_lkey(mr);
             }
