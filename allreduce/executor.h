@@ -134,7 +134,10 @@ private:
         int cq_fd = -1;
         // The memory of its channels' staging slots and eager rings, one allocation each,
         // carved per channel (alloc_region.h says why); staging is allocated at first use.
-        AllocRegion staging, eager, zone;
+        // eager_tx: the channels' send buffers for copied slices, one allocation shared with
+        // same-host peers like the others, so over shm a peer that serves such a WRITE as a
+        // request copies out of its mapping instead of pulling with process_vm_readv.
+        AllocRegion staging, eager, zone, eager_tx;
         int channels = 0;
     };
     struct Channel {
@@ -167,7 +170,7 @@ private:
         uint32_t eager_sent = 0, eager_freed = 0;
         // Send buffers for eager slices (as many as this rank's own ring has slots); one is
         // reused once the send that used it completed.
-        AllocRegion eager_tx;
+        RegisteredSlice eager_tx;
         uint32_t eager_tx_done = 0;
         uint32_t tx_bounced = 0; // sends from those buffers (eager, and small direct ones), in order
         // The running collective's steps with this peer, in order.

@@ -20,6 +20,7 @@ Executor::~Executor() {
         l.staging.close();
         l.eager.close();
         l.zone.close();
+        l.eager_tx.close();
         if (l.cq) ibex_destroy_cq(l.cq);
         if (l.pd) ibex_dealloc_pd(l.pd);
         if (l.ctx) ibex_close_device(l.ctx);
@@ -76,9 +77,12 @@ ibex_status_t Executor::open(const char *device, const char *local_device, int r
     const size_t eager_bytes = params.eager_bytes * static_cast<size_t>(params.eager_slots);
     if (eager_slots(params))
         for (int k = 0; k < nlinks_; ++k)
-            if (links_[k].channels)
+            if (links_[k].channels) {
                 IBEX_TRY(links_[k].eager.open(links_[k].pd, eager_bytes * static_cast<size_t>(links_[k].channels),
                                               0, "eager rings"));
+                IBEX_TRY(links_[k].eager_tx.open(links_[k].pd, eager_bytes * static_cast<size_t>(links_[k].channels),
+                                                 0, "eager send buffers"));
+            }
     if (params.zone_bytes)
         for (int k = 0; k < nlinks_; ++k)
             if (links_[k].channels)
@@ -99,7 +103,8 @@ ibex_status_t Executor::open(const char *device, const char *local_device, int r
         if (eager_slots(params)) {
             IBEX_TRY(c.eager.open(pd, links_[c.link].eager.data() + static_cast<size_t>(c.on_link) * eager_bytes,
                                   eager_bytes, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE, "eager ring"));
-            IBEX_TRY(c.eager_tx.open(pd, eager_bytes, IBEX_ACCESS_LOCAL_WRITE, "eager send buffers", false));
+            IBEX_TRY(c.eager_tx.open(pd, links_[c.link].eager_tx.data() + static_cast<size_t>(c.on_link) * eager_bytes,
+                                     eager_bytes, IBEX_ACCESS_LOCAL_WRITE, "eager send buffers"));
         }
         if (params.zone_bytes)
             IBEX_TRY(c.zone.open(pd, links_[c.link].zone.data() + static_cast<size_t>(c.on_link) * params.zone_bytes,

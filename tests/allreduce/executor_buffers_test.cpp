@@ -91,13 +91,15 @@ TEST(ExecutorBuffers, PeersWriteSlotsAndRingsThroughTheirMappings) {
     check_counts(out);
 }
 
-// The shm device hands each allocation to every same-host peer. A rank's slots and rings
-// for all its channels are one allocation each, so a rank maps two allocations of each peer
-// here (its eager rings and its staging slots; the fast boxes and the staged path, which
-// add one each, are off), not one per channel of that peer's as well, which grew as the
-// square of the ranks (14-19 mapped of 25+ offered at 6 ranks, against 6-8 now).
+// The shm device hands each allocation to every same-host peer. A rank's slots, rings and
+// send buffers for all its channels are one allocation each, so a rank maps three
+// allocations of each peer here (its eager rings, its eager send buffers, which a peer
+// copies out of when it serves a slice as a request, and its staging slots; the fast boxes
+// and the staged path, which add one each, are off), not one per channel of that peer's
+// as well, which grew as the square of the ranks (14-19 mapped of 25+ offered at 6 ranks,
+// against 6-12 now).
 constexpr int kSharedRanks = 6;
-constexpr size_t kRegionsPerRank = 2;
+constexpr size_t kRegionsPerRank = 3;
 
 int count_body(RankCtx &ctx) {
     // Schedules only (the fast boxes and the direct path off), so that every channel's
