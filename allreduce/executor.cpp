@@ -91,6 +91,15 @@ ibex_status_t Executor::write_to(int peer, std::span<const WritePiece> pieces, u
     }
 }
 
+ibex_status_t Executor::send_from_copy(Channel &c, size_t ci, const Step &st, ibex_sge_t *sge, ibex_send_wr_t *wr) {
+    const size_t slots = static_cast<size_t>(eager_slots(params_));
+    uint8_t *copy = c.eager_tx.data() + (c.tx_bounced % slots) * params_.eager_bytes;
+    if (st.bytes) IBEX_TRY(copy_any(copy, st.src, st.bytes));
+    *sge = ibex_sge_t{reinterpret_cast<uintptr_t>(copy), static_cast<uint32_t>(st.bytes), ibex_mr_lkey(c.eager_tx.mr())};
+    wr->wr_id = wr_id(kEagerData, ci, 0);
+    return IBEX_OK;
+}
+
 ibex_status_t Executor::post_recv(Channel &c, uint32_t idx) {
     ibex_sge_t sge{reinterpret_cast<uintptr_t>(c.rx.data() + idx * kRxBytes), static_cast<uint32_t>(kRxBytes),
                    ibex_mr_lkey(c.rx_mr)};
@@ -194,10 +203,11 @@ ibex_status_t Executor::start(Schedule &&s, ibex_datatype_t type, ibex_redop_t o
         // collective's scatter into the zone only after it got this rank's gather of the
         // last one (so the zone was read), and its gather only after this rank's scatter,
         // which follows this announcement on the same connection.
+        ibex_mr_t *link_mr[kMaxLinks] = {};
         for (int ci : op_chans_) {
             Channel &c = chans_[static_cast<size_t>(ci)];
-            ibex_mr_t *mr = nullptr;
-            IBEX_TRY(caches.of(c.link).get(sched_.direct_recvbuf, sched_.direct_recv_bytes, &mr));
+            ibex_mr_t *&mr = link_mr[c.link]; // one lookup per link, not per peer
+            if (!mr) IBEX_TRY(caches.of(c.link).get(sched_.direct_recvbuf, sched_.direct_recv_bytes, &mr));
             Credit m{};
             m.kind = Ctl::ready;
             m.addr = reinterpret_cast<uintptr_t>(sched_.direct_recvbuf);
@@ -359,12 +369,7 @@ ibex_status_t Executor::advance(bool *did) {
                                 c.rank, c.peer_eager_slot_bytes, st.bytes);
                 // Copied out first, so the step is done once posted: the collective need not
                 // wait for the peer's acknowledgement, and the caller may reuse src at once.
-                uint8_t *bounce = c.eager_tx.data() + size_t(c.tx_bounced % own_slots) * params_.eager_bytes;
-                if (st.bytes)
-                    IBEX_TRY(copy_any(bounce, st.src, st.bytes));
-                sge = ibex_sge_t{reinterpret_cast<uintptr_t>(bounce), static_cast<uint32_t>(st.bytes),
-                                 ibex_mr_lkey(c.eager_tx.mr())};
-                wr.wr_id = wr_id(kEagerData, static_cast<size_t>(ci), 0);
+                IBEX_TRY(send_from_copy(c, static_cast<size_t>(ci), st, &sge, &wr));
                 wr.imm_data |= kImmEager;
                 wr.wr.rdma.remote_addr = c.peer_eager_addr + uint64_t(c.eager_sent % c.peer_eager_slots) * c.peer_eager_slot_bytes;
                 wr.wr.rdma.rkey = c.peer_eager_rkey;
@@ -392,11 +397,7 @@ ibex_status_t Executor::advance(bool *did) {
                 bounced = own_slots && st.bytes <= params_.eager_bytes;
                 if (bounced) {
                     if (c.tx_bounced - c.eager_tx_done >= own_slots) break;
-                    uint8_t *bounce = c.eager_tx.data() + size_t(c.tx_bounced % own_slots) * params_.eager_bytes;
-                    if (st.bytes) IBEX_TRY(copy_any(bounce, st.src, st.bytes));
-                    sge = ibex_sge_t{reinterpret_cast<uintptr_t>(bounce), static_cast<uint32_t>(st.bytes),
-                                     ibex_mr_lkey(c.eager_tx.mr())};
-                    wr.wr_id = wr_id(kEagerData, static_cast<size_t>(ci), 0);
+                    IBEX_TRY(send_from_copy(c, static_cast<size_t>(ci), st, &sge, &wr));
                 }
             } else {
                 if (c.credits.empty()) break;

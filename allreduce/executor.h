@@ -188,6 +188,9 @@ private:
     };
 
     ibex_status_t post_recv(Channel &c, uint32_t idx);
+    // Points the WR at the channel's next send buffer (eager_tx), with st's bytes copied in
+    // (the caller checked that one is free); its completion frees the buffer (kEagerData).
+    ibex_status_t send_from_copy(Channel &c, size_t ci, const Step &st, ibex_sge_t *sge, ibex_send_wr_t *wr);
     ibex_status_t send_control(Channel &c, size_t ci, const Credit &m);
     bool is_eager(size_t bytes) const { return params_.eager_bytes && bytes <= params_.eager_bytes; }
     ibex_status_t ensure_staging(Channel &c);
