@@ -37,8 +37,15 @@ def libibex():
 
 
 incs, libdirs = libibex()
+# Some toolchains link their C++ runtime statically into a shared object (the gcc under
+# /opt on the CUDA host does). Its symbols then stay exported, and libibex, loaded as this
+# extension's dependency, binds to that copy instead of libstdc++.so: its first
+# `istream >> int` crashed there. --exclude-libs keeps every static archive's symbols
+# private to the extension.
+private_runtime = ["-Wl,--exclude-libs,ALL"]
 common = dict(include_dirs=[REPO, pybind11.get_include()] + incs, library_dirs=libdirs,
-              runtime_library_dirs=libdirs, libraries=["ibex"], language="c++")
+              runtime_library_dirs=libdirs, libraries=["ibex"], language="c++",
+              extra_link_args=private_runtime)
 # The backend hands torch's own objects (Store, Work) across pybind11, so it must be built
 # with the pybind11 that torch was built with (its headers ship in torch's include dirs,
 # which CppExtension adds); another pybind11 keeps its types apart and refuses them.

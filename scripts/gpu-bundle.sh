@@ -53,5 +53,7 @@ cp runtime/include/ibex/*.h "$OUT/prefix/include/ibex/"
 for b in "${binaries[@]}"; do ldd "$BUILD/$b"; done | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
     grep -Ev '/(libibex|libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
     while read -r l; do cp -L "$l" "$OUT/lib/"; done
+# a native stack on a crash, for the Python tests there (the host has no gdb)
+cc -shared -fPIC -O1 -o "$OUT/lib/segv-trace.so" scripts/segv-trace.c
 echo "gpu-bundle: $OUT ($(du -sh "$OUT" | cut -f1)); built in $(readlink -f "$BUILD")"
 readlink -f "$BUILD" >"$OUT/build_dir"

@@ -35,9 +35,18 @@ rc=${PIPESTATUS[0]}
 if [[ -n $py_pid ]]; then
     if wait "$py_pid"; then
         echo "== python tests on torch $(python3 -c 'import torch; print(torch.__version__)')"
-        (cd tests/python && PYTHONFAULTHANDLER=1 PYTHONPATH=$OLDPWD/python timeout "${GPU_REMOTE_PY_TIMEOUT:-240}" \
-            python3 -m unittest -v torch_backend_test 2>&1) | tee "$logs/python.log" | tail -25
+        preload=
+        [[ -e $bundle/lib/segv-trace.so ]] && preload=$bundle/lib/segv-trace.so
+        (cd tests/python && LD_PRELOAD=$preload PYTHONFAULTHANDLER=1 PYTHONPATH=$OLDPWD/python \
+            timeout "${GPU_REMOTE_PY_TIMEOUT:-240}" python3 -m unittest -v torch_backend_test 2>&1) |
+            tee "$logs/python.log" | tail -25
         [[ ${PIPESTATUS[0]} -eq 0 ]] || rc=1
+        # name the frames of the extensions built here (libibex's resolve where it was built)
+        grep -o '[^ ]*/ibex/_[^ (]*\.so(+0x[0-9a-f]*)' "$logs/python.log" | sort | uniq -c | sort -rn |
+            head -40 | while read -r count frame; do
+                object=${frame%%(*}; offset=${frame##*(+}; offset=${offset%)}
+                echo "$count $frame $(addr2line -f -C -i -e "$object" "$offset" | tr '\n' ' ')"
+            done >"$logs/python-frames.txt" 2>&1
     else
         echo "== the python package did not build; the end of its log:"
         tail -30 "$logs/pybuild.log"

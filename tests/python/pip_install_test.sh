@@ -13,9 +13,26 @@ cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
 mkdir -p "$tmp/src"
 cp -r "$src/python" "$tmp/src/python"   # pip builds in place; keep the checkout clean
 "$python" -m venv --system-site-packages "$tmp/venv"
+# Linked as a toolchain that carries a static C++ runtime would link it (the CUDA host's
+# gcc does): the runtime's symbols must stay inside the extension, or libibex binds to
+# that copy (a crash there, at the first `istream >> int`).
 PKG_CONFIG_PATH=$(dirname "$(find "$tmp/prefix" -name ibex.pc | head -n1)") \
-IBEX_PYTHON_TORCH=$with_torch \
+IBEX_PYTHON_TORCH=$with_torch LDFLAGS="-static-libstdc++ -static-libgcc" \
   "$tmp/venv/bin/python" -m pip install --no-index --no-build-isolation -q "$tmp/src/python"
+runtime=$("$python" -c 'import ctypes.util; print(ctypes.util.find_library("stdc++") or "")')
+libstdcxx=$(ldconfig -p | awk -v n="$runtime" '$1 == n && $NF ~ /^\// && !found {print $NF; found = 1}')
+[[ -n $libstdcxx ]] || { echo "pip_install_test: libstdc++.so not found by ldconfig" >&2; exit 1; }
+nm -D --defined-only "$libstdcxx" | awk '{print $3}' | sed 's/@.*//' | sort -u >"$tmp/runtime.syms"
+for ext in "$tmp"/venv/lib/python3*/site-packages/ibex/_*.so; do
+    # strong definitions only: a weak template instance is the same code wherever it binds
+    leaked=$(nm -D --defined-only "$ext" | awk '$2 !~ /^[WVwvu]$/ {print $3}' | sort -u |
+        comm -12 - "$tmp/runtime.syms")
+    if [[ -n $leaked ]]; then
+        echo "pip_install_test: $(basename "$ext") exports $(wc -l <<<"$leaked") symbols of the C++ runtime, e.g.:" >&2
+        head -5 <<<"$leaked" >&2
+        exit 1
+    fi
+done
 
 cd "$tmp"   # away from any build/python on sys.path
 "$tmp/venv/bin/python" - "$tmp" "$with_torch" <<'PY'
