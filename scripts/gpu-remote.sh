@@ -4,7 +4,8 @@
 # it, builds the Python package against the host's own torch (in the background), runs
 # scripts/gpu-check.sh and then the Python tests on CUDA tensors. Logs go to $LOGS.
 # Usage: scripts/gpu-remote.sh BUNDLE   (env: LOGS, default /tmp/gpu-logs; GPU_CHECK_* as
-# scripts/gpu-check.sh; GPU_REMOTE_PY=0 skips the Python part)
+# scripts/gpu-check.sh; GPU_REMOTE_PY=0 skips the Python part; GPU_REMOTE_PY_TESTS names its
+# test modules, default torch_backend_test ddp_agree_test)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bundle=$(readlink -f "${1:?usage: $0 BUNDLE}")
@@ -35,10 +36,11 @@ rc=${PIPESTATUS[0]}
 if [[ -n $py_pid ]]; then
     if wait "$py_pid"; then
         echo "== python tests on torch $(python3 -c 'import torch; print(torch.__version__)')"
+        py_tests=${GPU_REMOTE_PY_TESTS:-torch_backend_test ddp_agree_test}
         preload=
         [[ -e $bundle/lib/segv-trace.so ]] && preload=$bundle/lib/segv-trace.so
         (cd tests/python && LD_PRELOAD=$preload PYTHONFAULTHANDLER=1 PYTHONPATH=$OLDPWD/python \
-            timeout "${GPU_REMOTE_PY_TIMEOUT:-240}" python3 -m unittest -v torch_backend_test 2>&1) |
+            timeout "${GPU_REMOTE_PY_TIMEOUT:-240}" python3 -m unittest -v $py_tests 2>&1) |
             tee "$logs/python.log" | tail -25
         [[ ${PIPESTATUS[0]} -eq 0 ]] || rc=1
         # name the frames of the extensions built here (libibex's resolve where it was built)
