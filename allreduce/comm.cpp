@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <sched.h>
 #include <set>
 #include <sys/eventfd.h>
@@ -60,6 +61,36 @@ ibex_status_t ranks_fit_cores(ibex_comm *c, bool *out) {
     return IBEX_OK;
 }
 
+// Connects the summation servers. Their job key is rank 0's random number, so two
+// communicators never share a job; the device is IBEX_SUMSRV_DEVICE, else the
+// communicator's, else (shm reaches no other process) the first device listed that is not shm.
+ibex_status_t open_sumsrv(ibex_comm *c) {
+    uint64_t mine = 0;
+    if (c->rank == 0) mine = (uint64_t(std::random_device{}()) << 32 | std::random_device{}()) ^ uint64_t(::getpid());
+    std::vector<uint64_t> all(static_cast<size_t>(c->nranks));
+    IBEX_TRY(c->boot->allgather(&mine, sizeof mine, all.data(), c->opt.timeout_ms));
+    char job[40];
+    std::snprintf(job, sizeof job, "%016llx-%d", static_cast<unsigned long long>(all[0]), c->nranks);
+    SumsrvSettings s = c->opt.sumsrv;
+    if (s.device.empty()) s.device = c->opt.device;
+    if (s.device.rfind("shm", 0) == 0) {
+        s.device.clear();
+        ibex_device_list_t *list = nullptr;
+        int count = 0;
+        if (ibex_get_device_list(&list, &count) == IBEX_OK)
+            for (int i = 0; i < count && s.device.empty(); ++i)
+                if (std::strncmp(ibex_device_name(list, i), "shm", 3) != 0) s.device = ibex_device_name(list, i);
+        if (list) ibex_free_device_list(list);
+        if (s.device.empty())
+            return fail(IBEX_ERR_NO_DEVICE, "IBEX_SUMSRV: no device besides shm reaches the servers (set IBEX_SUMSRV_DEVICE)");
+    }
+    IBEX_TRY(c->sumsrv.open(s, job, c->rank, c->nranks));
+    if (c->rank == 0)
+        IBEX_LOG(info, "communicator of %d ranks: %zu summation servers over %s, %u slots of %u bytes", c->nranks,
+                 s.servers.size(), s.device.c_str(), s.slots, s.chunk_bytes);
+    return IBEX_OK;
+}
+
 // Frees everything; the progress thread must not be running.
 void teardown(ibex_comm *c) {
     for (int link = 0; log_enabled(LogLevel::info) && link < c->exec.links(); ++link) {
@@ -80,6 +111,7 @@ void teardown(ibex_comm *c) {
                      static_cast<unsigned long long>(k.rnr_nak_received));
     }
     if (c->wake_fd >= 0) ::close(c->wake_fd);
+    c->sumsrv.close();
     c->gpu.release(c);
     c->caches.clear();
     c->memory.clear(); // what the user did not free
@@ -109,6 +141,8 @@ ibex_status_t comm_ensure_scratch(ibex_comm *c, size_t bytes) {
 }
 
 Algo comm_algo(const ibex_comm *c, size_t bytes) {
+    // Forced without servers, sumsrv is plain allreduce (BytePS's split with k = 0).
+    if (c->opt.forced && c->opt.algo == Algo::sumsrv && c->sumsrv.servers() == 0) return c->selector.choose(bytes);
     if (c->opt.forced && c->opt.algo == Algo::gdraa && !c->selector.gdraa_fits_bytes(bytes)) return Algo::ring;
     if (c->opt.forced && (c->opt.algo != Algo::hierarchical || c->topo.irregular.empty())) return c->opt.algo;
     return c->selector.choose(bytes);
@@ -210,10 +244,13 @@ ibex_status_t comm_create(int nranks, const char *id_text, int rank, const CommO
     // Nobody sends before every rank has its receives posted.
     if (ibex_status_t st = c->boot->barrier(opt.timeout_ms); st != IBEX_OK) return bail(st);
     if (ibex_status_t st = c->exec.announce(); st != IBEX_OK) return bail(st);
+    if (!c->opt.sumsrv.servers.empty())
+        if (ibex_status_t st = open_sumsrv(c); st != IBEX_OK) return bail(st);
     c->wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (c->wake_fd < 0) return bail(fail_errno(IBEX_ERR_SYSTEM, errno, "eventfd"));
     c->thread = std::thread(progress_main, c);
     if (ibex_status_t st = calibrate(c); st != IBEX_OK) return bail(st);
+    c->selector.set_sumsrv_servers(c->sumsrv.servers());
     *out = c;
     return IBEX_OK;
 }

@@ -26,6 +26,7 @@
 #include "allreduce/selector.h"
 #include "allreduce/shm_direct.h"
 #include "allreduce/stream_driver.h"
+#include "allreduce/sumsrv_client.h"
 #include "runtime/bootstrap/bootstrap.h"
 
 struct ibex_comm {
@@ -80,6 +81,7 @@ struct ibex_comm {
     // fields the caller and the progress thread share on every op.
     ibex::coll::ShmDirect direct;
     ibex::coll::GpuStaging gpu; // the running op's GPU chunks
+    ibex::coll::SumsrvClient sumsrv; // the summation servers (IBEX_SUMSRV), if any
 };
 
 namespace ibex::coll {

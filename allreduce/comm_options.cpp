@@ -42,7 +42,7 @@ ibex_status_t comm_options(const ibex_comm_config_t *config, CommOptions *out) {
         out->forced = out->bigraph_required = true;
     } else if (algo && std::strcmp(algo, "auto") != 0) {
         if (!parse_algo(algo, &out->algo))
-            return fail(IBEX_ERR_INVALID_ARGUMENT, "algorithm \"%s\" is not one of ring, rhd, tree, hierarchical, bigraph, gdraa",
+            return fail(IBEX_ERR_INVALID_ARGUMENT, "algorithm \"%s\" is not one of ring, rhd, tree, hierarchical, bigraph, gdraa, sumsrv",
                         algo);
         out->forced = true;
     }
@@ -59,6 +59,15 @@ ibex_status_t comm_options(const ibex_comm_config_t *config, CommOptions *out) {
     out->wait_spin_us = static_cast<int>(config::get_int("IBEX_COMM_WAIT_SPIN_US", -1, -1, 1000000));
     out->handover_us = static_cast<int>(config::get_int("IBEX_COMM_HANDOVER_US", 200, 0, 1000000));
     out->probe = config::get_bool("IBEX_COMM_PROBE", true);
+    // The summation service: servers, the device this rank reaches them on (default: the
+    // communicator's, or with shm, which reaches no other process, the first other one),
+    // and the slot geometry.
+    IBEX_TRY(parse_sumsrv_list(config::get_string("IBEX_SUMSRV", nullptr), &out->sumsrv.servers));
+    if (const char *d = config::get_string("IBEX_SUMSRV_DEVICE", nullptr)) out->sumsrv.device = d;
+    out->sumsrv.chunk_bytes =
+        static_cast<uint32_t>(config::get_int("IBEX_SUMSRV_CHUNK", 1 << 20, 4096, 256 << 20)) & ~uint32_t(7);
+    out->sumsrv.slots = static_cast<uint32_t>(config::get_int("IBEX_SUMSRV_SLOTS", 4, 1, 64));
+    out->sumsrv.timeout_ms = out->timeout_ms;
     out->gpu_chunk_bytes = static_cast<size_t>(config::get_int("IBEX_GPU_CHUNK", 4 << 20, 4096, int64_t(1) << 32));
     return IBEX_OK;
 }

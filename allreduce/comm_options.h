@@ -8,6 +8,7 @@
 
 #include "allreduce/executor.h"
 #include "allreduce/selector.h"
+#include "allreduce/sumsrv_client.h"
 
 namespace ibex::coll {
 
@@ -29,6 +30,9 @@ struct CommOptions {
     // mapping (0: not a BiGraph). IBEX_ALGO=bigraph forces rhd and requires the mapping.
     int bigraph_per_switch = 0;
     bool bigraph_required = false;
+    // IBEX_SUMSRV and friends: the summation servers this communicator reaches (none: the
+    // sumsrv algorithm is plain allreduce).
+    SumsrvSettings sumsrv;
 };
 
 // Reads config (may be NULL) and IBEX_* variables.

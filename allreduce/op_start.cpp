@@ -7,10 +7,53 @@ namespace ibex::coll {
 
 OpPath op_path(const ibex_comm *c, const Op &op) {
     if (op.algo) return OpPath::scheduled;
+    // The summation service runs beside the schedule, never on the boxes or the direct path.
+    if (op.kind == OpKind::allreduce && c->sumsrv.servers() > 0 &&
+        comm_algo(c, op.args.count * ibex_datatype_size(op.args.type)) == Algo::sumsrv)
+        return OpPath::scheduled;
     if (c->fast.takes(c, op)) return OpPath::boxes;
     if (c->direct.takes(op)) return OpPath::direct;
     return OpPath::scheduled;
 }
+
+namespace {
+
+void build_allreduce(const ibex_comm *c, Algo algo, const CollArgs &a, size_t elem, ScheduleBuilder &b) {
+    switch (algo) {
+    case Algo::ring: build_ring_allreduce(a, b); break;
+    case Algo::rhd: build_bigraph_allreduce(a, c->bigraph_order, b); break; // plain rhd without a BiGraph
+    case Algo::tree: build_tree_allreduce(a, b); break;
+    case Algo::hierarchical: build_hierarchical_allreduce(a, c->topo.layout, b); break;
+    case Algo::gdraa:
+        // What does not fit the landing zones goes around the ring (comm_algo says so too).
+        if (gdraa_fits(a.count, elem, c->nranks, c->opt.exec.zone_bytes))
+            build_gdraa_allreduce(a, b);
+        else
+            build_ring_allreduce(a, b);
+        break;
+    case Algo::sumsrv: build_ring_allreduce(a, b); break; // not reached: start_sumsrv splits first
+    }
+}
+
+// BytePS's split: the servers' partitions start on the summation client, the workers' part
+// is scheduled on the executor (ring when forced, else the cost model's choice for its size).
+ibex_status_t start_sumsrv(ibex_comm *c, const CollArgs &a, size_t elem, ScheduleBuilder &b) {
+    const int servers = c->sumsrv.servers();
+    const SumsrvSplit split = sumsrv_split(a.count, c->nranks, servers);
+    CollArgs workers = a;
+    workers.count = split.workers;
+    if (workers.count > 0) {
+        const Algo algo = c->opt.forced ? Algo::ring : c->selector.choose(workers.count * elem, false);
+        build_allreduce(c, algo, workers, elem, b);
+    }
+    std::vector<SumsrvClient::Part> parts(static_cast<size_t>(servers));
+    for (int s = 0; s < servers; ++s)
+        parts[static_cast<size_t>(s)] = {(split.workers + static_cast<size_t>(s) * split.per_server) * elem,
+                                         split.per_server * elem};
+    return c->sumsrv.start(a.sendbuf, a.recvbuf, a.type, a.op, parts);
+}
+
+} // namespace
 
 ibex_status_t start_op(ibex_comm *c, Op &op, bool *empty) {
     CollArgs a = op.args;
@@ -55,19 +98,10 @@ ibex_status_t start_op(ibex_comm *c, Op &op, bool *empty) {
     ScheduleBuilder b(&s, elem, c->opt.exec.slice_bytes);
     switch (op.kind) {
     case OpKind::allreduce:
-        switch (algo) {
-        case Algo::ring: build_ring_allreduce(a, b); break;
-        case Algo::rhd: build_bigraph_allreduce(a, c->bigraph_order, b); break; // plain rhd without a BiGraph
-        case Algo::tree: build_tree_allreduce(a, b); break;
-        case Algo::hierarchical: build_hierarchical_allreduce(a, c->topo.layout, b); break;
-        case Algo::gdraa:
-            // What does not fit the landing zones goes around the ring (comm_algo says so too).
-            if (gdraa_fits(a.count, elem, c->nranks, c->opt.exec.zone_bytes))
-                build_gdraa_allreduce(a, b);
-            else
-                build_ring_allreduce(a, b);
-            break;
-        }
+        if (algo == Algo::sumsrv && c->sumsrv.servers() > 0)
+            IBEX_TRY(start_sumsrv(c, a, elem, b));
+        else
+            build_allreduce(c, algo, a, elem, b);
         break;
     case OpKind::barrier: build_tree_allreduce(a, b); break;
     case OpKind::reduce_scatter:
@@ -87,7 +121,8 @@ ibex_status_t start_op(ibex_comm *c, Op &op, bool *empty) {
     case OpKind::probe: build_probe(c->rank, op.partner, op.pings, op.bulk, c->scratch, b); break;
     }
     if (s.steps.empty()) {
-        *empty = true;
+        // A sumsrv allreduce whose servers carry it all (k = n) runs on the client alone.
+        *empty = !c->sumsrv.active();
         return IBEX_OK;
     }
     return c->exec.start(std::move(s), op.kind == OpKind::probe ? IBEX_U8 : a.type, a.op, c->caches);

@@ -18,6 +18,7 @@ const char *algo_name(Algo a) {
     case Algo::tree: return "tree";
     case Algo::hierarchical: return "hierarchical";
     case Algo::gdraa: return "gdraa";
+    case Algo::sumsrv: return "sumsrv";
     }
     return "?";
 }
@@ -152,6 +153,21 @@ double Selector::cost(Algo a, size_t bytes) const {
         const size_t crossing = hosts_ > 1 ? static_cast<size_t>(max_per_host_) : 0;
         return step(k, crossing, 0) + 2 * step(k, crossing, (n - 1) / n * m) + (n - 1) / n * m * ga;
     }
+    case Algo::sumsrv: {
+        // BytePS's split (algorithms/sumsrv.cpp): each worker sends, and receives,
+        // 2n(n-1)m / (n^2 + kn - 2k) bytes over its link, its ring part and its pushes
+        // together; the ring part pays its 2(n-1) step latencies, the servers a push and a
+        // pull. The servers are assumed to keep up (their own link as fast as a worker's,
+        // and their sums faster than it), as BytePS's analysis does.
+        if (servers_ <= 0) return kNever;
+        const double s = servers_;
+        const double d = n * n + s * n - 2 * s;
+        const double workers_part = m * n * (n - s) / d;
+        const double moved = 2 * n * (n - 1) * m / d;
+        const double zero = step(k, ring_crossing_, 0);
+        const double ring_latency = workers_part > 0 ? 2 * (n - 1) * zero : 0;
+        return ring_latency + 2 * zero + (step(k, ring_crossing_, moved) - zero) + (n - 1) / n * workers_part * ga;
+    }
     }
     return 0;
 }
@@ -180,10 +196,11 @@ double Selector::cost_allgather(bool hierarchical, size_t bytes) const {
            hierarchical_joins() / 2 * model_.hier_join;
 }
 
-Algo Selector::choose(size_t bytes) const {
+Algo Selector::choose(size_t bytes, bool with_sumsrv) const {
     Algo best = Algo::tree;
     double best_cost = cost(best, bytes);
     for (int i = 1; i < kAlgoCount; ++i) {
+        if (!with_sumsrv && static_cast<Algo>(i) == Algo::sumsrv) continue;
         const double c = cost(static_cast<Algo>(i), bytes);
         if (c < best_cost) {
             best = static_cast<Algo>(i);

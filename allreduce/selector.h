@@ -21,11 +21,11 @@
 
 namespace ibex::coll {
 
-enum class Algo { tree = 0, rhd = 1, ring = 2, hierarchical = 3, gdraa = 4 };
-constexpr int kAlgoCount = 5;
+enum class Algo { tree = 0, rhd = 1, ring = 2, hierarchical = 3, gdraa = 4, sumsrv = 5 };
+constexpr int kAlgoCount = 6;
 
 const char *algo_name(Algo a);
-// "ring", "rhd", "tree", "hierarchical", "gdraa" (false for anything else).
+// "ring", "rhd", "tree", "hierarchical", "gdraa", "sumsrv" (false for anything else).
 bool parse_algo(const char *name, Algo *out);
 
 struct CostModel {
@@ -83,14 +83,19 @@ public:
     bool gdraa_fits_bytes(size_t bytes) const {
         return zone_ && n_ > 1 && (bytes + static_cast<size_t>(n_) - 1) / static_cast<size_t>(n_) + 8 <= zone_;
     }
+    // How many summation servers the communicator reached (IBEX_SUMSRV; 0: sumsrv is off
+    // and never chosen).
+    void set_sumsrv_servers(int k) { servers_ = k; }
+    int sumsrv_servers() const { return servers_; }
     const CostModel &model() const { return model_; }
     int hosts() const { return hosts_; }
     int ranks_per_host() const { return per_host_; } // 0: uneven
     // Seconds for an allreduce of `bytes`; infinite for hierarchical where it does not apply
     // (uneven layout, one host).
     double cost(Algo a, size_t bytes) const;
-    // Cheapest algorithm; ties go to the one listed first in Algo.
-    Algo choose(size_t bytes) const;
+    // Cheapest algorithm; ties go to the one listed first in Algo. Without with_sumsrv the
+    // summation service is left out (the workers' own part of a sumsrv allreduce).
+    Algo choose(size_t bytes, bool with_sumsrv = true) const;
     // Reduce-scatter (bytes per rank's result) and allgather (bytes per rank's input), flat
     // ring or hierarchical.
     double cost_reduce_scatter(bool hierarchical, size_t bytes) const;
@@ -113,6 +118,7 @@ private:
     int n_ = 1;
     size_t slice_ = 128 << 10;
     size_t zone_ = 0;
+    int servers_ = 0;
     CostModel model_;
     int hosts_ = 1, per_host_ = 1, max_per_host_ = 1;
     size_t ring_crossing_ = 0, fold_crossing_ = 0; // ring edges / rhd fold pairs leaving the busiest host

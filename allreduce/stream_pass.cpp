@@ -43,6 +43,7 @@ void enter_error(ibex_comm *c, ibex_status_t st, const std::string &detail, bool
     if (local && c->boot) c->boot->send_abort(st, detail.c_str());
     c->exec.shut_down();
     if (running == &c->drive.op) {
+        c->sumsrv.abandon();
         c->gpu.abandon();
         c->direct.abandon();
         c->drive.gpu_draining = false;
@@ -161,7 +162,7 @@ Pass drive_pass(ibex_comm *c, int fast_polls) {
         }
         if (!d.fast && !c->exec.active() && !c->gpu.ready()) return Pass::idle;
     }
-    if (d.have && !d.fast && !c->exec.active()) {
+    if (d.have && !d.fast && !c->exec.active() && !c->sumsrv.active()) {
         ibex_status_t err;
         std::string err_detail;
         {
@@ -234,7 +235,25 @@ Pass drive_pass(ibex_comm *c, int fast_polls) {
         d.have = false;
         return Pass::moved;
     }
-    if (d.have && c->exec.finished()) {
+    if (d.have && c->sumsrv.active()) {
+        // A sumsrv allreduce: the servers' part beside the workers' schedule (if any).
+        bool moved = false;
+        if (ibex_status_t st = c->sumsrv.progress(&moved); st != IBEX_OK) {
+            enter_error(c, st, std::string(op_kind_name(d.op.kind)) + ": " + ibex_last_error(), true, &d.op);
+            d.have = false;
+            return Pass::moved;
+        }
+        did = did || moved;
+        if (c->sumsrv.done() && (!c->exec.active() || c->exec.finished())) {
+            if (c->exec.active()) {
+                if (d.op.times) *d.op.times = c->exec.done_times();
+                c->exec.finish();
+            }
+            c->sumsrv.finish();
+            collective_finished(c);
+            return Pass::moved;
+        }
+    } else if (d.have && c->exec.finished()) {
         if (d.op.times) *d.op.times = c->exec.done_times();
         c->exec.finish();
         collective_finished(c);
@@ -247,9 +266,14 @@ Pass drive_pass(ibex_comm *c, int fast_polls) {
     d.stamp(Clock::now());
     if (d.have && ms_since(d.last_activity) > c->opt.timeout_ms) {
         const int peer = d.fast ? c->fast.waiting_on() : c->exec.waiting_on();
-        char buf[192];
-        std::snprintf(buf, sizeof buf, "%s made no progress for %d ms (waiting on rank %d)", op_kind_name(d.op.kind),
-                      c->opt.timeout_ms, peer);
+        char buf[320];
+        const bool on_servers = c->sumsrv.active() && !c->sumsrv.done() && (!c->exec.active() || c->exec.finished());
+        if (on_servers)
+            std::snprintf(buf, sizeof buf, "%s made no progress for %d ms (waiting on the %s)", op_kind_name(d.op.kind),
+                          c->opt.timeout_ms, c->sumsrv.stall_detail().c_str());
+        else
+            std::snprintf(buf, sizeof buf, "%s made no progress for %d ms (waiting on rank %d)", op_kind_name(d.op.kind),
+                          c->opt.timeout_ms, peer);
         IBEX_LOG(info, "communicator rank %d: %s: %s", c->rank, buf,
                  (d.fast ? c->fast.stall_detail() : c->exec.stall_detail()).c_str());
         enter_error(c, IBEX_ERR_TIMEOUT, buf, true, &d.op);
@@ -297,6 +321,7 @@ void drive_idle(ibex_comm *c, std::unique_lock<std::mutex> &dl, int spin_us, boo
         return;
     }
     if (!c->exec.arm()) return;
+    if (d.have && c->sumsrv.active() && !c->sumsrv.arm()) return;
     // Announce the nap before the last look at the queue: a submission either lands in that
     // look or sees the flag and writes wake_fd.
     c->driver_asleep.store(true, std::memory_order_seq_cst);
@@ -307,11 +332,18 @@ void drive_idle(ibex_comm *c, std::unique_lock<std::mutex> &dl, int spin_us, boo
             return;
         }
     }
-    pollfd pfd[8];
+    pollfd pfd[16];
     nfds_t n = 0;
     pfd[n++] = {c->wake_fd, POLLIN, 0};
     for (int fd : c->exec.cq_fds()) pfd[n++] = {fd, POLLIN, 0}; // at most Executor::kMaxLinks
     const nfds_t drained = n;
+    if (d.have && c->sumsrv.active()) {
+        // the servers' CQ and control connections (read by the next pass, not here)
+        std::vector<int> more;
+        c->sumsrv.fds(&more);
+        for (int fd : more)
+            if (n < std::size(pfd)) pfd[n++] = {fd, POLLIN, 0};
+    }
     for (int fd : c->boot->fds())
         if (n < std::size(pfd)) pfd[n++] = {fd, POLLIN, 0};
     int wait_ms = 100;

@@ -44,6 +44,15 @@ std::vector<int> build_ring_placed_reduce_scatter(const CollArgs &a, ScheduleBui
 void build_ring_placed_allgather(const CollArgs &a, ScheduleBuilder &b, const ChunkPlace &chunk,
                                  const std::vector<int> &own);
 
+// sumsrv.cpp: BytePS's split of an allreduce of count elements between the n workers'
+// own allreduce (elements [0, workers)) and k summation servers (per_server elements each,
+// server s's from workers + s * per_server). No servers, or one worker: all to the workers.
+struct SumsrvSplit {
+    size_t workers = 0;
+    size_t per_server = 0;
+};
+SumsrvSplit sumsrv_split(size_t count, int nranks, int servers);
+
 // rhd.cpp: recursive halving (reduce-scatter) and doubling (allgather), Rabenseifner,
 // with the non-power-of-two fix-up (the first 2 * (n - 2^k) ranks pair up first).
 void build_rhd_allreduce(const CollArgs &a, ScheduleBuilder &b);

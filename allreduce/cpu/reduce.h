@@ -15,8 +15,8 @@ namespace ibex::coll {
 void reduce_into(void *out, const void *a, const void *b, size_t count, ibex_datatype_t type,
                  ibex_redop_t op);
 
-// buf[i] /= nranks for IBEX_AVG (no-op for other ops): applied once, by the rank that
-// owns the final value, so every rank ends with the same bits. Integers truncate.
+// buf[i] /= nranks, for IBEX_AVG (the caller checks the op): applied once, by the rank
+// that owns the final value, so every rank ends with the same bits. Integers truncate.
 void finalize_avg(void *buf, size_t count, ibex_datatype_t type, int nranks);
 
 // The kernel set in use: "avx2+f16c" or "scalar". Chosen once, at first use, from the
