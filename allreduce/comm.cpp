@@ -61,26 +61,60 @@ ibex_status_t ranks_fit_cores(ibex_comm *c, bool *out) {
     return IBEX_OK;
 }
 
-// Connects the summation servers. Their job key is rank 0's random number, so two
+uint64_t fnv1a(const std::string &s) {
+    uint64_t h = 1469598103934665603ull;
+    for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
+    return h;
+}
+
+// The summation servers: rank 0's IBEX_SUMSRV (and slot geometry) for every rank, found
+// through the bootstrap, so the other ranks need not be given it (a rank given another
+// list fails); then each rank connects them. The job key is rank 0's random number, so two
 // communicators never share a job; the device is IBEX_SUMSRV_DEVICE, else the
 // communicator's, else (shm reaches no other process) the first device listed that is not shm.
 ibex_status_t open_sumsrv(ibex_comm *c) {
-    uint64_t mine = 0;
-    if (c->rank == 0) mine = (uint64_t(std::random_device{}()) << 32 | std::random_device{}()) ^ uint64_t(::getpid());
-    std::vector<uint64_t> all(static_cast<size_t>(c->nranks));
-    IBEX_TRY(c->boot->allgather(&mine, sizeof mine, all.data(), c->opt.timeout_ms));
-    char job[40];
-    std::snprintf(job, sizeof job, "%016llx-%d", static_cast<unsigned long long>(all[0]), c->nranks);
     SumsrvSettings s = c->opt.sumsrv;
+    std::string list;
+    for (const std::string &a : s.servers) list += (list.empty() ? "" : ",") + a;
+    struct Announce {
+        uint64_t nonce, list_hash;
+        uint32_t list_bytes, chunk_bytes, slots, reserved;
+    };
+    Announce mine{0, fnv1a(list), static_cast<uint32_t>(list.size()), s.chunk_bytes, s.slots, 0};
+    if (c->rank == 0) mine.nonce = (uint64_t(std::random_device{}()) << 32 | std::random_device{}()) ^ uint64_t(::getpid());
+    std::vector<Announce> all(static_cast<size_t>(c->nranks));
+    IBEX_TRY(c->boot->allgather(&mine, sizeof mine, all.data(), c->opt.timeout_ms));
+    const Announce &root = all[0];
+    if (root.list_bytes == 0) {
+        if (!list.empty())
+            IBEX_LOG(warn, "communicator rank %d: IBEX_SUMSRV is set here but not on rank 0; no summation servers", c->rank);
+        return IBEX_OK;
+    }
+    const bool agreed = std::all_of(all.begin(), all.end(), [&](const Announce &a) { return a.list_hash == root.list_hash; });
+    if (!agreed) {
+        // Rank 0's list for everyone; a rank given another one says so.
+        std::vector<char> text(static_cast<size_t>(root.list_bytes) * static_cast<size_t>(c->nranks));
+        std::string pad = c->rank == 0 ? list : std::string(root.list_bytes, '\0');
+        IBEX_TRY(c->boot->allgather(pad.data(), root.list_bytes, text.data(), c->opt.timeout_ms));
+        const std::string root_list(text.data(), root.list_bytes);
+        if (!list.empty() && list != root_list)
+            return fail(IBEX_ERR_INVALID_ARGUMENT, "IBEX_SUMSRV differs between ranks: \"%s\" here, \"%s\" on rank 0",
+                        list.c_str(), root_list.c_str());
+        IBEX_TRY(parse_sumsrv_list(root_list.c_str(), &s.servers));
+    }
+    s.chunk_bytes = root.chunk_bytes;
+    s.slots = root.slots;
+    char job[40];
+    std::snprintf(job, sizeof job, "%016llx-%d", static_cast<unsigned long long>(root.nonce), c->nranks);
     if (s.device.empty()) s.device = c->opt.device;
     if (s.device.rfind("shm", 0) == 0) {
         s.device.clear();
-        ibex_device_list_t *list = nullptr;
+        ibex_device_list_t *devices = nullptr;
         int count = 0;
-        if (ibex_get_device_list(&list, &count) == IBEX_OK)
+        if (ibex_get_device_list(&devices, &count) == IBEX_OK)
             for (int i = 0; i < count && s.device.empty(); ++i)
-                if (std::strncmp(ibex_device_name(list, i), "shm", 3) != 0) s.device = ibex_device_name(list, i);
-        if (list) ibex_free_device_list(list);
+                if (std::strncmp(ibex_device_name(devices, i), "shm", 3) != 0) s.device = ibex_device_name(devices, i);
+        if (devices) ibex_free_device_list(devices);
         if (s.device.empty())
             return fail(IBEX_ERR_NO_DEVICE, "IBEX_SUMSRV: no device besides shm reaches the servers (set IBEX_SUMSRV_DEVICE)");
     }
@@ -244,8 +278,7 @@ ibex_status_t comm_create(int nranks, const char *id_text, int rank, const CommO
     // Nobody sends before every rank has its receives posted.
     if (ibex_status_t st = c->boot->barrier(opt.timeout_ms); st != IBEX_OK) return bail(st);
     if (ibex_status_t st = c->exec.announce(); st != IBEX_OK) return bail(st);
-    if (!c->opt.sumsrv.servers.empty())
-        if (ibex_status_t st = open_sumsrv(c); st != IBEX_OK) return bail(st);
+    if (ibex_status_t st = open_sumsrv(c); st != IBEX_OK) return bail(st);
     c->wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (c->wake_fd < 0) return bail(fail_errno(IBEX_ERR_SYSTEM, errno, "eventfd"));
     c->thread = std::thread(progress_main, c);

@@ -7,10 +7,6 @@ namespace ibex::coll {
 
 OpPath op_path(const ibex_comm *c, const Op &op) {
     if (op.algo) return OpPath::scheduled;
-    // The summation service runs beside the schedule, never on the boxes or the direct path.
-    if (op.kind == OpKind::allreduce && c->sumsrv.servers() > 0 &&
-        comm_algo(c, op.args.count * ibex_datatype_size(op.args.type)) == Algo::sumsrv)
-        return OpPath::scheduled;
     if (c->fast.takes(c, op)) return OpPath::boxes;
     if (c->direct.takes(op)) return OpPath::direct;
     return OpPath::scheduled;

@@ -52,6 +52,58 @@ TEST(Selector, GdraaWinsLatencyBoundOnManyRanksWhereItFits) {
     EXPECT_STREQ(algo_name(Algo::gdraa), "gdraa");
 }
 
+// The summation service: never without servers; with k servers on n >= 3 workers,
+// bandwidth-bound allreduces cost n^2 / (n^2 + kn - 2k) of ring's (BytePS's t_opt), so it
+// wins those; with 2 workers a worker's link carries the whole message either way, and it
+// never wins. Latency-bound ones stay with the log-depth algorithms.
+TEST(Selector, SumsrvWinsBandwidthBoundWithServersFromThreeWorkers) {
+    Selector s;
+    s.configure(4, 128 << 10, model(30e-6, 1e-9, 0));
+    EXPECT_GT(s.cost(Algo::sumsrv, 64 << 20), 1e30);
+    EXPECT_NE(s.choose(64 << 20), Algo::sumsrv);
+    s.set_sumsrv_servers(2);
+    const double m = 64 << 20, n = 4, k = 2;
+    const double t_opt = 2 * n * (n - 1) * m / ((n * n + k * n - 2 * k) * 1e9);
+    EXPECT_NEAR(s.cost(Algo::sumsrv, 64 << 20), t_opt + (2 * (n - 1) + 2) * 30e-6, 1e-9);
+    EXPECT_NEAR(s.cost(Algo::sumsrv, 64 << 20) - 8 * 30e-6, (s.cost(Algo::ring, 64 << 20) - 6 * 30e-6) * 16 / 20, 1e-9);
+    EXPECT_EQ(s.choose(64 << 20), Algo::sumsrv);
+    EXPECT_NE(s.choose(64 << 20, false), Algo::sumsrv);
+    EXPECT_NE(s.choose(8), Algo::sumsrv);
+    s.configure(2, 128 << 10, model(30e-6, 1e-9, 0));
+    s.set_sumsrv_servers(1);
+    EXPECT_NE(s.choose(64 << 20), Algo::sumsrv);
+    Algo a;
+    ASSERT_TRUE(parse_algo("sumsrv", &a));
+    EXPECT_EQ(a, Algo::sumsrv);
+}
+
+// BytePS's split: 2(n-1)M / (n^2 + kn - 2k) to each server, the rest to the workers;
+// k = 0 all to the workers, k = n a parameter server (M/n each, nothing left).
+TEST(Selector, SumsrvSplitsAsBytePSsAnalysisSays) {
+    SumsrvSplit s = sumsrv_split(1000, 4, 0);
+    EXPECT_EQ(s.workers, 1000u);
+    EXPECT_EQ(s.per_server, 0u);
+    s = sumsrv_split(1000, 4, 4); // 2*3*1000 / (16 + 16 - 8) = 250
+    EXPECT_EQ(s.per_server, 250u);
+    EXPECT_EQ(s.workers, 0u);
+    s = sumsrv_split(1000, 4, 2); // 6000 / 20 = 300 each, 400 left
+    EXPECT_EQ(s.per_server, 300u);
+    EXPECT_EQ(s.workers, 400u);
+    s = sumsrv_split(1001, 3, 1); // 4004 / 10 = 400 (floor), 601 left
+    EXPECT_EQ(s.per_server, 400u);
+    EXPECT_EQ(s.workers, 601u);
+    s = sumsrv_split(7, 1, 3); // one worker: nothing to serve
+    EXPECT_EQ(s.workers, 7u);
+    EXPECT_EQ(s.per_server, 0u);
+    // Never more than the whole, whatever the sizes.
+    for (int n = 2; n <= 16; ++n)
+        for (int k = 0; k <= n; ++k)
+            for (size_t count : {size_t(0), size_t(1), size_t(99), size_t(1) << 40}) {
+                const SumsrvSplit x = sumsrv_split(count, n, k);
+                EXPECT_EQ(x.workers + static_cast<size_t>(k) * x.per_server, count);
+            }
+}
+
 TEST(Selector, BandwidthBoundAvoidsTreeAndFoldedRhd) {
     Selector s;
     s.configure(6, 128 << 10, model(30e-6, 3e-9, 0.15e-9));

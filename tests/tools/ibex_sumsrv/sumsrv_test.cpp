@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 #include "allreduce/algorithms/algorithms.h"
@@ -49,7 +50,7 @@ public:
         return ok && ibex::test::recv_all(child_.fd(), &port_, sizeof port_, 10000);
     }
     std::string addr() const { return "127.0.0.1:" + std::to_string(port_); }
-    void kill() { ::kill(child_.pid(), SIGKILL); }
+    void signal(int sig) { ::kill(child_.pid(), sig); }
 
 private:
     ibex::test::ChildProcess child_;
@@ -168,7 +169,7 @@ TEST(Sumsrv, AServerKilledFailsEveryWorker) {
     // b dies two seconds in, while the ranks are in their loop of allreduces.
     std::thread timer([&] {
         std::this_thread::sleep_for(std::chrono::seconds(2));
-        b.kill();
+        b.signal(SIGKILL);
     });
     const auto out = ibex::test::run_ranks(
         3,
@@ -205,6 +206,103 @@ TEST(Sumsrv, AServerKilledFailsEveryWorker) {
     for (const auto &r : out) std::printf("%s", r.text.c_str());
     // Killed 2 s in; every worker out well within 2 s + the timeout + slack.
     EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(2 + kTimeoutMs / 1000 + 10));
+}
+
+// A server that stops answering without closing (SIGSTOP): every worker's collective fails
+// within the timeout, naming the server (the pushes' retransmissions run out first, or the
+// collective's timeout fires, whichever comes first).
+TEST(Sumsrv, AStoppedServerFailsEveryWorkerNamingIt) {
+    ServerProcess a;
+    ASSERT_TRUE(a.start());
+    const std::string list = a.addr();
+    // Rank 0 asks through `go` once every rank has summed once; a thread here stops the
+    // server and answers through `stopped`.
+    int go[2], stopped[2];
+    ASSERT_EQ(::pipe(go), 0);
+    ASSERT_EQ(::pipe(stopped), 0);
+    std::thread stopper([&] {
+        uint8_t b = 0;
+        if (::read(go[0], &b, 1) == 1) {
+            a.signal(SIGSTOP);
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            [[maybe_unused]] ssize_t w = ::write(stopped[1], &b, 1);
+        }
+    });
+    const auto out = ibex::test::run_ranks(
+        3,
+        [&](RankCtx &ctx) {
+            ::setenv("IBEX_SUMSRV", list.c_str(), 1);
+            ::setenv("IBEX_ALGO", "sumsrv", 1);
+            ::setenv("IBEX_TIMEOUT_MS", "3000", 1);
+            ibex_comm_t *comm = nullptr;
+            RANK_CHECK_OK(ctx, ibex_comm_init_rank(&comm, ctx.nranks, &ctx.id, ctx.rank, nullptr));
+            std::vector<float> x(64 << 10, 1.0f), y(x.size());
+            RANK_CHECK_OK(ctx, ibex_allreduce(x.data(), y.data(), x.size(), IBEX_F32, IBEX_SUM, comm, nullptr));
+            RANK_CHECK_OK(ctx, ibex_barrier(comm, nullptr));
+            if (ctx.rank == 0) {
+                uint8_t b = 1;
+                RANK_CHECK(ctx, ::write(go[1], &b, 1) == 1 && ::read(stopped[0], &b, 1) == 1, "rank 0: no answer");
+            }
+            RANK_CHECK_OK(ctx, ibex_barrier(comm, nullptr));
+            const auto t0 = std::chrono::steady_clock::now();
+            const ibex_status_t st = ibex_allreduce(x.data(), y.data(), x.size(), IBEX_F32, IBEX_SUM, comm, nullptr);
+            const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            RANK_CHECK(ctx, st != IBEX_OK, "rank %d: the allreduce succeeded with its server stopped", ctx.rank);
+            RANK_CHECK(ctx, waited < 15, "rank %d: failed only after %.1f s", ctx.rank, waited);
+            RANK_CHECK(ctx, std::strstr(ibex_last_error(), ("sumsrv server " + list).c_str()) != nullptr, "rank %d: %s",
+                       ctx.rank, ibex_last_error());
+            ctx.say("rank %d after %.1f s: %s", ctx.rank, waited, ibex_last_error());
+            ibex_comm_abort(comm);
+            return 0;
+        },
+        60);
+    ::close(go[1]); // the stopper's read ends if rank 0 never asked
+    stopper.join();
+    a.signal(SIGCONT);
+    for (int fd : {go[0], stopped[0], stopped[1]}) ::close(fd);
+    ibex::test::expect_all_passed(out);
+    for (const auto &r : out) std::printf("%s", r.text.c_str());
+}
+
+// Rank 0's list reaches the others through the bootstrap; a rank given another list fails
+// creation, saying so.
+TEST(Sumsrv, RankZerosListReachesEveryRank) {
+    ServerProcess a;
+    ASSERT_TRUE(a.start());
+    const std::string list = a.addr();
+    for (bool conflicting : {false, true}) {
+        SCOPED_TRACE(conflicting ? "rank 2 names another server" : "only rank 0 names the server");
+        const auto out = ibex::test::run_ranks(
+            3,
+            [&](RankCtx &ctx) {
+                ::setenv("IBEX_ALGO", "sumsrv", 1);
+                if (ctx.rank == 0)
+                    ::setenv("IBEX_SUMSRV", list.c_str(), 1);
+                else if (conflicting && ctx.rank == 2)
+                    ::setenv("IBEX_SUMSRV", "127.0.0.1:9", 1);
+                else
+                    ::unsetenv("IBEX_SUMSRV");
+                ibex_comm_t *comm = nullptr;
+                const ibex_status_t st = ibex_comm_init_rank(&comm, ctx.nranks, &ctx.id, ctx.rank, nullptr);
+                if (conflicting) {
+                    RANK_CHECK(ctx, st != IBEX_OK, "rank %d: created with disagreeing lists", ctx.rank);
+                    if (ctx.rank == 2)
+                        RANK_CHECK(ctx, std::strstr(ibex_last_error(), "IBEX_SUMSRV differs between ranks") != nullptr,
+                                   "rank 2: %s", ibex_last_error());
+                    return 0;
+                }
+                RANK_CHECK_OK(ctx, st);
+                RANK_CHECK(ctx, std::strcmp(ibex_comm_allreduce_algo(comm, 1 << 20), "sumsrv") == 0, "rank %d: %s",
+                           ctx.rank, ibex_comm_allreduce_algo(comm, 1 << 20));
+                std::vector<int32_t> x(30000, ctx.rank + 1), y(x.size());
+                RANK_CHECK_OK(ctx, ibex_allreduce(x.data(), y.data(), x.size(), IBEX_I32, IBEX_SUM, comm, nullptr));
+                RANK_CHECK(ctx, y.front() == 6 && y.back() == 6, "rank %d: %d %d", ctx.rank, y.front(), y.back());
+                RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
+                return 0;
+            },
+            60);
+        ibex::test::expect_all_passed(out);
+    }
 }
 
 } // namespace
