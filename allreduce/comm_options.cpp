@@ -65,8 +65,8 @@ ibex_status_t comm_options(const ibex_comm_config_t *config, CommOptions *out) {
     IBEX_TRY(parse_sumsrv_list(config::get_string("IBEX_SUMSRV", nullptr), &out->sumsrv.servers));
     if (const char *d = config::get_string("IBEX_SUMSRV_DEVICE", nullptr)) out->sumsrv.device = d;
     out->sumsrv.chunk_bytes =
-        static_cast<uint32_t>(config::get_int("IBEX_SUMSRV_CHUNK", 1 << 20, 4096, 256 << 20)) & ~uint32_t(7);
-    out->sumsrv.slots = static_cast<uint32_t>(config::get_int("IBEX_SUMSRV_SLOTS", 4, 1, 64));
+        static_cast<uint32_t>(config::get_int("IBEX_SUMSRV_CHUNK", 256 << 10, 4096, 256 << 20)) & ~uint32_t(7);
+    out->sumsrv.slots = static_cast<uint32_t>(config::get_int("IBEX_SUMSRV_SLOTS", 16, 1, 64));
     out->sumsrv.timeout_ms = out->timeout_ms;
     out->gpu_chunk_bytes = static_cast<size_t>(config::get_int("IBEX_GPU_CHUNK", 4 << 20, 4096, int64_t(1) << 32));
     return IBEX_OK;

@@ -63,7 +63,7 @@ ibex_status_t SumsrvClient::open(const SumsrvSettings &s, const std::string &job
     const uint32_t slots = std::clamp<uint32_t>(s.slots, 1, sumsrv::kMaxSlots);
     settings_.slots = slots;
     const size_t stride = slot_stride(s.chunk_bytes);
-    IBEX_TRY(ibex_open_device(s.device.c_str(), nullptr, &ctx_));
+    IBEX_TRY(sumsrv::open_context(s.device, &ctx_));
     IBEX_TRY(ibex_alloc_pd(ctx_, &pd_));
     IBEX_TRY(ibex_create_cq(ctx_, static_cast<int>(4 * slots * s.servers.size() + 16), &cq_));
     conns_.resize(s.servers.size());

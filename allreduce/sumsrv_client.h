@@ -20,8 +20,8 @@ namespace ibex::coll {
 struct SumsrvSettings {
     std::vector<std::string> servers; // host:port, in server order
     std::string device;               // the device this rank opens for them
-    uint32_t chunk_bytes = 1 << 20;   // a multiple of 8
-    uint32_t slots = 4;
+    uint32_t chunk_bytes = 256 << 10; // a multiple of 8
+    uint32_t slots = 16;
     int timeout_ms = 30000; // connecting and the hello
 };
 

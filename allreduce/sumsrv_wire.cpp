@@ -121,6 +121,18 @@ bool decode_reply(const uint8_t *f, Reply *r, std::string *why) {
     return true;
 }
 
+ibex_status_t open_context(const std::string &device, ibex_context_t **ctx) {
+    ibex_status_t st = ibex_open_device(device.c_str(), nullptr, ctx);
+    if (st != IBEX_ERR_ADDRESS_IN_USE || device.rfind("udp:", 0) != 0) return st;
+    constexpr uint16_t kFirst = 4792, kTries = 256;
+    ibex_context_attr_t attr = IBEX_CONTEXT_ATTR_INIT;
+    for (uint16_t i = 0; i < kTries && st == IBEX_ERR_ADDRESS_IN_USE; ++i) {
+        attr.udp_port = static_cast<uint16_t>(kFirst + i);
+        st = ibex_open_device(device.c_str(), &attr, ctx);
+    }
+    return st;
+}
+
 // [0] magic [4] seq [8] bytes [12] type [13] op [14] status
 void put_slot_header(uint8_t *s, const SlotHeader &h) {
     put32(s, h.magic);

@@ -77,4 +77,9 @@ SlotHeader get_slot_header(const uint8_t *slot);
 
 inline size_t slot_stride(uint32_t chunk_bytes) { return kSlotHeaderBytes + chunk_bytes; }
 
+// Opens `device` for the service's QPs. A udp device on a NIC's address whose RoCEv2 port
+// is taken (the communicator's own context, another job's) moves to the next free UDP
+// port above it: the QP addresses carry the port, so peers still reach it.
+ibex_status_t open_context(const std::string &device, ibex_context_t **ctx);
+
 } // namespace ibex::coll::sumsrv

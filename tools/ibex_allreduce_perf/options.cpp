@@ -1,5 +1,6 @@
 #include "tools/ibex_allreduce_perf/options.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -249,9 +250,9 @@ std::string parse_options(int argc, char **argv, Coll default_coll, Options *o) 
                 return bad(name.c_str(), value, "expected 0 (buffers from malloc) or 1 (from ibex_comm_mem_alloc)");
             o->shared = v == 1;
         } else if (f == "algo") {
-            if (std::strcmp(value, "ring") && std::strcmp(value, "rhd") && std::strcmp(value, "tree") &&
-                std::strcmp(value, "hierarchical"))
-                return bad(name.c_str(), value, "expected ring, rhd, tree or hierarchical");
+            static const char *const known[] = {"ring", "rhd", "tree", "hierarchical", "bigraph", "gdraa", "sumsrv"};
+            if (std::none_of(std::begin(known), std::end(known), [&](const char *k) { return !std::strcmp(value, k); }))
+                return bad(name.c_str(), value, "expected ring, rhd, tree, hierarchical, bigraph, gdraa or sumsrv");
             o->algo = value;
         }
     }

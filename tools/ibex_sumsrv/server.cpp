@@ -101,7 +101,7 @@ void Server::read_hello(Pending &p, bool *finished) {
 }
 
 ibex_status_t Server::open_job(Job &j) {
-    IBEX_TRY(ibex_open_device(j.device.c_str(), nullptr, &j.ctx));
+    IBEX_TRY(coll::sumsrv::open_context(j.device, &j.ctx));
     IBEX_TRY(ibex_alloc_pd(j.ctx, &j.pd));
     IBEX_TRY(ibex_create_cq(j.ctx, static_cast<int>(4 * j.slots * j.nranks + 16), &j.cq));
     const size_t bytes = j.slots * slot_stride(j.chunk);

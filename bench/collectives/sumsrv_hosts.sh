@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# The summation service where BytePS's analysis applies: every worker and every server a
+# "host" of its own, a network namespace with a veth on one bridge whose egress is shaped
+# with tc (tbf) to --rate, so the links, not this machine's cores, set the pace. One rank
+# per worker host (ibex_allreduce_perf launched by IBEX_RANK/IBEX_NRANKS over udp on its
+# veth), ibex_sumsrv on each server host (--device its veth). Runs ring, then sumsrv with
+# each server count of --servers, --repeat times interleaved, f32 sum; prints per size the
+# median out-of-place busbw (GB/s, nccl-tests' formula) with its range, sumsrv / ring of
+# the medians, and BytePS's model (n^2 + kn - 2k) / n^2 (the time ratio ring / sumsrv).
+# Needs root and iproute2.
+#
+# usage: bench/collectives/sumsrv_hosts.sh [--build DIR] [--workers 3] [--servers "1 2"] [--rate 1gbit]
+#                                          [--burst 1mb] [--min 4M] [--max 16M] [--iters 5] [--repeat 3] [--out DIR]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+BUILD=${IBEX_BUILD_DIR:-build}
+WORKERS=3
+SERVERS="1 2"
+RATE=1gbit
+BURST=1mb
+MIN=4M
+MAX=16M
+ITERS=5
+REPEAT=3
+OUT=
+source bench/collectives/options.sh # after the cd to the top of the tree
+bench_options sumsrv_hosts.sh 2,13 build workers servers rate burst min max iters repeat out -- "$@"
+[[ $(id -u) == 0 ]] || { echo "sumsrv_hosts.sh: needs root (network namespaces, tc)" >&2; exit 2; }
+PERF=$BUILD/tools/ibex_allreduce_perf/ibex_allreduce_perf
+SRV=$BUILD/tools/ibex_sumsrv/ibex_sumsrv
+[[ -x $PERF && -x $SRV ]] || { echo "sumsrv_hosts.sh: build $PERF and $SRV first" >&2; exit 2; }
+[[ -n $OUT ]] || OUT=$(mktemp -d /tmp/ibex_sumsrv_hosts.XXXXXX)
+mkdir -p "$OUT"
+
+maxk=0
+for k in $SERVERS; do ((k > maxk)) && maxk=$k; done
+ID=$$
+NET=10.78.$((ID % 200 + 20))
+BR=sbr$ID
+HOSTS=$((WORKERS + maxk)) # workers first, then servers
+ns() { echo "sns${ID}_$1"; }
+dev() { echo "sv${ID}_$1"; }
+pids=()
+cleanup() {
+    kill "${pids[@]}" 2>/dev/null || true
+    for ((h = 0; h < HOSTS; h++)); do ip netns del "$(ns $h)" 2>/dev/null || true; done
+    ip link del "$BR" 2>/dev/null || true
+}
+trap cleanup EXIT INT TERM
+ip link add "$BR" type bridge
+ip link set "$BR" up
+for ((h = 0; h < HOSTS; h++)); do
+    ip netns add "$(ns $h)"
+    ip link add "sb${ID}_$h" type veth peer name "$(dev $h)"
+    ip link set "$(dev $h)" netns "$(ns $h)"
+    ip link set "sb${ID}_$h" master "$BR"
+    ip link set "sb${ID}_$h" up
+    ip -n "$(ns $h)" addr add "$NET.$((h + 1))/24" dev "$(dev $h)"
+    ip -n "$(ns $h)" link set "$(dev $h)" up
+    ip -n "$(ns $h)" link set lo up
+    ip netns exec "$(ns $h)" tc qdisc add dev "$(dev $h)" root tbf rate "$RATE" burst "$BURST" latency 100ms
+done
+servers=()
+for ((s = 0; s < maxk; s++)); do
+    h=$((WORKERS + s))
+    ip netns exec "$(ns $h)" "$SRV" --listen "$NET.$((h + 1)):18600" --device "udp:$(dev $h)" --threads 1 \
+        >"$OUT/server$s.log" 2>&1 &
+    pids+=($!)
+    servers+=("$NET.$((h + 1)):18600")
+done
+sleep 0.5
+
+# run TAG ALGO K: one run of WORKERS ranks; rank 0's table in $OUT/TAG.txt.
+run() {
+    local tag=$1 algo=$2 k=$3 list rank_pids=() r ok=0
+    list=$(IFS=,; echo "${servers[*]:0:$k}")
+    for ((r = 0; r < WORKERS; r++)); do
+        ip netns exec "$(ns $r)" env IBEX_RANK=$r IBEX_NRANKS="$WORKERS" IBEX_ROOT_ADDR="$NET.1:$((29500 + ID % 1000))" \
+            IBEX_SUMSRV="$list" timeout 600 "$PERF" -b "$MIN" -e "$MAX" -f 2 -n "$ITERS" -w 1 -d float -o sum \
+            --algo "$algo" --device "udp:$(dev $r)" >"$OUT/$tag.r$r.txt" 2>"$OUT/$tag.r$r.err" &
+        rank_pids+=($!)
+    done
+    for p in "${rank_pids[@]}"; do wait "$p" || ok=1; done
+    cp "$OUT/$tag.r0.txt" "$OUT/$tag.txt"
+    return $ok
+}
+
+echo "# $(date -u '+%F %T UTC'), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); $WORKERS workers, servers ${SERVERS// /,}, links $RATE (burst $BURST); raw output in $OUT"
+for ((rep = 1; rep <= REPEAT; rep++)); do
+    run "ring_$rep" ring 0 || echo "sumsrv_hosts.sh: ring_$rep failed (see $OUT/ring_$rep.r*.err)" >&2
+    for k in $SERVERS; do
+        run "k${k}_$rep" sumsrv "$k" || echo "sumsrv_hosts.sh: k${k}_$rep failed (see $OUT/k${k}_$rep.r*.err)" >&2
+    done
+done
+stats() { # TAG SIZE -> "median min-max" of the out-of-place time (ms) over the repeats
+    for f in "$OUT/$1"_*.txt; do awk -v s="$2" '!/^#/ && $1 == s { print $6 / 1000 }' "$f"; done | sort -g |
+        awk '{ v[NR] = $1 } END { if (!NR) { print "- -"; exit } m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2;
+                                  printf "%.1f %.1f-%.1f", m, v[1], v[NR] }'
+}
+sizes=$(awk '!/^#/ && NF >= 13 { print $1 }' "$OUT/ring_1.txt")
+for k in $SERVERS; do
+    echo "# $WORKERS workers, $k servers: size, sumsrv ms median (range), ring ms (range), ring / sumsrv, model"
+    for size in $sizes; do
+        read -r sm sr <<<"$(stats "k$k" "$size")"
+        read -r rm rr <<<"$(stats ring "$size")"
+        awk -v s="$size" -v sm="$sm" -v sr="$sr" -v rm="$rm" -v rr="$rr" -v n="$WORKERS" -v k="$k" \
+            'BEGIN { printf "%9d  %7s (%s)  %7s (%s)  %.2f  %.2f\n", s, sm, sr, rm, rr, rm / sm, (n*n + k*n - 2*k) / (n*n) }'
+    done
+done
