@@ -80,6 +80,38 @@ TEST(SumsrvWire, HelloAndReplyRoundTrip) {
     EXPECT_EQ(sb.op, IBEX_MAX);
 }
 
+// A udp device whose RoCEv2 port is taken (by the communicator's own context, or another
+// job's) opens on the next free port, which the QP's address carries.
+TEST(SumsrvWire, ASecondContextOnATakenAddressMovesToAnotherPort) {
+    const std::string device = "udp:127.0.0.77";
+    ibex_context_t *first = nullptr, *second = nullptr;
+    ASSERT_EQ(open_context(device, &first), IBEX_OK) << ibex_last_error();
+    ASSERT_EQ(ibex_open_device(device.c_str(), nullptr, &second), IBEX_ERR_ADDRESS_IN_USE);
+    ASSERT_EQ(open_context(device, &second), IBEX_OK) << ibex_last_error();
+    uint16_t ports[2] = {};
+    ibex_context_t *ctxs[2] = {first, second};
+    for (int i = 0; i < 2; ++i) {
+        ibex_pd_t *pd = nullptr;
+        ibex_cq_t *cq = nullptr;
+        ibex_qp_t *qp = nullptr;
+        ASSERT_EQ(ibex_alloc_pd(ctxs[i], &pd), IBEX_OK);
+        ASSERT_EQ(ibex_create_cq(ctxs[i], 16, &cq), IBEX_OK);
+        ibex_qp_init_attr_t qa = IBEX_QP_INIT_ATTR_INIT;
+        qa.send_cq = qa.recv_cq = cq;
+        ASSERT_EQ(ibex_create_qp(pd, &qa, &qp), IBEX_OK);
+        ibex_ep_addr_t ep{};
+        ASSERT_EQ(ibex_qp_local_addr(qp, &ep), IBEX_OK);
+        ports[i] = ep.udp_port;
+        ibex_destroy_qp(qp);
+        ibex_destroy_cq(cq);
+        ibex_dealloc_pd(pd);
+    }
+    EXPECT_EQ(ports[0], 4791);
+    EXPECT_GT(ports[1], 4791);
+    ibex_close_device(second);
+    ibex_close_device(first);
+}
+
 // The pieces cover the range once, in order, whatever the thread count; small ranges stay
 // on the caller's thread.
 TEST(SumsrvPool, PiecesCoverTheRangeOnce) {
