@@ -189,18 +189,11 @@ ibex_status_t SumsrvClient::push(size_t ci, Conn &c) {
     h.op = static_cast<uint8_t>(op_);
     sumsrv::put_slot_header(dst, h);
     std::memcpy(dst + kSlotHeaderBytes, send_ + c.off + at, bytes);
-    ibex_sge_t sge{reinterpret_cast<uintptr_t>(dst), static_cast<uint32_t>(kSlotHeaderBytes + bytes),
-                   ibex_mr_lkey(c.push_mr)};
-    ibex_send_wr_t wr{};
-    wr.wr_id = wr_id(ci, kPushWr, slot);
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = IBEX_WR_RDMA_WRITE_WITH_IMM;
-    wr.send_flags = IBEX_SEND_SIGNALED;
-    wr.imm_data = c.next_seq;
-    wr.wr.rdma.remote_addr = c.remote_push + slot * slot_stride(settings_.chunk_bytes);
-    wr.wr.rdma.rkey = c.remote_rkey;
-    if (ibex_status_t st = ibex_post_send(c.qp, &wr, nullptr); st != IBEX_OK)
+    if (ibex_status_t st = sumsrv::post_slot_write(c.qp, wr_id(ci, kPushWr, slot), dst,
+                                                   static_cast<uint32_t>(kSlotHeaderBytes + bytes), ibex_mr_lkey(c.push_mr),
+                                                   c.remote_push + slot * slot_stride(settings_.chunk_bytes), c.remote_rkey,
+                                                   c.next_seq);
+        st != IBEX_OK)
         return conn_fail(c, "posting a push: %s", ibex_last_error());
     c.busy[slot] = 1;
     ++c.pushed;

@@ -121,6 +121,21 @@ bool decode_reply(const uint8_t *f, Reply *r, std::string *why) {
     return true;
 }
 
+ibex_status_t post_slot_write(ibex_qp_t *qp, uint64_t wr_id, const void *addr, uint32_t bytes, uint32_t lkey,
+                              uint64_t remote_addr, uint32_t rkey, uint32_t imm) {
+    ibex_sge_t sge{reinterpret_cast<uintptr_t>(addr), bytes, lkey};
+    ibex_send_wr_t wr{};
+    wr.wr_id = wr_id;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBEX_WR_RDMA_WRITE_WITH_IMM;
+    wr.send_flags = IBEX_SEND_SIGNALED;
+    wr.imm_data = imm;
+    wr.wr.rdma.remote_addr = remote_addr;
+    wr.wr.rdma.rkey = rkey;
+    return ibex_post_send(qp, &wr, nullptr);
+}
+
 ibex_status_t open_context(const std::string &device, ibex_context_t **ctx) {
     ibex_status_t st = ibex_open_device(device.c_str(), nullptr, ctx);
     if (st != IBEX_ERR_ADDRESS_IN_USE || device.rfind("udp:", 0) != 0) return st;

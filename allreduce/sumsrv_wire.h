@@ -77,6 +77,11 @@ SlotHeader get_slot_header(const uint8_t *slot);
 
 inline size_t slot_stride(uint32_t chunk_bytes) { return kSlotHeaderBytes + chunk_bytes; }
 
+// Posts a signaled WRITE_WITH_IMM of [addr, addr + bytes) (one slot: header and payload)
+// to remote_addr under rkey: how a push and a sum both travel.
+ibex_status_t post_slot_write(ibex_qp_t *qp, uint64_t wr_id, const void *addr, uint32_t bytes, uint32_t lkey,
+                              uint64_t remote_addr, uint32_t rkey, uint32_t imm);
+
 // Opens `device` for the service's QPs. A udp device on a NIC's address whose RoCEv2 port
 // is taken (the communicator's own context, another job's) moves to the next free UDP
 // port above it: the QP addresses carry the port, so peers still reach it.

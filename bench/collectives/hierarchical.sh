@@ -40,26 +40,9 @@ ID=$$
 NET=10.79.$((ID % 200 + 20))
 BR=hbr$ID
 NS=(hns${ID}_0 hns${ID}_1)
-cleanup() {
-    for ns in "${NS[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
-    ip link del "$BR" 2>/dev/null || true
-}
-trap cleanup EXIT INT TERM
-ip link add "$BR" type bridge
-ip link set "$BR" up
-for h in 0 1; do
-    ns=${NS[$h]}
-    ip netns add "$ns"
-    ip link add "hb${ID}_$h" type veth peer name "hv${ID}_$h"
-    ip link set "hv${ID}_$h" netns "$ns"
-    ip link set "hb${ID}_$h" master "$BR"
-    ip link set "hb${ID}_$h" up
-    ip -n "$ns" addr add "$NET.$((h + 1))/24" dev "hv${ID}_$h"
-    ip -n "$ns" link set "hv${ID}_$h" up
-    ip -n "$ns" link set lo up
-    # The host's link: its egress limited to RATE (the other direction is the peer's egress).
-    ip netns exec "$ns" tc qdisc add dev "hv${ID}_$h" root tbf rate "$RATE" burst "$BURST" latency 100ms
-done
+source bench/collectives/hosts.sh
+trap 'shaped_hosts_down "$BR" "hns${ID}_" 2' EXIT INT TERM
+shaped_hosts_up "$BR" "hns${ID}_" "hb${ID}_" "hv${ID}_" 2 "$NET" "$RATE" "$BURST"
 
 # run TAG ALGO SHM DEV: one 4-rank run; rank 0's table in $OUT/TAG.txt.
 run() {

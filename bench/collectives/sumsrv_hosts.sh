@@ -42,25 +42,13 @@ HOSTS=$((WORKERS + maxk)) # workers first, then servers
 ns() { echo "sns${ID}_$1"; }
 dev() { echo "sv${ID}_$1"; }
 pids=()
+source bench/collectives/hosts.sh
 cleanup() {
     kill "${pids[@]}" 2>/dev/null || true
-    for ((h = 0; h < HOSTS; h++)); do ip netns del "$(ns $h)" 2>/dev/null || true; done
-    ip link del "$BR" 2>/dev/null || true
+    shaped_hosts_down "$BR" "sns${ID}_" "$HOSTS"
 }
 trap cleanup EXIT INT TERM
-ip link add "$BR" type bridge
-ip link set "$BR" up
-for ((h = 0; h < HOSTS; h++)); do
-    ip netns add "$(ns $h)"
-    ip link add "sb${ID}_$h" type veth peer name "$(dev $h)"
-    ip link set "$(dev $h)" netns "$(ns $h)"
-    ip link set "sb${ID}_$h" master "$BR"
-    ip link set "sb${ID}_$h" up
-    ip -n "$(ns $h)" addr add "$NET.$((h + 1))/24" dev "$(dev $h)"
-    ip -n "$(ns $h)" link set "$(dev $h)" up
-    ip -n "$(ns $h)" link set lo up
-    ip netns exec "$(ns $h)" tc qdisc add dev "$(dev $h)" root tbf rate "$RATE" burst "$BURST" latency 100ms
-done
+shaped_hosts_up "$BR" "sns${ID}_" "sb${ID}_" "sv${ID}_" "$HOSTS" "$NET" "$RATE" "$BURST"
 servers=()
 for ((s = 0; s < maxk; s++)); do
     h=$((WORKERS + s))

@@ -252,20 +252,11 @@ bool Server::sum_next(Job &j, std::string *why) {
     SlotHeader h = first;
     h.magic = coll::sumsrv::kResultMagic;
     coll::sumsrv::put_slot_header(out, h);
-    ibex_sge_t sge{reinterpret_cast<uintptr_t>(out), static_cast<uint32_t>(kSlotHeaderBytes + first.bytes),
-                   ibex_mr_lkey(j.result_mr)};
     for (uint32_t r = 0; r < j.nranks; ++r) {
         Worker &w = j.workers[r];
-        ibex_send_wr_t wr{};
-        wr.wr_id = wr_id(r, kResultWr, slot);
-        wr.sg_list = &sge;
-        wr.num_sge = 1;
-        wr.opcode = IBEX_WR_RDMA_WRITE_WITH_IMM;
-        wr.send_flags = IBEX_SEND_SIGNALED;
-        wr.imm_data = seq;
-        wr.wr.rdma.remote_addr = w.result_addr + slot * stride;
-        wr.wr.rdma.rkey = w.result_rkey;
-        if (ibex_post_send(w.qp, &wr, nullptr) != IBEX_OK) {
+        if (coll::sumsrv::post_slot_write(w.qp, wr_id(r, kResultWr, slot), out,
+                                          static_cast<uint32_t>(kSlotHeaderBytes + first.bytes), ibex_mr_lkey(j.result_mr),
+                                          w.result_addr + slot * stride, w.result_rkey, seq) != IBEX_OK) {
             *why = std::string("writing the sum to rank ") + std::to_string(r) + ": " + ibex_last_error();
             return false;
         }
