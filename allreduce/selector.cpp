@@ -158,15 +158,17 @@ double Selector::cost(Algo a, size_t bytes) const {
         // 2n(n-1)m / (n^2 + kn - 2k) bytes over its link, its ring part and its pushes
         // together; the ring part pays its 2(n-1) step latencies, the servers a push and a
         // pull. The servers are assumed to keep up (their own link as fast as a worker's,
-        // and their sums faster than it), as BytePS's analysis does.
+        // and their sums faster than it), as BytePS's analysis does. Across hosts every rank
+        // of a host pushes through the host's link at once.
         if (servers_ <= 0) return kNever;
         const double s = servers_;
         const double d = n * n + s * n - 2 * s;
         const double workers_part = m * n * (n - s) / d;
         const double moved = 2 * n * (n - 1) * m / d;
-        const double zero = step(k, ring_crossing_, 0);
+        const size_t crossing = hosts_ > 1 ? static_cast<size_t>(max_per_host_) : ring_crossing_;
+        const double zero = step(k, crossing, 0);
         const double ring_latency = workers_part > 0 ? 2 * (n - 1) * zero : 0;
-        return ring_latency + 2 * zero + (step(k, ring_crossing_, moved) - zero) + (n - 1) / n * workers_part * ga;
+        return ring_latency + 2 * zero + (step(k, crossing, moved) - zero) + (n - 1) / n * workers_part * ga;
     }
     }
     return 0;

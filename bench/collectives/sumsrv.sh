@@ -3,7 +3,9 @@
 # (IBEX_SHM=0: workers and servers on the same transport) with IBEX_ALGO=ring and with
 # IBEX_ALGO=sumsrv and 1 or 2 ibex_sumsrv servers (started here, --threads 1), in turn,
 # --repeat times, f32 sum, 1 MiB to 16 MiB. Prints per rank count, server count and size
-# the median out-of-place busbw (GB/s) with the range, and sumsrv / ring of the medians.
+# the median out-of-place busbw (GB/s, from the time) with the range and the cost model's
+# prediction (ibex_allreduce_perf's predicted time) for sumsrv and ring, and the measured
+# and predicted ratios sumsrv / ring.
 # BytePS's model predicts n^2 / (n^2 + kn - 2k) of ring's time where every link is its own;
 # here all ranks and servers share the machine's cores and its loopback.
 #
@@ -53,17 +55,27 @@ for n in $RANKS; do
         done
     done
     for k in $SERVERS; do
-        echo "# $n ranks, $k servers: size, sumsrv busbw GB/s median (range), ring (range), sumsrv / ring, model"
+        echo "# $n ranks, $k servers: size; busbw GB/s median (range) and predicted, sumsrv then ring;"
+        echo "#   sumsrv / ring measured, predicted; BytePS's model"
         for size in 1048576 4194304 16777216; do
-            stats() { # median and range of column 8 (out-of-place busbw) at this size
-                for f in "$OUT/np${n}_$1"_*.txt; do awk -v s="$size" '$1 == s { print $8 }' "$f"; done | sort -g |
+            stats() { # median and range of the out-of-place busbw (GB/s, from the time) at this size
+                for f in "$OUT/np${n}_$1"_*.txt; do
+                    awk -v s="$size" -v n="$n" '!/^#/ && $1 == s { print s / ($6 * 1e3) * 2 * (n - 1) / n }' "$f"
+                done | sort -g |
                     awk '{ v[NR] = $1 } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2;
                                               printf "%.2f %.2f-%.2f", m, v[1], v[NR] }'
             }
+            predicted() { # the first run's predicted time at this size, as busbw
+                awk -v s="$size" -v n="$n" '/^# Predicted/ { for (i = 6; i <= NF; i++) { split($i, p, ":"); if (p[1] == s) t = p[2] } }
+                    END { printf "%.2f", t > 0 ? s / (t * 1e3) * 2 * (n - 1) / n : 0 }' "$OUT/np${n}_$1_1.txt"
+            }
             read -r sm sr <<<"$(stats "sumsrv_k$k")"
             read -r rm rr <<<"$(stats ring_k0)"
-            awk -v s="$size" -v sm="$sm" -v sr="$sr" -v rm="$rm" -v rr="$rr" -v n="$n" -v k="$k" \
-                'BEGIN { printf "%9d  %6s (%s)  %6s (%s)  %.2f  %.2f\n", s, sm, sr, rm, rr, sm / rm, (n*n + k*n - 2*k) / (n*n) }'
+            sp=$(predicted "sumsrv_k$k")
+            rp=$(predicted ring_k0)
+            awk -v s="$size" -v sm="$sm" -v sr="$sr" -v rm="$rm" -v rr="$rr" -v sp="$sp" -v rp="$rp" -v n="$n" -v k="$k" \
+                'BEGIN { printf "%9d  %6s (%s) %6.2f  %6s (%s) %6.2f  %.2f  %.2f  %.2f\n", s, sm, sr, sp, rm, rr, rp,
+                         sm / rm, (rp > 0 ? sp / rp : 0), (n*n + k*n - 2*k) / (n*n) }'
         done
     done
 done

@@ -26,6 +26,21 @@ ibex_status_t init(RankCtx &ctx, ibex_comm_t **comm, int timeout_ms) {
 TEST(Failure, RankKilledMidAllreduce) { ibex::test::check_killed(4, 2); }
 TEST(Failure, BootstrapRootKilledMidAllreduce) { ibex::test::check_killed(3, 0); }
 
+// The same with the seed systems' algorithms forced: GDRAA (zones large enough that the
+// 16 MiB allreduce runs as GDRAA, not around the ring) and BiGraph's placement (4 ranks,
+// one host per switch).
+ibex::test::InitComm forced(const char *algo, const char *var, const char *value) {
+    return [=](RankCtx &ctx, ibex_comm_t **comm, int timeout_ms) {
+        ::setenv("IBEX_ALGO", algo, 1);
+        ::setenv(var, value, 1);
+        return ibex::test::init_comm(ctx, comm, timeout_ms);
+    };
+}
+TEST(Failure, RankKilledMidGdraa) { ibex::test::check_killed(4, 2, forced("gdraa", "IBEX_GDRAA_ZONE", "8388608")); }
+TEST(Failure, RankKilledMidBiGraph) {
+    ibex::test::check_killed(4, 1, forced("bigraph", "IBEX_BIGRAPH_HOSTS_PER_SWITCH", "1"));
+}
+
 // Rank 1 never calls the collective: the others time out and rank 1 learns of it too.
 int silent_body(RankCtx &ctx) {
     constexpr int kTimeoutMs = 1500;

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "allreduce/algorithms/algorithms.h"
+#include "allreduce/cpu/elementwise.h"
 #include "tests/allreduce/algorithms/schedule_sim.h"
 
 namespace ibex::coll {
@@ -64,25 +65,53 @@ std::string describe(const Case &c) {
 }
 
 // Input element i of rank r: small integers (exact in every type, so any summation order
-// gives the same reference) or random floats (to see accumulation-order differences).
+// gives the same reference) or random floats (to see accumulation-order differences). For
+// products: 1, -1 or 2, so that any product of up to 16 ranks is a power of two that every
+// floating type holds exactly (integers wrap, which any order does alike).
 void fill(const Case &c, int r, uint8_t *p, size_t count, size_t base) {
     std::mt19937 rng(static_cast<unsigned>(r * 1000003 + base));
     for (size_t i = 0; i < count; ++i) {
-        const long v = static_cast<long>((r * 7 + (base + i) * 3) % 11) - 5 + (c.op == IBEX_PROD ? 6 : 0);
+        const size_t k = static_cast<size_t>(r) * 7 + (base + i) * 3;
+        const long v = c.op == IBEX_PROD ? (k % 5 == 0 ? 2 : k % 2 ? 1 : -1) : static_cast<long>(k % 11) - 5;
+        const float f = c.random_values ? std::uniform_real_distribution<float>(-1, 1)(rng) : static_cast<float>(v);
         switch (c.type) {
-        case IBEX_F32: {
-            float f = c.random_values ? std::uniform_real_distribution<float>(-1, 1)(rng) : static_cast<float>(v);
-            std::memcpy(p + 4 * i, &f, 4);
-            break;
-        }
+        case IBEX_U8: p[i] = static_cast<uint8_t>(v); break;
         case IBEX_I32: {
-            int32_t x = static_cast<int32_t>(v);
+            const auto x = static_cast<int32_t>(v);
             std::memcpy(p + 4 * i, &x, 4);
             break;
         }
-        default: FAIL() << "type not used here";
+        case IBEX_I64: {
+            const auto x = static_cast<int64_t>(v);
+            std::memcpy(p + 8 * i, &x, 8);
+            break;
+        }
+        case IBEX_F16: {
+            const uint16_t h = cpu::f32_to_f16(f);
+            std::memcpy(p + 2 * i, &h, 2);
+            break;
+        }
+        case IBEX_BF16: {
+            const auto h = static_cast<uint16_t>(std::bit_cast<uint32_t>(f) >> 16); // exact for these values
+            std::memcpy(p + 2 * i, &h, 2);
+            break;
+        }
+        case IBEX_F32: std::memcpy(p + 4 * i, &f, 4); break;
+        case IBEX_F64: {
+            const double d = f;
+            std::memcpy(p + 8 * i, &d, 8);
+            break;
+        }
+        default: FAIL() << "unknown type";
         }
     }
+}
+
+// Every type with every op, for algorithms checked on all of them.
+template <typename Each>
+void every_type_and_op(Each each) {
+    for (int t = 0; t < IBEX_DATATYPE_COUNT; ++t)
+        for (int o = 0; o < IBEX_REDOP_COUNT; ++o) each(static_cast<ibex_datatype_t>(t), static_cast<ibex_redop_t>(o));
 }
 
 struct Outcome {
@@ -451,11 +480,9 @@ TEST(BiGraph, EveryShapeAndCount) {
 }
 
 TEST(BiGraph, EveryTypeOpAndSlice) {
-    for (auto [n, per] : {std::pair{8, 2}, std::pair{16, 2}})
-        for (auto [type, op] : {std::pair{IBEX_I32, IBEX_MAX}, std::pair{IBEX_I32, IBEX_MIN}, std::pair{IBEX_I32, IBEX_PROD},
-                               std::pair{IBEX_F32, IBEX_AVG}, std::pair{IBEX_I32, IBEX_AVG}, std::pair{IBEX_F32, IBEX_SUM},
-                               std::pair{IBEX_I32, IBEX_SUM}})
-            for (size_t slice : {size_t(4), size_t(64), size_t(1 << 20)}) {
+    for (auto [n, per] : {std::pair{2, 1}, std::pair{8, 2}, std::pair{16, 2}})
+        every_type_and_op([&, n = n, per = per](ibex_datatype_t type, ibex_redop_t op) {
+            for (size_t slice : {ibex_datatype_size(type), size_t(64), size_t(1 << 20)}) {
                 Case c{Coll::bigraph, n, 53, false};
                 c.type = type;
                 c.op = op;
@@ -464,6 +491,7 @@ TEST(BiGraph, EveryTypeOpAndSlice) {
                 check(c);
                 if (HasFailure()) return;
             }
+        });
     for (auto [n, per] : {std::pair{8, 2}, std::pair{32, 4}}) {
         Case c{Coll::bigraph, n, 41, false};
         c.random_values = true;
@@ -556,10 +584,9 @@ TEST(Gdraa, EveryRankCountAndCount) {
 }
 
 TEST(Gdraa, EveryTypeOpAndSlice) {
-    for (int n : {2, 3, 5, 8})
-        for (auto [type, op] : {std::pair{IBEX_I32, IBEX_MAX}, std::pair{IBEX_I32, IBEX_MIN}, std::pair{IBEX_I32, IBEX_PROD},
-                               std::pair{IBEX_F32, IBEX_AVG}, std::pair{IBEX_I32, IBEX_AVG}, std::pair{IBEX_F32, IBEX_SUM}})
-            for (size_t slice : {size_t(4), size_t(64), size_t(1 << 20)}) {
+    for (int n : {2, 3, 5, 8, 16})
+        every_type_and_op([&](ibex_datatype_t type, ibex_redop_t op) {
+            for (size_t slice : {ibex_datatype_size(type), size_t(64), size_t(1 << 20)}) {
                 Case c{Coll::gdraa, n, 53, false};
                 c.type = type;
                 c.op = op;
@@ -567,6 +594,7 @@ TEST(Gdraa, EveryTypeOpAndSlice) {
                 check(c);
                 if (HasFailure()) return;
             }
+        });
     for (int n : {3, 4, 7}) {
         Case c{Coll::gdraa, n, 41, false};
         c.random_values = true;

@@ -21,6 +21,7 @@
 #include "allreduce/cpu/elementwise.h"
 #include "allreduce/cpu/reduce.h"
 #include "allreduce/sumsrv_client.h"
+#include "tests/allreduce/killed_rank.h"
 #include "tests/allreduce/ranks.h"
 #include "tests/support/child_process.h"
 #include "tools/ibex_sumsrv/reduce_pool.h"
@@ -206,6 +207,19 @@ TEST(Sumsrv, AServerKilledFailsEveryWorker) {
     for (const auto &r : out) std::printf("%s", r.text.c_str());
     // Killed 2 s in; every worker out well within 2 s + the timeout + slack.
     EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(2 + kTimeoutMs / 1000 + 10));
+}
+
+// A worker killed in the middle of a sumsrv allreduce: the others fail well within the
+// timeout (the bootstrap sees the death; the server fails the job too).
+TEST(Sumsrv, AKilledWorkerFailsTheOthers) {
+    ServerProcess a;
+    ASSERT_TRUE(a.start());
+    const std::string list = a.addr();
+    ibex::test::check_killed(3, 1, [&](RankCtx &ctx, ibex_comm_t **comm, int timeout_ms) {
+        ::setenv("IBEX_SUMSRV", list.c_str(), 1);
+        ::setenv("IBEX_ALGO", "sumsrv", 1);
+        return ibex::test::init_comm(ctx, comm, timeout_ms);
+    });
 }
 
 // A server that stops answering without closing (SIGSTOP): every worker's collective fails
