@@ -154,21 +154,23 @@ double Selector::cost(Algo a, size_t bytes) const {
         return step(k, crossing, 0) + 2 * step(k, crossing, (n - 1) / n * m) + (n - 1) / n * m * ga;
     }
     case Algo::sumsrv: {
-        // BytePS's split (algorithms/sumsrv.cpp): each worker sends, and receives,
-        // 2n(n-1)m / (n^2 + kn - 2k) bytes over its link, its ring part and its pushes
-        // together; the ring part pays its 2(n-1) step latencies, the servers a push and a
-        // pull. The servers are assumed to keep up (their own link as fast as a worker's,
-        // and their sums faster than it), as BytePS's analysis does. Across hosts every rank
-        // of a host pushes through the host's link at once.
+        // BytePS's split (algorithms/sumsrv.cpp): the workers' part goes around the ring
+        // (its steps as ring's), and each rank pushes k partitions and pulls their sums, a
+        // push and a pull of latency; both share the rank's link, so their wire times add.
+        // With one rank per host that is BytePS's 2n(n-1)m / (n^2 + kn - 2k) per link. Every
+        // rank of a host pushes through the host's link at once, where the ring crosses it
+        // once: with several ranks per host the servers can cost more than they save. The
+        // servers are assumed to keep up (a link as fast as a worker's, sums faster than
+        // it), as BytePS's analysis does.
         if (servers_ <= 0) return kNever;
         const double s = servers_;
-        const double d = n * n + s * n - 2 * s;
-        const double workers_part = m * n * (n - s) / d;
-        const double moved = 2 * n * (n - 1) * m / d;
-        const size_t crossing = hosts_ > 1 ? static_cast<size_t>(max_per_host_) : ring_crossing_;
+        const SumsrvSplit split = sumsrv_split(bytes, n_, servers_);
+        const double workers_part = static_cast<double>(split.workers);
+        const double pushed = s * static_cast<double>(split.per_server);
+        const size_t crossing = hosts_ > 1 ? static_cast<size_t>(max_per_host_) : 0;
+        const double ring_part = workers_part > 0 ? 2 * (n - 1) * step(k, ring_crossing_, workers_part / n) : 0;
         const double zero = step(k, crossing, 0);
-        const double ring_latency = workers_part > 0 ? 2 * (n - 1) * zero : 0;
-        return ring_latency + 2 * zero + (step(k, crossing, moved) - zero) + (n - 1) / n * workers_part * ga;
+        return ring_part + 2 * zero + (step(k, crossing, pushed) - zero) + (n - 1) / n * workers_part * ga;
     }
     }
     return 0;

@@ -67,7 +67,7 @@ for n in $RANKS; do
             }
             predicted() { # the first run's predicted time at this size, as busbw
                 awk -v s="$size" -v n="$n" '/^# Predicted/ { for (i = 6; i <= NF; i++) { split($i, p, ":"); if (p[1] == s) t = p[2] } }
-                    END { printf "%.2f", t > 0 ? s / (t * 1e3) * 2 * (n - 1) / n : 0 }' "$OUT/np${n}_$1_1.txt"
+                    END { printf "%.2f", (t > 0 ? s / (t * 1e3) * 2 * (n - 1) / n : 0) }' "$OUT/np${n}_$1_1.txt"
             }
             read -r sm sr <<<"$(stats "sumsrv_k$k")"
             read -r rm rr <<<"$(stats ring_k0)"

@@ -96,7 +96,7 @@ stats() { # TAG SIZE -> "median min-max" of the out-of-place busbw (GB/s, from t
 }
 predicted() { # TAG SIZE -> the first run's predicted time, as busbw (GB/s)
     awk -v s="$2" -v n="$WORKERS" '/^# Predicted/ { for (i = 6; i <= NF; i++) { split($i, p, ":"); if (p[1] == s) t = p[2] } }
-        END { printf "%.3f", t > 0 ? s / (t * 1e3) * 2 * (n - 1) / n : 0 }' "$OUT/$1_1.txt"
+        END { printf "%.3f", (t > 0 ? s / (t * 1e3) * 2 * (n - 1) / n : 0) }' "$OUT/$1_1.txt"
 }
 sizes=$(awk '!/^#/ && NF >= 13 { print $1 }' "$OUT/ring_1.txt")
 for k in $SERVERS; do

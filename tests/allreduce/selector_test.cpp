@@ -129,6 +129,23 @@ std::vector<int> hosts_of(int hosts, int per) {
     return h;
 }
 
+// Ranks that share a host's link all push through it, where the ring crosses it once: on
+// 2 hosts x 2 ranks one server costs more than it saves (measured 0.88-0.91x ring with
+// bench/collectives/sumsrv_hosts.sh --hosts 2 --per_host 2; this model gives 0.90), while
+// on 4 hosts of one rank it is BytePS's n^2 / (n^2 + kn - 2k).
+TEST(Selector, SumsrvCountsEveryRankOfAHostOnItsLink) {
+    Selector s;
+    CostModel m = model(0, 1e-9, 0);
+    const HostLayout two_by_two = make_host_layout(hosts_of(2, 2));
+    s.configure(4, 128 << 10, m, &two_by_two);
+    s.set_sumsrv_servers(1);
+    EXPECT_NEAR(s.cost(Algo::ring, 64 << 20) / s.cost(Algo::sumsrv, 64 << 20), 1.5 / (5.0 / 3.0), 0.01);
+    EXPECT_NE(s.choose(64 << 20), Algo::sumsrv);
+    const HostLayout four_by_one = make_host_layout(hosts_of(4, 1));
+    s.configure(4, 128 << 10, m, &four_by_one);
+    EXPECT_NEAR(s.cost(Algo::ring, 64 << 20) / s.cost(Algo::sumsrv, 64 << 20), 18.0 / 16.0, 0.01);
+}
+
 TEST(Selector, HierarchicalWinsLargeMessagesAcrossASlowNetwork) {
     // 2 hosts x 2 ranks: shm 10x faster than the network.
     const HostLayout l = make_host_layout(hosts_of(2, 2));
