@@ -119,6 +119,12 @@ ibex_status_t open_sumsrv(ibex_comm *c) {
             return fail(IBEX_ERR_NO_DEVICE, "IBEX_SUMSRV: no device besides shm reaches the servers (set IBEX_SUMSRV_DEVICE)");
     }
     IBEX_TRY(c->sumsrv.open(s, job, c->rank, c->nranks));
+    // Servers on a worker's machine share its cores and link: every rank must know, so the
+    // cost model makes the same choice everywhere.
+    const int32_t here = c->sumsrv.servers_on_this_machine();
+    std::vector<int32_t> everyone(static_cast<size_t>(c->nranks));
+    IBEX_TRY(c->boot->allgather(&here, sizeof here, everyone.data(), c->opt.timeout_ms));
+    c->sumsrv.set_some_on_a_workers_machine(std::any_of(everyone.begin(), everyone.end(), [](int32_t h) { return h > 0; }));
     if (c->rank == 0)
         IBEX_LOG(info, "communicator of %d ranks: %zu summation servers over %s, %u slots of %u bytes", c->nranks,
                  s.servers.size(), s.device.c_str(), s.slots, s.chunk_bytes);
@@ -283,7 +289,7 @@ ibex_status_t comm_create(int nranks, const char *id_text, int rank, const CommO
     if (c->wake_fd < 0) return bail(fail_errno(IBEX_ERR_SYSTEM, errno, "eventfd"));
     c->thread = std::thread(progress_main, c);
     if (ibex_status_t st = calibrate(c); st != IBEX_OK) return bail(st);
-    c->selector.set_sumsrv_servers(c->sumsrv.servers());
+    c->selector.set_sumsrv_servers(c->sumsrv.servers(), c->sumsrv.some_on_a_workers_machine());
     *out = c;
     return IBEX_OK;
 }

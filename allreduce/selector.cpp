@@ -162,7 +162,7 @@ double Selector::cost(Algo a, size_t bytes) const {
         // once: with several ranks per host the servers can cost more than they save. The
         // servers are assumed to keep up (a link as fast as a worker's, sums faster than
         // it), as BytePS's analysis does.
-        if (servers_ <= 0) return kNever;
+        if (servers_ <= 0 || servers_local_) return kNever;
         const double s = servers_;
         const SumsrvSplit split = sumsrv_split(bytes, n_, servers_);
         const double workers_part = static_cast<double>(split.workers);

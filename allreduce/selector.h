@@ -84,8 +84,13 @@ public:
         return zone_ && n_ > 1 && (bytes + static_cast<size_t>(n_) - 1) / static_cast<size_t>(n_) + 8 <= zone_;
     }
     // How many summation servers the communicator reached (IBEX_SUMSRV; 0: sumsrv is off
-    // and never chosen).
-    void set_sumsrv_servers(int k) { servers_ = k; }
+    // and never chosen), and whether some rank found one on its own machine: such servers
+    // share the workers' cores and links, so the model never chooses them (forcing still
+    // runs them).
+    void set_sumsrv_servers(int k, bool some_on_a_workers_machine = false) {
+        servers_ = k;
+        servers_local_ = some_on_a_workers_machine;
+    }
     int sumsrv_servers() const { return servers_; }
     const CostModel &model() const { return model_; }
     int hosts() const { return hosts_; }
@@ -119,6 +124,7 @@ private:
     size_t slice_ = 128 << 10;
     size_t zone_ = 0;
     int servers_ = 0;
+    bool servers_local_ = false;
     CostModel model_;
     int hosts_ = 1, per_host_ = 1, max_per_host_ = 1;
     size_t ring_crossing_ = 0, fold_crossing_ = 0; // ring edges / rhd fold pairs leaving the busiest host

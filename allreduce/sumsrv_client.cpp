@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
+#include <arpa/inet.h>
 #include <cstring>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "allreduce/cpu/reduce.h"
@@ -82,6 +85,12 @@ ibex_status_t SumsrvClient::open(const SumsrvSettings &s, const std::string &job
             return conn_fail(c, "cannot connect (%s%s) within %d ms: is ibex_sumsrv running there?",
                              why.timed_out ? "timed out" : why.call, why.error ? (std::string(": ") + std::strerror(why.error)).c_str() : "",
                              s.timeout_ms);
+        sockaddr_in mine{}, theirs{};
+        socklen_t len = sizeof mine, len2 = sizeof theirs;
+        if (::getsockname(c.fd, reinterpret_cast<sockaddr *>(&mine), &len) == 0 &&
+            ::getpeername(c.fd, reinterpret_cast<sockaddr *>(&theirs), &len2) == 0 &&
+            (theirs.sin_addr.s_addr == mine.sin_addr.s_addr || (ntohl(theirs.sin_addr.s_addr) >> 24) == 127))
+            ++here_;
         ibex_qp_init_attr_t qa = IBEX_QP_INIT_ATTR_INIT;
         qa.send_cq = qa.recv_cq = cq_;
         qa.max_send_wr = slots + 4;
@@ -133,6 +142,8 @@ void SumsrvClient::close() {
         if (c.fd >= 0) ::close(c.fd);
     }
     conns_.clear();
+    here_ = 0;
+    some_here_ = false;
     if (cq_) ibex_destroy_cq(cq_);
     if (pd_) ibex_dealloc_pd(pd_);
     if (ctx_) ibex_close_device(ctx_);

@@ -39,6 +39,12 @@ public:
     ibex_status_t open(const SumsrvSettings &s, const std::string &job, int rank, int nranks);
     void close();
     int servers() const { return static_cast<int>(conns_.size()); }
+    // How many servers this rank reached on its own machine (loopback, or its own address):
+    // they share its cores and its link, which BytePS's gain assumes they do not.
+    int servers_on_this_machine() const { return here_; }
+    // Whether any rank of the communicator did (agreed over the bootstrap by the caller).
+    void set_some_on_a_workers_machine(bool v) { some_here_ = v; }
+    bool some_on_a_workers_machine() const { return some_here_; }
 
     // Starts the servers' share of an allreduce: part s (bytes at byte offset off of the
     // buffers) goes to server s. Empty parts are done at once.
@@ -93,6 +99,8 @@ private:
     SumsrvSettings settings_;
     int nranks_ = 1;
     bool active_ = false;
+    int here_ = 0;
+    bool some_here_ = false;
     const uint8_t *send_ = nullptr;
     uint8_t *recv_ = nullptr;
     ibex_datatype_t type_ = IBEX_F32;

@@ -69,6 +69,10 @@ TEST(Selector, SumsrvWinsBandwidthBoundWithServersFromThreeWorkers) {
     EXPECT_EQ(s.choose(64 << 20), Algo::sumsrv);
     EXPECT_NE(s.choose(64 << 20, false), Algo::sumsrv);
     EXPECT_NE(s.choose(8), Algo::sumsrv);
+    // Servers on a worker's machine share its cores and link: never chosen.
+    s.set_sumsrv_servers(2, true);
+    EXPECT_GT(s.cost(Algo::sumsrv, 64 << 20), 1e30);
+    EXPECT_NE(s.choose(64 << 20), Algo::sumsrv);
     s.configure(2, 128 << 10, model(30e-6, 1e-9, 0));
     s.set_sumsrv_servers(1);
     EXPECT_NE(s.choose(64 << 20), Algo::sumsrv);

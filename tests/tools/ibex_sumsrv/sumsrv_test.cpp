@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "allreduce/algorithms/algorithms.h"
+#include "allreduce/comm.h"
 #include "allreduce/cpu/elementwise.h"
 #include "allreduce/cpu/reduce.h"
 #include "allreduce/sumsrv_client.h"
@@ -308,6 +309,8 @@ TEST(Sumsrv, RankZerosListReachesEveryRank) {
                 RANK_CHECK_OK(ctx, st);
                 RANK_CHECK(ctx, std::strcmp(ibex_comm_allreduce_algo(comm, 1 << 20), "sumsrv") == 0, "rank %d: %s",
                            ctx.rank, ibex_comm_allreduce_algo(comm, 1 << 20));
+                RANK_CHECK(ctx, comm->sumsrv.servers_on_this_machine() == 1 && comm->sumsrv.some_on_a_workers_machine(),
+                           "rank %d: the server on 127.0.0.1 not seen as on this machine", ctx.rank);
                 std::vector<int32_t> x(30000, ctx.rank + 1), y(x.size());
                 RANK_CHECK_OK(ctx, ibex_allreduce(x.data(), y.data(), x.size(), IBEX_I32, IBEX_SUM, comm, nullptr));
                 RANK_CHECK(ctx, y.front() == 6 && y.back() == 6, "rank %d: %d %d", ctx.rank, y.front(), y.back());
