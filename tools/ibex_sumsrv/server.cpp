@@ -70,6 +70,7 @@ void Server::accept_new() {
         if (fd < 0) return;
         Pending p;
         p.fd = fd;
+        p.since = bootstrap::Clock::now();
         pending_.push_back(p);
     }
 }
@@ -92,7 +93,14 @@ void Server::read_hello(Pending &p, bool *finished) {
         return;
     }
     p.got += static_cast<size_t>(got);
-    if (p.got < sizeof p.frame) return;
+    if (p.got < sizeof p.frame) {
+        // A silent connection would hold its descriptor (and a place here) for ever.
+        if (bootstrap::Clock::now() - p.since > std::chrono::milliseconds(opt_.hello_timeout_ms)) {
+            *finished = true;
+            refuse(p.fd, "no hello within " + std::to_string(opt_.hello_timeout_ms) + " ms");
+        }
+        return;
+    }
     *finished = true;
     Hello h;
     std::string why;

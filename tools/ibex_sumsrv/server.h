@@ -12,6 +12,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -29,6 +30,7 @@ struct ServerOptions {
     std::string listen = "0.0.0.0:0"; // host:port (port 0: any)
     std::string device;               // empty: the device each job's workers name
     int threads = 4;                  // summing threads, the serving thread included
+    int hello_timeout_ms = 10000;     // a connection that has not said hello by then is closed
 };
 
 struct ServerStats {
@@ -54,6 +56,7 @@ public:
 private:
     struct Pending { // accepted; its hello is still arriving
         int fd = -1;
+        std::chrono::steady_clock::time_point since;
         uint8_t frame[coll::sumsrv::kFrameBytes] = {};
         size_t got = 0;
     };

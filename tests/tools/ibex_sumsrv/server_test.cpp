@@ -140,6 +140,7 @@ protected:
         ibex::sumsrv::ServerOptions o;
         o.listen = "127.0.0.1:0";
         o.threads = 1;
+        o.hello_timeout_ms = 300;
         ASSERT_EQ(server_.open(o), IBEX_OK) << ibex_last_error();
         thread_ = std::thread([this] { server_.run(stop_); });
     }
@@ -218,6 +219,21 @@ TEST_F(ServerOnThread, RefusesWhatDoesNotFitTheJob) {
     EXPECT_NE(r.text.find("joined already"), std::string::npos) << r.text;
     ::close(twice);
     ::close(first);
+}
+
+// A connection that never says hello is refused and closed once the hello's time is up.
+TEST_F(ServerOnThread, ClosesAConnectionThatNeverSaysHello) {
+    const int silent = connect();
+    uint8_t in[kFrameBytes];
+    ASSERT_TRUE(boot::recv_all(silent, in, sizeof in, boot::deadline_after_ms(5000))) << "no refusal within 5 s";
+    Reply r;
+    std::string why;
+    ASSERT_TRUE(decode_reply(in, &r, &why)) << why;
+    EXPECT_EQ(r.kind, Kind::refused);
+    EXPECT_NE(r.text.find("no hello within 300 ms"), std::string::npos) << r.text;
+    uint8_t byte;
+    EXPECT_FALSE(boot::recv_all(silent, &byte, 1, boot::deadline_after_ms(2000))) << "still open";
+    ::close(silent);
 }
 
 } // namespace
