@@ -107,14 +107,8 @@ ibex_status_t open_sumsrv(ibex_comm *c) {
     char job[40];
     std::snprintf(job, sizeof job, "%016llx-%d", static_cast<unsigned long long>(root.nonce), c->nranks);
     if (s.device.empty()) s.device = c->opt.device;
-    if (s.device.rfind("shm", 0) == 0) {
-        s.device.clear();
-        ibex_device_list_t *devices = nullptr;
-        int count = 0;
-        if (ibex_get_device_list(&devices, &count) == IBEX_OK)
-            for (int i = 0; i < count && s.device.empty(); ++i)
-                if (std::strncmp(ibex_device_name(devices, i), "shm", 3) != 0) s.device = ibex_device_name(devices, i);
-        if (devices) ibex_free_device_list(devices);
+    if (s.device == kShmDevice) {
+        s.device = first_listed_device([](const std::string &d) { return d != kShmDevice; });
         if (s.device.empty())
             return fail(IBEX_ERR_NO_DEVICE, "IBEX_SUMSRV: no device besides shm reaches the servers (set IBEX_SUMSRV_DEVICE)");
     }

@@ -16,7 +16,6 @@
 namespace ibex::coll {
 namespace {
 
-constexpr const char *kShmDevice = "shm";
 
 struct Announce {
     char host[120];
@@ -50,6 +49,17 @@ bool device_is_local_only(const std::string &name) {
     return loopback;
 }
 
+std::string first_listed_device(const std::function<bool(const std::string &)> &wanted) {
+    ibex_device_list_t *list = nullptr;
+    int count = 0;
+    std::string pick;
+    if (ibex_get_device_list(&list, &count) == IBEX_OK)
+        for (int i = 0; i < count && pick.empty(); ++i)
+            if (wanted(ibex_device_name(list, i))) pick = ibex_device_name(list, i);
+    if (list) ibex_free_device_list(list);
+    return pick;
+}
+
 std::string udp_device_for_local_rank(const std::string &udp_device, int local_rank) {
     return udp_device + ":" + std::to_string(4791 + local_rank);
 }
@@ -66,13 +76,7 @@ ibex_status_t choose_device_for_hosts(ibex_comm *c) {
                         "device %s reaches only this machine, and the communicator spans %d hosts: name a device "
                         "on the network between them (config->device or IBEX_DEVICE, e.g. udp:eth0)",
                         c->opt.device.c_str(), hosts);
-        ibex_device_list_t *list = nullptr;
-        int count = 0;
-        std::string pick;
-        if (ibex_get_device_list(&list, &count) == IBEX_OK)
-            for (int i = 0; i < count && pick.empty(); ++i)
-                if (!device_is_local_only(ibex_device_name(list, i))) pick = ibex_device_name(list, i);
-        if (list) ibex_free_device_list(list);
+        const std::string pick = first_listed_device([](const std::string &d) { return !device_is_local_only(d); });
         if (pick.empty())
             return fail(IBEX_ERR_NO_DEVICE,
                         "the communicator spans %d hosts, and this host lists no device beyond %s: set IBEX_DEVICE",

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -19,8 +20,14 @@ std::string host_identity();
 // `name` is in this process's device list (a built-in provider, an RDMA device verbs sees).
 bool device_listed(const char *name);
 
+// The shared-memory provider's device name.
+inline constexpr const char *kShmDevice = "shm";
+
 // The device reaches only this machine: soft on a loopback interface ("udp:lo"), or shm.
 bool device_is_local_only(const std::string &name);
+
+// The first device of this process's list that `wanted` accepts ("" when none does).
+std::string first_listed_device(const std::function<bool(const std::string &)> &wanted);
 
 // Where the communicator spans several hosts: a defaulted device that reaches only this
 // machine (the first listed is usually udp:lo) is replaced by the first listed device that

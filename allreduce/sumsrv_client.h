@@ -105,7 +105,7 @@ private:
     uint8_t *recv_ = nullptr;
     ibex_datatype_t type_ = IBEX_F32;
     ibex_redop_t op_ = IBEX_SUM;
-    uint64_t polls_ = 0; // the control connections are looked at every 64th progress
+    uint64_t polls_ = 0; // the control connections are looked at every 16th progress
 };
 
 } // namespace ibex::coll
