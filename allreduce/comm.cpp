@@ -147,6 +147,7 @@ void teardown(ibex_comm *c) {
     if (c->wake_fd >= 0) ::close(c->wake_fd);
     c->sumsrv.close();
     c->gpu.release(c);
+    c->gpu_direct.close();
     c->caches.clear();
     c->memory.clear(); // what the user did not free
     std::free(c->scratch);
@@ -275,6 +276,7 @@ ibex_status_t comm_create(int nranks, const char *id_text, int rank, const CommO
     if (ibex_status_t st = c->exec.connect(remote); st != IBEX_OK) return bail(st);
     if (ibex_status_t st = c->fast.open(c); st != IBEX_OK) return bail(st);
     if (ibex_status_t st = c->direct.open(c); st != IBEX_OK) return bail(st);
+    if (ibex_status_t st = c->gpu_direct.open(c); st != IBEX_OK) return bail(st);
     // Nobody sends before every rank has its receives posted.
     if (ibex_status_t st = c->boot->barrier(opt.timeout_ms); st != IBEX_OK) return bail(st);
     if (ibex_status_t st = c->exec.announce(); st != IBEX_OK) return bail(st);

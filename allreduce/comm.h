@@ -25,6 +25,7 @@
 #include "allreduce/comm_memory.h"
 #include "allreduce/selector.h"
 #include "allreduce/shm_direct.h"
+#include "allreduce/gpu_direct.h"
 #include "allreduce/stream_driver.h"
 #include "allreduce/sumsrv_client.h"
 #include "runtime/bootstrap/bootstrap.h"
@@ -81,6 +82,7 @@ struct ibex_comm {
     // fields the caller and the progress thread share on every op.
     ibex::coll::ShmDirect direct;
     ibex::coll::GpuStaging gpu; // the running op's GPU chunks
+    ibex::coll::GpuDirect gpu_direct; // GPU buffers of one host's ranks, mapped (CUDA IPC)
     ibex::coll::SumsrvClient sumsrv; // the summation servers (IBEX_SUMSRV), if any
 };
 

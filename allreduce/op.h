@@ -27,6 +27,9 @@ struct Op {
     // before anything runs it. Asked once, at submission: the memory-type query is a driver
     // call on a GPU host, and the paths below would otherwise each ask again per op.
     bool on_gpu = false;
+    // Some rank's GPU buffers could not be mapped by its peers (allreduce/gpu_direct.h):
+    // the op is staged instead, on every rank.
+    bool gpu_direct_refused = false;
     // allreduce only: run this algorithm, not the cost model's choice or IBEX_ALGO's
     // (calibration times the hierarchical schedule itself). Always scheduled.
     std::optional<Algo> algo;

@@ -46,6 +46,7 @@ void enter_error(ibex_comm *c, ibex_status_t st, const std::string &detail, bool
         c->sumsrv.abandon();
         c->gpu.abandon();
         c->direct.abandon();
+        c->gpu_direct.abandon();
         c->drive.gpu_draining = false;
     }
     if (running) {
@@ -88,6 +89,32 @@ void finish_running(ibex_comm *c) {
 // its copies back to the GPU; any other op is done.
 void collective_finished(ibex_comm *c) {
     DriveState &d = c->drive;
+    if (c->gpu_direct.active()) {
+        // A fast-box round of a GPU collective mapped across processes
+        // (allreduce/gpu_direct.h): its next step.
+        bool done = false, fallback = false;
+        ibex_status_t st = c->gpu_direct.advance(d.op, &done, &fallback);
+        if (st == IBEX_OK && !done && !fallback && !c->gpu_direct.waiting()) st = c->fast.start(c, c->gpu_direct.sub());
+        if (st != IBEX_OK) {
+            enter_error(c, st, std::string(op_kind_name(d.op.kind)) + ": " + ibex_last_error(), true, &d.op);
+            d.have = false;
+            return;
+        }
+        d.mark_moved();
+        if (fallback) {
+            // Staged instead, on every rank: the next pass takes the op as new.
+            d.op.gpu_direct_refused = true;
+            d.taken = true;
+            d.fast = false;
+            return;
+        }
+        if (!done) {
+            d.fast = !c->gpu_direct.waiting(); // else the next passes wait for the GPU
+            return;
+        }
+        d.fast = false;
+        return finish_running(c);
+    }
     if (c->direct.active()) {
         // A fast-box round of a direct allreduce (allreduce/shm_direct.h): its next phase.
         bool done = false, fallback = false;
@@ -143,6 +170,18 @@ Pass drive_pass(ibex_comm *c, int fast_polls) {
             in_error = c->error != IBEX_OK;
         }
         // (a communicator in error fails the op below, before it would be staged)
+        if (!in_error && c->gpu_direct.takes(d.op)) {
+            ibex_status_t st = c->gpu_direct.begin(d.op);
+            if (st == IBEX_OK) st = c->fast.start(c, c->gpu_direct.sub());
+            if (st != IBEX_OK) {
+                enter_error(c, st, std::string(op_kind_name(d.op.kind)) + ": " + ibex_last_error(), true, &d.op);
+                d.have = false;
+                return Pass::moved;
+            }
+            d.fast = true;
+            d.mark_active();
+            return Pass::moved;
+        }
         if (!in_error) {
             if (ibex_status_t st = c->gpu.begin(c, d.op); st != IBEX_OK) {
                 enter_error(c, st, std::string(op_kind_name(d.op.kind)) + ": " + ibex_last_error(), true, &d.op);
@@ -151,6 +190,27 @@ Pass drive_pass(ibex_comm *c, int fast_polls) {
             }
             d.gpu_draining = false;
         }
+    }
+    if (d.have && c->gpu_direct.waiting()) {
+        // The local phase of a mapped GPU collective runs on the GPU; its barrier waits.
+        if (!c->gpu_direct.ready()) {
+            d.stamp(Clock::now());
+            if (ms_since(d.last_activity) <= c->opt.timeout_ms) return Pass::idle;
+            char buf[160];
+            std::snprintf(buf, sizeof buf, "%s: the GPU did not finish its part in %d ms", op_kind_name(d.op.kind),
+                          c->opt.timeout_ms);
+            enter_error(c, IBEX_ERR_TIMEOUT, buf, true, &d.op);
+            d.have = false;
+            return Pass::moved;
+        }
+        if (ibex_status_t st = c->fast.start(c, c->gpu_direct.sub()); st != IBEX_OK) {
+            enter_error(c, st, std::string(op_kind_name(d.op.kind)) + ": " + ibex_last_error(), true, &d.op);
+            d.have = false;
+            return Pass::moved;
+        }
+        d.fast = true;
+        d.mark_active();
+        return Pass::moved;
     }
     if (d.have && c->gpu.active()) {
         // Between the chunks of a GPU op: its input still copying in, or its results out.
@@ -208,7 +268,7 @@ Pass drive_pass(ibex_comm *c, int fast_polls) {
         ibex_status_t st = IBEX_OK;
         // Sharing cores, spinning here only delays the peer that has to write the word.
         if (!c->opt.own_core) fast_polls = 1;
-        const Op &boxed = c->direct.active() ? c->direct.sub() : d.op;
+        const Op &boxed = c->gpu_direct.active() ? c->gpu_direct.sub() : c->direct.active() ? c->direct.sub() : d.op;
         for (int i = 0; i < fast_polls && st == IBEX_OK && !done; ++i) {
             st = c->fast.poll(boxed, &done, &moved);
             if (!done && i + 1 < fast_polls) __builtin_ia32_pause(); // none after the last look

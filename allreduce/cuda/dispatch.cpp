@@ -69,9 +69,78 @@ ibex_status_t bring(const void **x, size_t bytes, bool on_gpu, Temp &temp) {
     *x = temp.p;
     return IBEX_OK;
 }
+
+// Makes `device` current for a scope, and the previous one again after it.
+class OnDevice {
+public:
+    explicit OnDevice(int device) {
+        if (cudaGetDevice(&prev_) == cudaSuccess && prev_ != device && cudaSetDevice(device) == cudaSuccess) return;
+        prev_ = -1;
+    }
+    ~OnDevice() {
+        if (prev_ >= 0) cudaSetDevice(prev_);
+    }
+    OnDevice(const OnDevice &) = delete;
+    OnDevice &operator=(const OnDevice &) = delete;
+
+private:
+    int prev_ = -1;
+};
 #endif
 
+bool simulated(const void *p) { return cuda::simulated::any() && cuda::simulated::backing(p); }
+
 } // namespace
+
+ibex_status_t reduce_into_queued(void *out, const void *a, const void *b, size_t count, ibex_datatype_t type,
+                                 ibex_redop_t op, int device) {
+    if (simulated(out) || simulated(a) || simulated(b)) {
+        reduce_into(cuda::simulated::host_view(out), cuda::simulated::host_view(a), cuda::simulated::host_view(b), count,
+                    type, op);
+        return IBEX_OK;
+    }
+#if IBEX_HAVE_CUDA
+    CUstream_st *s = nullptr;
+    IBEX_TRY(cuda::library_stream(device, &s));
+    OnDevice on(device);
+    IBEX_TRY(cuda_reduce_into(out, a, b, count, type, op, s));
+    cuda::stream_used(device);
+    return IBEX_OK;
+#else
+    (void)device;
+    return fail(IBEX_ERR_INTERNAL, "device pointer without CUDA");
+#endif
+}
+
+ibex_status_t settle_legacy_stream(int device) {
+#if IBEX_HAVE_CUDA
+    if (!cuda::available()) return IBEX_OK;
+    OnDevice on(device);
+    const cudaError_t e = cudaStreamSynchronize(cudaStreamLegacy);
+    return e == cudaSuccess ? IBEX_OK : cuda_error(e, "cudaStreamSynchronize (legacy default stream)");
+#else
+    (void)device;
+    return IBEX_OK;
+#endif
+}
+
+ibex_status_t finalize_avg_queued(void *buf, size_t count, ibex_datatype_t type, int nranks, int device) {
+    if (simulated(buf)) {
+        finalize_avg(cuda::simulated::host_view(buf), count, type, nranks);
+        return IBEX_OK;
+    }
+#if IBEX_HAVE_CUDA
+    CUstream_st *s = nullptr;
+    IBEX_TRY(cuda::library_stream(device, &s));
+    OnDevice on(device);
+    IBEX_TRY(cuda_finalize_avg(buf, count, type, nranks, s));
+    cuda::stream_used(device);
+    return IBEX_OK;
+#else
+    (void)device;
+    return fail(IBEX_ERR_INTERNAL, "device pointer without CUDA");
+#endif
+}
 
 ibex_status_t reduce_into_any(void *out, const void *a, const void *b, size_t count, ibex_datatype_t type,
                               ibex_redop_t op) {

@@ -236,26 +236,50 @@ static void hw_host_unregister(void *p) {
     if (cudaHostUnregister(p) != cudaSuccess) cudaGetLastError();
 }
 
-static ibex_status_t hw_copy_async(void *dst, const void *src, size_t bytes, int device) {
+static ibex_status_t hw_stream(int device, cudaStream_t *out) {
     State &s = state();
     if (!s.ok) return fail(IBEX_ERR_NOT_SUPPORTED, "device copy: %s", unavailable_reason());
     if (device < 0 || device >= s.devices) return fail(IBEX_ERR_INVALID_ARGUMENT, "device copy: GPU %d", device);
-    cudaStream_t stream;
-    {
-        std::lock_guard<std::mutex> l(s.mutex);
-        if (!s.streams[device]) {
-            DeviceGuard g(device);
-            // A blocking stream: its copies start only after the work queued before them on
-            // the legacy default stream. A plain cudaMemcpy from pageable memory returns
-            // before its DMA to the GPU is done; with a non-blocking stream a collective
-            // issued right after it read the old bytes (seen on an H200: a GPU allreduce
-            // differing from the host one once no cudaHostAlloc happened to synchronise
-            // the device in between).
-            const cudaError_t e = cudaStreamCreateWithFlags(&s.streams[device], cudaStreamDefault);
-            if (e != cudaSuccess) return cuda_fail(e, "cudaStreamCreate");
-        }
-        stream = s.streams[device];
+    std::lock_guard<std::mutex> l(s.mutex);
+    if (!s.streams[device]) {
+        DeviceGuard g(device);
+        // A blocking stream: its copies start only after the work queued before them on
+        // the legacy default stream. A plain cudaMemcpy from pageable memory returns
+        // before its DMA to the GPU is done; with a non-blocking stream a collective
+        // issued right after it read the old bytes (seen on an H200: a GPU allreduce
+        // differing from the host one once no cudaHostAlloc happened to synchronise
+        // the device in between).
+        const cudaError_t e = cudaStreamCreateWithFlags(&s.streams[device], cudaStreamDefault);
+        if (e != cudaSuccess) return cuda_fail(e, "cudaStreamCreate");
     }
+    *out = s.streams[device];
+    return IBEX_OK;
+}
+
+static void *hw_alloc_device(size_t bytes, int device) {
+    if (!available()) {
+        fail(IBEX_ERR_NOT_SUPPORTED, "device memory: %s", unavailable_reason());
+        return nullptr;
+    }
+    DeviceGuard g(device);
+    void *p = nullptr;
+    if (const cudaError_t e = cudaMalloc(&p, bytes); e != cudaSuccess) {
+        cuda_fail(e, "cudaMalloc");
+        return nullptr;
+    }
+    return p;
+}
+static void hw_free_device(void *p) {
+    if (p && cudaFree(p) != cudaSuccess) cudaGetLastError();
+}
+
+static void hw_stream_used(int device) {
+    if (device >= 0 && device < kMaxDevices) t_pending |= uint64_t(1) << device;
+}
+
+static ibex_status_t hw_copy_async(void *dst, const void *src, size_t bytes, int device) {
+    cudaStream_t stream;
+    IBEX_TRY(hw_stream(device, &stream));
     const cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream);
     if (e != cudaSuccess) return cuda_fail(e, "cudaMemcpyAsync");
     t_pending |= uint64_t(1) << device;
@@ -353,6 +377,16 @@ static ibex_status_t hw_host_register(void *, size_t) { return IBEX_OK; }
 static void hw_host_unregister(void *) {}
 static ibex_status_t hw_copy_async(void *, const void *, size_t, int) {
     return fail(IBEX_ERR_NOT_SUPPORTED, "device copy: %s", unavailable_reason());
+}
+static void hw_stream_used(int) {}
+static void *hw_alloc_device(size_t, int) {
+    fail(IBEX_ERR_NOT_SUPPORTED, "device memory: %s", unavailable_reason());
+    return nullptr;
+}
+static void hw_free_device(void *) {}
+static ibex_status_t hw_stream(int, CUstream_st **out) {
+    *out = nullptr;
+    return fail(IBEX_ERR_NOT_SUPPORTED, "device stream: %s", unavailable_reason());
 }
 static ibex_status_t hw_wait_copies() { return IBEX_OK; }
 static ibex_status_t hw_fence_copies(uint64_t *id) {
@@ -460,6 +494,13 @@ ibex_status_t copy_async(void *dst, const void *src, size_t bytes, int device) {
     }
     return hw_copy_async(dst, src, bytes, device);
 }
+
+ibex_status_t library_stream(int device, CUstream_st **out) { return hw_stream(device, out); }
+
+void stream_used(int device) { hw_stream_used(device); }
+
+void *alloc_device(size_t bytes, int device) { return hw_alloc_device(bytes, device); }
+void free_device(void *p) { hw_free_device(p); }
 
 ibex_status_t wait_copies() {
     if (simulated::any()) simulated::finish_all();

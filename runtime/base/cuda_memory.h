@@ -13,6 +13,8 @@
 
 #include <ibex/ibex.h>
 
+struct CUstream_st;
+
 namespace ibex::cuda {
 
 // kPinnedHost: page-locked by cudaHostAlloc/cudaHostRegister, so kernels can address it.
@@ -83,6 +85,16 @@ ibex_status_t wait_copies();
 // fence_copies() covers every copy this thread queued since the last fence or
 // wait_copies(); copies_done() answers without blocking and, once true, has released the
 // fence; drop_fence() releases one that is no longer wanted. An empty fence is done.
+// The stream copy_async() queues on for `device` (made on first use), for work that must be
+// ordered with those copies, such as kernels; after queueing on it, stream_used(device)
+// makes the next fence_copies() or wait_copies() of this thread cover that work too.
+ibex_status_t library_stream(int device, CUstream_st **out);
+void stream_used(int device);
+
+// cudaMalloc on `device` (nullptr on failure, detail recorded), and cudaFree.
+void *alloc_device(size_t bytes, int device);
+void free_device(void *p);
+
 struct CopyFence {
     uint64_t hw = 0;  // CUDA events, by id
     uint64_t sim = 0; // simulated copies (simulated_device.h), by id

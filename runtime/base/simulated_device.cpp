@@ -89,10 +89,24 @@ void finish_all() {
 bool add_range(void *view, size_t bytes, void *backing) {
     std::lock_guard<std::mutex> l(g_mutex);
     const int n = g_count.load(std::memory_order_relaxed);
+    for (int i = 0; i < n; ++i) {
+        if (g_ranges[i].bytes) continue; // a removed range's slot
+        g_ranges[i].base = reinterpret_cast<uintptr_t>(view);
+        g_ranges[i].backing = static_cast<uint8_t *>(backing);
+        std::atomic_thread_fence(std::memory_order_release);
+        g_ranges[i].bytes = bytes;
+        return true;
+    }
     if (n == kMaxRanges) return false;
     g_ranges[n] = {reinterpret_cast<uintptr_t>(view), bytes, static_cast<uint8_t *>(backing)};
     g_count.store(n + 1, std::memory_order_release);
     return true;
+}
+
+void remove_range(void *view) {
+    std::lock_guard<std::mutex> l(g_mutex);
+    for (int i = 0, n = g_count.load(std::memory_order_relaxed); i < n; ++i)
+        if (g_ranges[i].base == reinterpret_cast<uintptr_t>(view)) g_ranges[i].bytes = 0;
 }
 
 void clear() {

@@ -16,6 +16,8 @@ namespace ibex::cuda::simulated {
 // Treats [view, view + bytes) as memory of GPU 0 whose contents live at backing. False
 // when the table (a handful of ranges) is full.
 bool add_range(void *view, size_t bytes, void *backing);
+// Forgets the range that starts at view (its slot is reused).
+void remove_range(void *view);
 // Forgets every range.
 void clear();
 // Some range is simulated.

@@ -19,12 +19,6 @@
 
 namespace ibex::shm {
 
-ibex_status_t GpuMappings::range_error(uint64_t off, uint64_t len, uint64_t size) {
-    return fail(IBEX_ERR_INVALID_ARGUMENT, "shm: [%llu, +%llu) leaves the peer's mapped GPU allocation of %llu bytes",
-                static_cast<unsigned long long>(off), static_cast<unsigned long long>(len),
-                static_cast<unsigned long long>(size));
-}
-
 bool is_gpu(const ShmContext &ctx, const void *p) {
     const uintptr_t a = reinterpret_cast<uintptr_t>(p);
     for (const ShmContext::DeviceRange &r : ctx.device_ranges)

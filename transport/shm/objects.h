@@ -17,7 +17,7 @@
 #include "transport/completion_ring.h"
 #include "transport/provider.h"
 #include "transport/qp_attrs.h"
-#include "transport/shm/gpu_mappings.h"
+#include "runtime/base/gpu_mappings.h"
 #include "transport/shm/in_place_lane.h"
 #include "transport/shm/layout.h"
 #include "transport/shm/segment.h"
@@ -142,7 +142,7 @@ struct ShmContext : ibex_context {
     size_t device_mrs = 0; // device_ranges.size(), read on every copy
     std::map<uint64_t, GpuExport> gpu_exports;
     uint64_t next_gpu_export = 1;
-    GpuMappings gpu_maps;           // peers' exports, by (peer context key, id)
+    cuda::GpuMappings gpu_maps;          // peers' exports, by (peer context key, id)
     std::vector<uint8_t> bounce;    // target side: GPU memory <-> cross-memory attach
 };
 

@@ -10,6 +10,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "allreduce/comm.h"
 #include "runtime/base/cuda_memory.h"
 #include "tests/allreduce/ranks.h"
 
@@ -88,11 +89,66 @@ int device_body(RankCtx &ctx) {
     return 0;
 }
 
+// Ranks of one host map each other's GPU buffers (CUDA IPC, allreduce/gpu_direct.h): the
+// collectives read and write them on the GPU with no host copy, counted, and give the
+// host's bits.
+int mapped_body(RankCtx &ctx) {
+    int ndev = 0;
+    RANK_CHECK(ctx, cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0, "rank %d: no GPU", ctx.rank);
+    cudaSetDevice(ctx.rank % ndev);
+    ibex_comm_t *comm = nullptr;
+    RANK_CHECK_OK(ctx, ibex_comm_init_rank(&comm, ctx.nranks, &ctx.id, ctx.rank, nullptr));
+    RANK_CHECK(ctx, comm->gpu_direct.enabled(), "rank %d: the mapped GPU path is off", ctx.rank);
+    const size_t n = static_cast<size_t>(ctx.nranks), count = 300007, bytes = count * 4;
+    std::vector<float> send(count * n), host(count * n), got(count * n);
+    for (size_t i = 0; i < count * n; ++i) send[i] = static_cast<float>((ctx.rank * 7 + i * 3) % 11) * 0.37f - 1.5f;
+    float *dsend = nullptr, *drecv = nullptr;
+    RANK_CHECK(ctx, cudaMalloc(reinterpret_cast<void **>(&dsend), bytes * n) == cudaSuccess &&
+                        cudaMalloc(reinterpret_cast<void **>(&drecv), bytes * n) == cudaSuccess,
+               "rank %d: cudaMalloc", ctx.rank);
+    cudaMemcpy(dsend, send.data(), bytes * n, cudaMemcpyHostToDevice);
+    uint64_t ops = 0;
+    for (ibex_redop_t op : {IBEX_SUM, IBEX_AVG}) {
+        RANK_CHECK_OK(ctx, ibex_allreduce(dsend, drecv, count, IBEX_F32, op, comm, nullptr));
+        RANK_CHECK_OK(ctx, ibex_allreduce(send.data(), host.data(), count, IBEX_F32, op, comm, nullptr));
+        cudaMemcpy(got.data(), drecv, bytes, cudaMemcpyDeviceToHost);
+        RANK_CHECK(ctx, std::memcmp(got.data(), host.data(), bytes) == 0, "rank %d: mapped allreduce (op %d) differs",
+                   ctx.rank, op);
+        RANK_CHECK(ctx, comm->gpu_direct.taken() == ++ops, "rank %d: allreduce did not map the peers' buffers (%s)",
+                   ctx.rank, comm->gpu_direct.fallbacks() ? "it fell back to staging" : "another path");
+    }
+    RANK_CHECK_OK(ctx, ibex_reduce_scatter(dsend, drecv, count, IBEX_F32, IBEX_SUM, comm, nullptr));
+    RANK_CHECK_OK(ctx, ibex_reduce_scatter(send.data(), host.data(), count, IBEX_F32, IBEX_SUM, comm, nullptr));
+    cudaMemcpy(got.data(), drecv, bytes, cudaMemcpyDeviceToHost);
+    RANK_CHECK(ctx, std::memcmp(got.data(), host.data(), bytes) == 0, "rank %d: mapped reduce_scatter differs", ctx.rank);
+    RANK_CHECK_OK(ctx, ibex_allgather(dsend, drecv, count, IBEX_F32, comm, nullptr));
+    RANK_CHECK_OK(ctx, ibex_allgather(send.data(), host.data(), count, IBEX_F32, comm, nullptr));
+    cudaMemcpy(got.data(), drecv, bytes * n, cudaMemcpyDeviceToHost);
+    RANK_CHECK(ctx, std::memcmp(got.data(), host.data(), bytes * n) == 0, "rank %d: mapped allgather differs", ctx.rank);
+    RANK_CHECK(ctx, comm->gpu_direct.taken() == ops + 2 && comm->gpu_direct.fallbacks() == 0,
+               "rank %d: %llu mapped runs and %llu fallbacks of %llu ops", ctx.rank,
+               static_cast<unsigned long long>(comm->gpu_direct.taken()),
+               static_cast<unsigned long long>(comm->gpu_direct.fallbacks()), static_cast<unsigned long long>(ops + 2));
+    RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
+    cudaFree(dsend);
+    cudaFree(drecv);
+    return 0;
+}
+
+TEST(CudaCollectives, OneHostsRanksMapEachOthersBuffers) {
+    REQUIRE_GPU_FOR_RANKS();
+    for (int n : {2, 3, 4}) {
+        SCOPED_TRACE("ranks " + std::to_string(n));
+        ibex::test::expect_all_passed(ibex::test::run_ranks(n, mapped_body, 120));
+    }
+}
+
 TEST(CudaCollectives, DeviceBuffersGiveTheHostResults) {
     REQUIRE_GPU_FOR_RANKS();
     // Up to 8 ranks sharing one GPU (issue 17: 3 ranks crashed), joined over shm (the
     // default for ranks of one host) and over udp; GPU buffers are staged in chunks
-    // (4 MiB by default; 256 KiB here, so 300007 floats take five).
+    // (4 MiB by default; 256 KiB here, so 300007 floats take five). With IBEX_SHM=1 the
+    // largest count maps the peers' buffers instead (allreduce/gpu_direct.h).
     for (const char *shm : {"1", "0"}) {
         for (int n : {2, 3, 4, 8}) {
             SCOPED_TRACE(std::string("IBEX_SHM=") + shm + " ranks " + std::to_string(n));

@@ -1,18 +1,19 @@
-// The shm provider's cache of peers' GPU mappings (transport/shm/gpu_mappings.h), with a
+// The cache of peers' GPU mappings (runtime/base/gpu_mappings.h), with a
 // fake opener in place of CUDA IPC: one open per peer allocation however often it is
 // used, ranges bounded by the exported size, an opener's refusal passed on with nothing
-// cached, and every mapping closed once, by peer or all together.
+// cached, every mapping closed once, by peer or all together, and trimming that closes a
+// peer's oldest mappings but never one in use.
 #include <map>
 #include <string>
 
 #include <gtest/gtest.h>
 
 #include "runtime/base/status.h"
-#include "transport/shm/gpu_mappings.h"
+#include "runtime/base/gpu_mappings.h"
 
 namespace {
 
-using ibex::shm::GpuMappings;
+using ibex::cuda::GpuMappings;
 
 // The fake exporter: handle byte 0 names a "GPU allocation" of the fake's own; 0xff is a
 // stale handle.
@@ -45,7 +46,7 @@ ibex::cuda::IpcExport exported(uint8_t which, uint64_t size = 4096) {
     return e;
 }
 
-TEST(ShmGpuMappings, OpensEachPeerAllocationOnceAndBoundsItsRange) {
+TEST(GpuMappingCache, OpensEachPeerAllocationOnceAndBoundsItsRange) {
     Fake::reset();
     {
         GpuMappings m({Fake::open, Fake::close});
@@ -71,7 +72,7 @@ TEST(ShmGpuMappings, OpensEachPeerAllocationOnceAndBoundsItsRange) {
     EXPECT_TRUE(Fake::open_now.empty());
 }
 
-TEST(ShmGpuMappings, AStaleHandleIsRefusedAndNothingIsCached) {
+TEST(GpuMappingCache, AStaleHandleIsRefusedAndNothingIsCached) {
     Fake::reset();
     GpuMappings m({Fake::open, Fake::close});
     uint8_t *p = nullptr;
@@ -84,7 +85,7 @@ TEST(ShmGpuMappings, AStaleHandleIsRefusedAndNothingIsCached) {
     EXPECT_EQ(p, Fake::memory[2]);
 }
 
-TEST(ShmGpuMappings, ForgettingAPeerClosesOnlyItsMappings) {
+TEST(GpuMappingCache, ForgettingAPeerClosesOnlyItsMappings) {
     Fake::reset();
     GpuMappings m({Fake::open, Fake::close});
     uint8_t *p = nullptr;
@@ -104,6 +105,30 @@ TEST(ShmGpuMappings, ForgettingAPeerClosesOnlyItsMappings) {
     m.clear();
     EXPECT_EQ(Fake::closes, 4);
     EXPECT_EQ(m.size(), 0u);
+}
+
+TEST(GpuMappingCache, TrimClosesAPeersOldestButNeverOneInUse) {
+    Fake::reset();
+    GpuMappings m({Fake::open, Fake::close});
+    uint8_t *p = nullptr;
+    for (uint64_t id = 1; id <= 3; ++id) ASSERT_EQ(m.get(7, id, exported(uint8_t(id)), 0, 8, &p), IBEX_OK);
+    ASSERT_EQ(m.get(9, 1, exported(0), 0, 8, &p), IBEX_OK);
+    m.trim(7, 3, {});
+    EXPECT_EQ(Fake::closes, 0) << "within the bound: nothing closed";
+    // Id 1 is the oldest but in use: id 2 goes instead.
+    m.trim(7, 2, {1, 3});
+    EXPECT_EQ(Fake::closes, 1);
+    EXPECT_TRUE(m.has(7, 1));
+    EXPECT_FALSE(m.has(7, 2));
+    EXPECT_TRUE(m.has(7, 3));
+    // Everything in use: the bound gives way rather than close a mapping being used.
+    m.trim(7, 0, {1, 3});
+    EXPECT_EQ(Fake::closes, 1);
+    m.trim(7, 1, {3});
+    EXPECT_FALSE(m.has(7, 1));
+    EXPECT_TRUE(m.has(7, 3));
+    EXPECT_TRUE(m.has(9, 1)) << "another peer's mappings are not touched";
+    EXPECT_EQ(Fake::closes, 2);
 }
 
 } // namespace

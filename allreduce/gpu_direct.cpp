@@ -1,0 +1,331 @@
+#include "allreduce/gpu_direct.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include "allreduce/comm.h"
+#include "allreduce/cuda/dispatch.h"
+#include "runtime/base/config.h"
+#include "runtime/base/log.h"
+#include "runtime/base/status.h"
+
+namespace ibex::coll {
+namespace {
+
+constexpr size_t kDefaultMin = 256 << 10;
+
+const GpuDirect::Ipc *g_test_ipc = nullptr;
+
+bool reduces(OpKind k) { return k == OpKind::allreduce || k == OpKind::reduce_scatter; }
+uint32_t call_of(const Op &op) {
+    return uint32_t(op.args.type) | (reduces(op.kind) ? uint32_t(op.args.op) << 8 : 0) | uint32_t(op.kind) << 16;
+}
+
+void log_fallback(const char *why) {
+    static std::atomic<int> logged{0};
+    if (logged.fetch_add(1) < 4) IBEX_LOG(info, "GPU collective staged through host memory: %s", why);
+}
+
+struct Hello {
+    uint32_t want;     // this rank's IBEX_GPU_DIRECT_MIN (0: off, or no GPU)
+    uint32_t box_room; // the fast boxes carry an announcement
+};
+
+} // namespace
+
+void GpuDirect::set_ipc_for_tests(const Ipc *ipc) { g_test_ipc = ipc; }
+
+ibex_status_t GpuDirect::open(ibex_comm *c) {
+    close();
+    comm_ = c;
+    rank_ = c->rank;
+    nranks_ = c->nranks;
+    test_ipc_ = g_test_ipc != nullptr;
+    ipc_ = test_ipc_ ? *g_test_ipc : Ipc{cuda::ipc_export, {cuda::ipc_open, cuda::ipc_close}};
+    maps_.emplace(ipc_.opener);
+    Hello mine{};
+    if (c->fast.max_bytes() && (test_ipc_ || cuda::available()) && config::get_int("IBEX_GPU_DIRECT", 1, 0, 1))
+        mine.want = static_cast<uint32_t>(config::get_int("IBEX_GPU_DIRECT_MIN", kDefaultMin, 1, int64_t(1) << 31));
+    mine.box_room = c->fast.max_bytes() >= sizeof(Announce) ? 1 : 0;
+    std::vector<Hello> all(static_cast<size_t>(nranks_));
+    IBEX_TRY(c->boot->allgather(&mine, sizeof mine, all.data(), c->opt.timeout_ms));
+    size_t min = 0;
+    for (const Hello &h : all) {
+        if (!h.want || !h.box_room) return IBEX_OK; // off on every rank: each saw the same
+        min = std::max<size_t>(min, h.want);
+    }
+    min_bytes_ = min;
+    all_.assign(static_cast<size_t>(nranks_), Announce{});
+    all_opened_.assign(static_cast<size_t>(nranks_), 0);
+    send_at_.assign(static_cast<size_t>(nranks_), nullptr);
+    recv_at_.assign(static_cast<size_t>(nranks_), nullptr);
+    if (rank_ == 0)
+        IBEX_LOG(info, "communicator: collectives on GPU buffers of %zu bytes and more map the peers' buffers (CUDA IPC)",
+                 min_bytes_);
+    return IBEX_OK;
+}
+
+void GpuDirect::close() {
+    abandon();
+    if (maps_) maps_->clear();
+    if (scratch_) cuda::free_device(scratch_);
+    scratch_ = nullptr;
+    scratch_bytes_ = 0;
+    host_scratch_.clear();
+    exports_.clear();
+    min_bytes_ = 0;
+}
+
+bool GpuDirect::takes(const Op &op) const {
+    if (!min_bytes_ || !op.on_gpu || op.gpu_direct_refused || op.algo || op.args.count == 0) return false;
+    switch (op.kind) {
+    case OpKind::allreduce:
+    case OpKind::reduce_scatter:
+    case OpKind::allgather:
+    case OpKind::broadcast: break;
+    default: return false;
+    }
+    const OpBytes b = op_bytes(op, rank_, nranks_);
+    return std::max(b.send, b.recv) >= min_bytes_;
+}
+
+bool GpuDirect::export_side(const void *p, uint64_t len, Side *out) {
+    *out = Side{};
+    if (!p || !len) return true; // unused
+    if (!cuda::is_device_pointer(p)) {
+        log_fallback("a rank passed host memory beside GPU memory");
+        return false;
+    }
+    cuda::IpcExport x{};
+    if (ipc_.export_memory(p, &x) != IBEX_OK) {
+        log_fallback(ibex_last_error());
+        return false;
+    }
+    const auto a = reinterpret_cast<uintptr_t>(p);
+    if (a < x.base || len > x.size || a - x.base > x.size - len) {
+        log_fallback("a buffer runs past the end of its GPU allocation");
+        return false;
+    }
+    auto it = exports_.find(x.base);
+    if (it == exports_.end() || std::memcmp(it->second.handle, x.handle, sizeof x.handle) != 0) {
+        Exported e{};
+        std::memcpy(e.handle, x.handle, sizeof x.handle);
+        e.id = ++next_id_;
+        it = exports_.insert_or_assign(x.base, e).first;
+    }
+    out->x = x;
+    out->id = it->second.id;
+    out->off = a - x.base;
+    out->addr = a;
+    device_ = x.device >= 0 ? x.device : 0;
+    return true;
+}
+
+ibex_status_t GpuDirect::begin(const Op &op) {
+    mine_ = Announce{};
+    mine_.count = op.args.count;
+    mine_.pid = static_cast<int32_t>(getpid());
+    mine_.call = call_of(op);
+    mine_.root = op.kind == OpKind::broadcast ? op.args.root : -1;
+    const OpBytes b = op_bytes(op, rank_, nranks_);
+    const bool in_place = op.args.sendbuf == op.args.recvbuf;
+    const bool ok_recv = export_side(op.args.recvbuf, b.recv, &mine_.recv);
+    bool ok_send = true;
+    if (in_place && b.send <= b.recv)
+        mine_.send = mine_.recv; // the same allocation: one id, so one mapping
+    else
+        ok_send = export_side(b.send ? op.args.sendbuf : nullptr, b.send, &mine_.send);
+    mine_.ok = ok_send && ok_recv ? 1 : 0;
+    // The peers read and write these buffers from their own streams as soon as the
+    // announcement lands: what this process queued on them must be done by then.
+    if (mine_.ok && !test_ipc_) IBEX_TRY(settle_legacy_stream(device_));
+    sub_ = Op{};
+    sub_.kind = OpKind::allgather;
+    sub_.args.sendbuf = &mine_;
+    sub_.args.recvbuf = all_.data();
+    sub_.args.count = sizeof(Announce);
+    sub_.args.type = IBEX_U8;
+    phase_ = Phase::announce;
+    return IBEX_OK;
+}
+
+ibex_status_t GpuDirect::map_side(int q, const Side &s, uint64_t len, uint8_t **out) {
+    *out = nullptr;
+    if (!s.id) return IBEX_OK;
+    const Announce &a = all_[static_cast<size_t>(q)];
+    if (q == rank_ || a.pid == static_cast<int32_t>(getpid())) {
+        *out = reinterpret_cast<uint8_t *>(s.addr); // this process's own memory
+        return IBEX_OK;
+    }
+    IBEX_TRY(maps_->get(static_cast<uint64_t>(q), s.id, s.x, s.off, len, out));
+    maps_->trim(static_cast<uint64_t>(q), kMaxMappingsPerPeer, {a.send.id, a.recv.id});
+    return IBEX_OK;
+}
+
+ibex_status_t GpuDirect::advance(const Op &op, bool *done, bool *fallback) {
+    *done = *fallback = false;
+    switch (phase_) {
+    case Phase::announce: {
+        bool ok = true;
+        for (int q = 0; q < nranks_; ++q) {
+            const Announce &t = all_[static_cast<size_t>(q)];
+            if (t.count != mine_.count || t.call != mine_.call || t.root != mine_.root)
+                return fail(IBEX_ERR_INVALID_ARGUMENT,
+                            "rank %d called a collective of %llu elements (call %#x, root %d) where this rank called "
+                            "%s of %llu (call %#x, root %d) on GPU buffers: the ranks called different collectives, "
+                            "counts or types",
+                            q, static_cast<unsigned long long>(t.count), t.call, t.root, op_kind_name(op.kind),
+                            static_cast<unsigned long long>(mine_.count), mine_.call, mine_.root);
+            ok = ok && t.ok;
+        }
+        if (!ok) { // every rank saw the same announcements
+            phase_ = Phase::idle;
+            ++fallbacks_;
+            *fallback = true;
+            return IBEX_OK;
+        }
+        const OpBytes b = op_bytes(op, rank_, nranks_);
+        const size_t whole = std::max(b.send, b.recv);
+        opened_ = 1;
+        for (int q = 0; q < nranks_ && opened_; ++q) {
+            const Announce &t = all_[static_cast<size_t>(q)];
+            // A peer's sides have the sizes of this rank's, but for the root's send buffer of
+            // a broadcast (the whole buffer) and a side it does not use (id 0).
+            const uint64_t send_len = op.kind == OpKind::broadcast ? whole : b.send;
+            if (map_side(q, t.send, send_len, &send_at_[static_cast<size_t>(q)]) != IBEX_OK ||
+                map_side(q, t.recv, b.recv, &recv_at_[static_cast<size_t>(q)]) != IBEX_OK) {
+                IBEX_LOG(info, "communicator rank %d: cannot map rank %d's GPU buffer: %s", rank_, q, ibex_last_error());
+                log_fallback("a rank could not map a peer's GPU buffer");
+                opened_ = 0;
+            }
+        }
+        sub_ = Op{};
+        sub_.kind = OpKind::allgather;
+        sub_.args.sendbuf = &opened_;
+        sub_.args.recvbuf = all_opened_.data();
+        sub_.args.count = sizeof opened_;
+        sub_.args.type = IBEX_U8;
+        phase_ = Phase::opened;
+        return IBEX_OK;
+    }
+    case Phase::opened: {
+        for (uint32_t o : all_opened_) {
+            if (o) continue;
+            phase_ = Phase::idle;
+            ++fallbacks_;
+            *fallback = true;
+            return IBEX_OK;
+        }
+        if (ibex_status_t st = run_local(op); st != IBEX_OK) {
+            abandon();
+            return st;
+        }
+        if (ibex_status_t st = cuda::fence_copies(&fence_); st != IBEX_OK) {
+            abandon();
+            return st;
+        }
+        sub_ = Op{};
+        sub_.kind = OpKind::barrier;
+        phase_ = Phase::running;
+        return IBEX_OK;
+    }
+    case Phase::barrier:
+        phase_ = Phase::idle;
+        ++taken_;
+        *done = true;
+        return IBEX_OK;
+    case Phase::running:
+    case Phase::idle: break;
+    }
+    return fail(IBEX_ERR_INTERNAL, "GPU direct collective advanced out of turn");
+}
+
+bool GpuDirect::ready() {
+    if (phase_ != Phase::running) return true;
+    if (!cuda::copies_done(fence_)) return false;
+    phase_ = Phase::barrier;
+    return true;
+}
+
+void GpuDirect::abandon() {
+    if (!fence_.empty()) cuda::drop_fence(fence_);
+    if (phase_ == Phase::running || phase_ == Phase::opened) cuda::wait_copies();
+    phase_ = Phase::idle;
+}
+
+ibex_status_t GpuDirect::scratch_for(size_t bytes, uint8_t **out) {
+    if (test_ipc_) {
+        if (host_scratch_.size() < bytes) host_scratch_.resize(bytes);
+        *out = host_scratch_.data();
+        return IBEX_OK;
+    }
+    if (scratch_bytes_ < bytes) {
+        IBEX_TRY(cuda::wait_copies()); // the old scratch may still be read
+        cuda::free_device(scratch_);
+        scratch_bytes_ = 0;
+        scratch_ = cuda::alloc_device(bytes, device_);
+        if (!scratch_) return fail(IBEX_ERR_NO_MEMORY, "GPU collective: %zu bytes of scratch: %s", bytes, ibex_last_error());
+        scratch_bytes_ = bytes;
+    }
+    *out = static_cast<uint8_t *>(scratch_);
+    return IBEX_OK;
+}
+
+ibex_status_t GpuDirect::run_local(const Op &op) {
+    const CollArgs &a = op.args;
+    const size_t elem = ibex_datatype_size(a.type), n = static_cast<size_t>(nranks_), r = static_cast<size_t>(rank_);
+    const size_t count = a.count;
+    // Segment r of a buffer of count elements.
+    const size_t per = (count + n - 1) / n, first = std::min(count, r * per), seg = std::min(per, count - first);
+    auto copy_to_all = [&](const uint8_t *src, size_t at, size_t bytes) -> ibex_status_t {
+        for (size_t q = 0; q < n && bytes; ++q) {
+            uint8_t *dst = recv_at_[q] + at;
+            if (dst != src) IBEX_TRY(cuda::copy_async(dst, src, bytes, device_));
+        }
+        return IBEX_OK;
+    };
+    // The rank-order fold of `cnt` elements of every rank's input at byte offset `at` into
+    // `into` (which may be the input of rank 0 or 1, consumed by the first kernel).
+    auto fold = [&](uint8_t *into, size_t at, size_t cnt) -> ibex_status_t {
+        if (n == 1) return cuda::copy_async(into, send_at_[0] + at, cnt * elem, device_);
+        IBEX_TRY(reduce_into_queued(into, send_at_[0] + at, send_at_[1] + at, cnt, a.type, a.op, device_));
+        for (size_t q = 2; q < n; ++q)
+            IBEX_TRY(reduce_into_queued(into, into, send_at_[q] + at, cnt, a.type, a.op, device_));
+        if (a.op == IBEX_AVG) IBEX_TRY(finalize_avg_queued(into, cnt, a.type, nranks_, device_));
+        return IBEX_OK;
+    };
+    switch (op.kind) {
+    case OpKind::allreduce: {
+        if (!seg) return IBEX_OK;
+        const size_t at = first * elem;
+        // In place at rank >= 2, its own buffer holds an input the fold reads last; rank 0's
+        // is consumed first (or is not an input at all).
+        const bool own_is_input = send_at_[r] == recv_at_[r] && r >= 2;
+        uint8_t *into = (own_is_input ? recv_at_[0] : recv_at_[r]) + at;
+        IBEX_TRY(fold(into, at, seg));
+        return copy_to_all(into, at, seg * elem);
+    }
+    case OpKind::reduce_scatter: {
+        const size_t at = r * count * elem, bytes = count * elem;
+        uint8_t *out = recv_at_[r];
+        if (out == send_at_[r] + at && r >= 2) {
+            uint8_t *tmp = nullptr;
+            IBEX_TRY(scratch_for(bytes, &tmp));
+            IBEX_TRY(fold(tmp, at, count));
+            return cuda::copy_async(out, tmp, bytes, device_);
+        }
+        return fold(out, at, count);
+    }
+    case OpKind::allgather: return copy_to_all(send_at_[r], r * count * elem, count * elem);
+    case OpKind::broadcast:
+        if (!seg) return IBEX_OK;
+        return copy_to_all(send_at_[static_cast<size_t>(a.root)] + first * elem, first * elem, seg * elem);
+    default: break;
+    }
+    return fail(IBEX_ERR_INTERNAL, "GPU direct collective of an unexpected kind");
+}
+
+} // namespace ibex::coll

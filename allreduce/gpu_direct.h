@@ -1,0 +1,144 @@
+// Collectives on GPU buffers among the ranks of one host, with no host copy (issue 23):
+// every rank exports the CUDA allocations holding its buffers (CUDA IPC), its peers map
+// them once (cached, runtime/base/gpu_mappings.h), and each rank does its share on its GPU,
+// reading the peers' inputs and writing their outputs through those mappings, as NCCL's
+// P2P transport does in read mode. Three fast-box rounds (allreduce/fastbox.h) frame it:
+//   1. announce: an allgather of the call and each rank's exports and offsets;
+//   2. opened: an allgather of "I mapped every peer's buffers". If some rank could not
+//      (a handle refused: a GPU without peer access, another container), every rank
+//      falls back to the staging of allreduce/gpu_staging.h for this op, and it is logged;
+//   then the local phase, queued on the library's stream behind the work already queued
+//   on the legacy default stream (cuda_memory.h says why), where only rank r touches
+//   segment (or block) r of anyone's buffers:
+//      - allreduce: rank r reduces segment r of every rank's send buffer in rank order
+//        (the same bits as the host path, allreduce/shm_direct.h) into its own receive
+//        buffer, then copies it into every peer's receive buffer;
+//      - reduce-scatter: rank r reduces block r of every send buffer into its receive
+//        buffer: with 2 ranks, one kernel;
+//      - allgather: rank r copies its block into every peer's receive buffer;
+//      - broadcast: rank r copies segment r of the root's buffer into every rank's;
+//   3. once the stream has done that work (an event, polled): a barrier, after which no
+//      rank touches this rank's buffers any more.
+// In place, an accumulation into a rank's own buffer would overwrite an input of rank >= 2
+// before it is read; rank 0's buffer (whose input is consumed by the first kernel) takes
+// the sums then for an allreduce, and a scratch on the GPU for a reduce-scatter.
+//
+// When it applies: the fast boxes are open (one host), every rank has a GPU (or the test
+// seam below) and IBEX_GPU_DIRECT is not 0, agreed at creation; the op is an allreduce,
+// reduce-scatter, allgather or broadcast on GPU buffers of at least IBEX_GPU_DIRECT_MIN
+// bytes (whole buffer; default 256 KiB). As for the fast boxes, every rank must pass GPU
+// buffers to such a call (or host buffers on every rank): a rank whose buffers are host
+// memory takes another path, and the ranks then report a mismatch rather than hang.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include <ibex/coll.h>
+
+#include "allreduce/op.h"
+#include "runtime/base/cuda_memory.h"
+#include "runtime/base/gpu_mappings.h"
+
+struct ibex_comm;
+
+namespace ibex::coll {
+
+class GpuDirect {
+public:
+    // CUDA IPC, or a test's stand-in (set before the communicator is created).
+    struct Ipc {
+        ibex_status_t (*export_memory)(const void *p, cuda::IpcExport *out);
+        cuda::GpuMappings::Opener opener;
+    };
+    static void set_ipc_for_tests(const Ipc *ipc);
+
+    GpuDirect() = default;
+    GpuDirect(const GpuDirect &) = delete;
+    GpuDirect &operator=(const GpuDirect &) = delete;
+    ~GpuDirect() { close(); }
+
+    // Collective over the bootstrap, after the fast boxes opened.
+    ibex_status_t open(ibex_comm *c);
+    // Waits for the work it queued, closes every mapping and frees the scratch.
+    void close();
+    bool enabled() const { return min_bytes_ != 0; }
+
+    // Whether op runs here (the same answer on every rank when every rank passes GPU
+    // buffers).
+    bool takes(const Op &op) const;
+    // Exports this rank's buffers; the fast-box op to run first is sub().
+    ibex_status_t begin(const Op &op);
+    bool active() const { return phase_ != Phase::idle; }
+    const Op &sub() const { return sub_; }
+    // The round sub() ran finished: the next step (*done false), or the end (*done true).
+    // *fallback: some rank's buffers cannot be mapped; op is staged instead, on every rank.
+    ibex_status_t advance(const Op &op, bool *done, bool *fallback);
+    // The local phase is queued on the GPU and sub() (the barrier) waits for it: ready()
+    // says, without blocking, when it may start.
+    bool waiting() const { return phase_ == Phase::running; }
+    bool ready();
+    // The op failed: waits for the queued work (it may still write peers' buffers).
+    void abandon();
+
+    // Ops that ran this way to the end, and ops that fell back to the staging.
+    uint64_t taken() const { return taken_; }
+    uint64_t fallbacks() const { return fallbacks_; }
+    // Peer allocations mapped now.
+    size_t mappings() const { return maps_ ? maps_->size() : 0; }
+
+private:
+    enum class Phase { idle, announce, opened, running, barrier };
+    struct Side {
+        cuda::IpcExport x;
+        uint64_t id;   // this rank's id for the allocation (0: the side is unused)
+        uint64_t off;  // of the buffer in the allocation
+        uint64_t addr; // the buffer here (a peer in this same process uses it as it is)
+    };
+    struct Announce {
+        uint64_t count;
+        int32_t pid;
+        uint32_t call; // type | op << 8 | kind << 16
+        int32_t root;
+        uint32_t ok; // every buffer this rank uses is exported
+        Side send, recv;
+    };
+    static constexpr size_t kMaxMappingsPerPeer = 8;
+
+    bool export_side(const void *p, uint64_t len, Side *out);
+    ibex_status_t map_side(int q, const Side &s, uint64_t len, uint8_t **out);
+    ibex_status_t run_local(const Op &op);
+    ibex_status_t scratch_for(size_t bytes, uint8_t **out);
+
+    ibex_comm *comm_ = nullptr;
+    int rank_ = 0, nranks_ = 1, device_ = 0;
+    size_t min_bytes_ = 0; // 0: off
+    bool test_ipc_ = false;
+    Ipc ipc_{};
+    Phase phase_ = Phase::idle;
+    Op sub_;
+    Announce mine_{};
+    std::vector<Announce> all_;
+    uint32_t opened_ = 0;
+    std::vector<uint32_t> all_opened_;
+    std::vector<uint8_t *> send_at_, recv_at_; // every rank's buffers as reached here
+    cuda::CopyFence fence_;
+    // This rank's exports, by allocation base: the handle and the id peers cache it by (a
+    // new allocation at the same base has another handle, so another id).
+    struct Exported {
+        uint8_t handle[64];
+        uint64_t id;
+    };
+    std::map<uint64_t, Exported> exports_;
+    uint64_t next_id_ = 0;
+    std::optional<cuda::GpuMappings> maps_;
+    void *scratch_ = nullptr;
+    size_t scratch_bytes_ = 0;
+    std::vector<uint8_t> host_scratch_; // the test seam's (simulated GPU memory is host memory)
+    uint64_t taken_ = 0, fallbacks_ = 0;
+};
+
+} // namespace ibex::coll
