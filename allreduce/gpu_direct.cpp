@@ -19,11 +19,6 @@ constexpr size_t kDefaultMin = 256 << 10;
 
 const GpuDirect::Ipc *g_test_ipc = nullptr;
 
-bool reduces(OpKind k) { return k == OpKind::allreduce || k == OpKind::reduce_scatter; }
-uint32_t call_of(const Op &op) {
-    return uint32_t(op.args.type) | (reduces(op.kind) ? uint32_t(op.args.op) << 8 : 0) | uint32_t(op.kind) << 16;
-}
-
 void log_fallback(const char *why) {
     static std::atomic<int> logged{0};
     if (logged.fetch_add(1) < 4) IBEX_LOG(info, "GPU collective staged through host memory: %s", why);
@@ -128,7 +123,7 @@ ibex_status_t GpuDirect::begin(const Op &op) {
     mine_ = Announce{};
     mine_.count = op.args.count;
     mine_.pid = static_cast<int32_t>(getpid());
-    mine_.call = call_of(op);
+    mine_.call = call_word(op);
     mine_.root = op.kind == OpKind::broadcast ? op.args.root : -1;
     const OpBytes b = op_bytes(op, rank_, nranks_);
     const bool in_place = op.args.sendbuf == op.args.recvbuf;
@@ -173,12 +168,7 @@ ibex_status_t GpuDirect::advance(const Op &op, bool *done, bool *fallback) {
         for (int q = 0; q < nranks_; ++q) {
             const Announce &t = all_[static_cast<size_t>(q)];
             if (t.count != mine_.count || t.call != mine_.call || t.root != mine_.root)
-                return fail(IBEX_ERR_INVALID_ARGUMENT,
-                            "rank %d called a collective of %llu elements (call %#x, root %d) where this rank called "
-                            "%s of %llu (call %#x, root %d) on GPU buffers: the ranks called different collectives, "
-                            "counts or types",
-                            q, static_cast<unsigned long long>(t.count), t.call, t.root, op_kind_name(op.kind),
-                            static_cast<unsigned long long>(mine_.count), mine_.call, mine_.root);
+                return call_mismatch(q, t.call, t.count, t.root, mine_.call, mine_.count, mine_.root);
             ok = ok && t.ok;
         }
         if (!ok) { // every rank saw the same announcements

@@ -1,5 +1,7 @@
 #include "allreduce/op.h"
 
+#include "runtime/base/status.h"
+
 namespace ibex::coll {
 
 const char *op_kind_name(OpKind k) {
@@ -27,6 +29,35 @@ OpBytes op_bytes(const Op &op, int rank, int nranks) {
     case OpKind::probe: break;
     }
     return {};
+}
+
+namespace {
+
+bool reduces(OpKind k) { return k == OpKind::allreduce || k == OpKind::reduce_scatter || k == OpKind::reduce; }
+const char *kind_name(uint32_t call) { return op_kind_name(static_cast<OpKind>(call >> 16)); }
+const char *type_name(uint32_t call) {
+    const uint32_t t = call & 0xff;
+    return t < IBEX_DATATYPE_COUNT ? ibex_datatype_name(static_cast<ibex_datatype_t>(t)) : "?";
+}
+const char *op_name(uint32_t call) {
+    const uint32_t o = (call >> 8) & 0xff;
+    return o < IBEX_REDOP_COUNT ? ibex_redop_name(static_cast<ibex_redop_t>(o)) : "?";
+}
+
+} // namespace
+
+uint32_t call_word(const Op &op) {
+    return uint32_t(op.args.type) | (reduces(op.kind) ? uint32_t(op.args.op) << 8 : 0) | uint32_t(op.kind) << 16;
+}
+
+ibex_status_t call_mismatch(int q, uint32_t call, uint64_t count, int root, uint32_t my_call, uint64_t my_count,
+                            int my_root) {
+    return fail(IBEX_ERR_INVALID_ARGUMENT,
+                "rank %d called %s of %llu %s (%s, root %d) where this rank called %s of %llu %s (%s, root %d): the "
+                "ranks called different collectives, counts or types",
+                q, kind_name(call), static_cast<unsigned long long>(count), type_name(call), op_name(call), root,
+                kind_name(my_call), static_cast<unsigned long long>(my_count), type_name(my_call), op_name(my_call),
+                my_root);
 }
 
 } // namespace ibex::coll

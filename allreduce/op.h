@@ -49,4 +49,11 @@ struct OpBytes {
 };
 OpBytes op_bytes(const Op &op, int rank, int nranks);
 
+// An op's call as one word, type | reduction op << 8 | kind << 16 (the reduction op only
+// where the collective reduces), for ranks to compare what each of them called.
+uint32_t call_word(const Op &op);
+// The error for rank q having called (call, count, root) where this rank called (my_*).
+ibex_status_t call_mismatch(int q, uint32_t call, uint64_t count, int root, uint32_t my_call, uint64_t my_count,
+                            int my_root);
+
 } // namespace ibex::coll

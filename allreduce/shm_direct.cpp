@@ -42,21 +42,6 @@ bool peer_word_is(int pid, uint64_t addr, uint64_t value) {
     return process_vm_readv(pid, &loc, 1, &rem, 1, 0) == sizeof got && got == value;
 }
 
-bool reduces(OpKind k) { return k == OpKind::allreduce || k == OpKind::reduce_scatter || k == OpKind::reduce; }
-// type | op << 8 | kind << 16 (op only where the collective reduces)
-uint32_t call_of(const Op &op) {
-    return uint32_t(op.args.type) | (reduces(op.kind) ? uint32_t(op.args.op) << 8 : 0) | uint32_t(op.kind) << 16;
-}
-const char *kind_name(uint32_t call) { return op_kind_name(static_cast<OpKind>(call >> 16)); }
-const char *type_name(uint32_t call) {
-    const uint32_t t = call & 0xff;
-    return t < IBEX_DATATYPE_COUNT ? ibex_datatype_name(static_cast<ibex_datatype_t>(t)) : "?";
-}
-const char *op_name(uint32_t call) {
-    const uint32_t o = (call >> 8) & 0xff;
-    return o < IBEX_REDOP_COUNT ? ibex_redop_name(static_cast<ibex_redop_t>(o)) : "?";
-}
-
 } // namespace
 
 ibex_status_t ShmDirect::open(ibex_comm *c) {
@@ -225,7 +210,7 @@ void ShmDirect::begin(const Op &op) {
     mine_.recv = reinterpret_cast<uintptr_t>(op.args.recvbuf);
     mine_.count = op.args.count;
     mine_.pid = static_cast<int32_t>(getpid());
-    mine_.call = call_of(op);
+    mine_.call = call_word(op);
     mine_.root = op.kind == OpKind::broadcast || op.kind == OpKind::reduce ? op.args.root : -1;
     // The buffers the peers touch must be memory they can reach: ordinary host memory, or
     // the GPU staging buffers where every rank could read a page of such memory at
@@ -542,12 +527,7 @@ ibex_status_t ShmDirect::advance(const Op &op, bool *done, bool *fallback) {
         for (int q = 0; q < nranks_; ++q) {
             const Announce &t = all_[static_cast<size_t>(q)];
             if (t.count != mine_.count || t.call != mine_.call || t.root != mine_.root)
-                return fail(IBEX_ERR_INVALID_ARGUMENT,
-                            "rank %d called %s of %llu %s (%s, root %d) where this rank called %s of %llu %s (%s, root "
-                            "%d): the ranks called different collectives, counts or types",
-                            q, kind_name(t.call), static_cast<unsigned long long>(t.count), type_name(t.call),
-                            op_name(t.call), t.root, kind_name(mine_.call), static_cast<unsigned long long>(mine_.count),
-                            type_name(mine_.call), op_name(mine_.call), mine_.root);
+                return call_mismatch(q, t.call, t.count, t.root, mine_.call, mine_.count, mine_.root);
             plain = plain && t.plain;
         }
         if (!plain) { // every rank saw the same announcements

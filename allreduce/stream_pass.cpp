@@ -145,6 +145,22 @@ void collective_finished(ibex_comm *c) {
     d.mark_moved();
 }
 
+// The running op failed on this rank: the communicator enters its error state with it.
+Pass fail_running(ibex_comm *c, ibex_status_t st) {
+    DriveState &d = c->drive;
+    enter_error(c, st, std::string(op_kind_name(d.op.kind)) + ": " + ibex_last_error(), true, &d.op);
+    d.have = false;
+    return Pass::moved;
+}
+
+// Starts a fast-box round of the running op's mapped GPU collective.
+Pass start_gpu_direct_round(ibex_comm *c) {
+    if (ibex_status_t st = c->fast.start(c, c->gpu_direct.sub()); st != IBEX_OK) return fail_running(c, st);
+    c->drive.fast = true;
+    c->drive.mark_active();
+    return Pass::moved;
+}
+
 } // namespace
 
 // One step of the stream: takes the next op, starts it, polls the executor, finishes or
@@ -171,23 +187,11 @@ Pass drive_pass(ibex_comm *c, int fast_polls) {
         }
         // (a communicator in error fails the op below, before it would be staged)
         if (!in_error && c->gpu_direct.takes(d.op)) {
-            ibex_status_t st = c->gpu_direct.begin(d.op);
-            if (st == IBEX_OK) st = c->fast.start(c, c->gpu_direct.sub());
-            if (st != IBEX_OK) {
-                enter_error(c, st, std::string(op_kind_name(d.op.kind)) + ": " + ibex_last_error(), true, &d.op);
-                d.have = false;
-                return Pass::moved;
-            }
-            d.fast = true;
-            d.mark_active();
-            return Pass::moved;
+            if (ibex_status_t st = c->gpu_direct.begin(d.op); st != IBEX_OK) return fail_running(c, st);
+            return start_gpu_direct_round(c);
         }
         if (!in_error) {
-            if (ibex_status_t st = c->gpu.begin(c, d.op); st != IBEX_OK) {
-                enter_error(c, st, std::string(op_kind_name(d.op.kind)) + ": " + ibex_last_error(), true, &d.op);
-                d.have = false;
-                return Pass::moved;
-            }
+            if (ibex_status_t st = c->gpu.begin(c, d.op); st != IBEX_OK) return fail_running(c, st);
             d.gpu_draining = false;
         }
     }
@@ -203,14 +207,7 @@ Pass drive_pass(ibex_comm *c, int fast_polls) {
             d.have = false;
             return Pass::moved;
         }
-        if (ibex_status_t st = c->fast.start(c, c->gpu_direct.sub()); st != IBEX_OK) {
-            enter_error(c, st, std::string(op_kind_name(d.op.kind)) + ": " + ibex_last_error(), true, &d.op);
-            d.have = false;
-            return Pass::moved;
-        }
-        d.fast = true;
-        d.mark_active();
-        return Pass::moved;
+        return start_gpu_direct_round(c);
     }
     if (d.have && c->gpu.active()) {
         // Between the chunks of a GPU op: its input still copying in, or its results out.
@@ -248,11 +245,7 @@ Pass drive_pass(ibex_comm *c, int fast_polls) {
             d.have = false;
             return Pass::moved;
         }
-        if (st != IBEX_OK) {
-            enter_error(c, st, std::string(op_kind_name(d.op.kind)) + ": " + ibex_last_error(), true, &d.op);
-            d.have = false;
-            return Pass::moved;
-        }
+        if (st != IBEX_OK) return fail_running(c, st);
         if (empty) {
             complete(d.op.req, IBEX_OK, "");
             d.have = false;
@@ -273,11 +266,7 @@ Pass drive_pass(ibex_comm *c, int fast_polls) {
             st = c->fast.poll(boxed, &done, &moved);
             if (!done && i + 1 < fast_polls) __builtin_ia32_pause(); // none after the last look
         }
-        if (st != IBEX_OK) {
-            enter_error(c, st, std::string(op_kind_name(d.op.kind)) + ": " + ibex_last_error(), true, &d.op);
-            d.have = false;
-            return Pass::moved;
-        }
+        if (st != IBEX_OK) return fail_running(c, st);
         if (done) {
             collective_finished(c);
             return Pass::moved;
@@ -298,11 +287,7 @@ Pass drive_pass(ibex_comm *c, int fast_polls) {
     if (d.have && c->sumsrv.active()) {
         // A sumsrv allreduce: the servers' part beside the workers' schedule (if any).
         bool moved = false;
-        if (ibex_status_t st = c->sumsrv.progress(&moved); st != IBEX_OK) {
-            enter_error(c, st, std::string(op_kind_name(d.op.kind)) + ": " + ibex_last_error(), true, &d.op);
-            d.have = false;
-            return Pass::moved;
-        }
+        if (ibex_status_t st = c->sumsrv.progress(&moved); st != IBEX_OK) return fail_running(c, st);
         did = did || moved;
         if (c->sumsrv.done() && (!c->exec.active() || c->exec.finished())) {
             if (c->exec.active()) {

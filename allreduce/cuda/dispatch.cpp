@@ -86,6 +86,18 @@ public:
 private:
     int prev_ = -1;
 };
+
+// Queues work on the library's stream of `device` (cuda::library_stream), with that GPU
+// current, so that the caller's next fence covers it.
+template <typename Queue>
+ibex_status_t on_library_stream(int device, Queue queue) {
+    CUstream_st *s = nullptr;
+    IBEX_TRY(cuda::library_stream(device, &s));
+    OnDevice on(device);
+    IBEX_TRY(queue(s));
+    cuda::stream_used(device);
+    return IBEX_OK;
+}
 #endif
 
 bool simulated(const void *p) { return cuda::simulated::any() && cuda::simulated::backing(p); }
@@ -100,12 +112,7 @@ ibex_status_t reduce_into_queued(void *out, const void *a, const void *b, size_t
         return IBEX_OK;
     }
 #if IBEX_HAVE_CUDA
-    CUstream_st *s = nullptr;
-    IBEX_TRY(cuda::library_stream(device, &s));
-    OnDevice on(device);
-    IBEX_TRY(cuda_reduce_into(out, a, b, count, type, op, s));
-    cuda::stream_used(device);
-    return IBEX_OK;
+    return on_library_stream(device, [&](CUstream_st *s) { return cuda_reduce_into(out, a, b, count, type, op, s); });
 #else
     (void)device;
     return fail(IBEX_ERR_INTERNAL, "device pointer without CUDA");
@@ -130,12 +137,7 @@ ibex_status_t finalize_avg_queued(void *buf, size_t count, ibex_datatype_t type,
         return IBEX_OK;
     }
 #if IBEX_HAVE_CUDA
-    CUstream_st *s = nullptr;
-    IBEX_TRY(cuda::library_stream(device, &s));
-    OnDevice on(device);
-    IBEX_TRY(cuda_finalize_avg(buf, count, type, nranks, s));
-    cuda::stream_used(device);
-    return IBEX_OK;
+    return on_library_stream(device, [&](CUstream_st *s) { return cuda_finalize_avg(buf, count, type, nranks, s); });
 #else
     (void)device;
     return fail(IBEX_ERR_INTERNAL, "device pointer without CUDA");

@@ -56,16 +56,20 @@ using InitComm = std::function<ibex_status_t(RankCtx &, ibex_comm_t **, int time
 // fail well before the (long) timeout, and stay failed.
 // warmed_up: shared by the forked ranks, counts those past the first allreduce; the victim
 // dies only after all of them are, so none can lose the first one to the kill.
-inline int killed_body(RankCtx &ctx, int victim, std::atomic<int> *warmed_up, const InitComm &init) {
+// device_buf: kKilledCount floats of GPU memory to reduce instead of host memory.
+constexpr size_t kKilledCount = 4 << 20; // 16 MiB: still moving when the victim dies
+inline int killed_body(RankCtx &ctx, int victim, std::atomic<int> *warmed_up, const InitComm &init,
+                       float *device_buf = nullptr) {
     constexpr int kTimeoutMs = 20000;
     ibex_comm_t *comm = nullptr;
     RANK_CHECK_OK(ctx, init ? init(ctx, &comm, kTimeoutMs) : init_comm(ctx, &comm, kTimeoutMs));
-    std::vector<float> buf(4 << 20, 1.0f); // 16 MiB: still moving when the victim dies
-    RANK_CHECK_OK(ctx, ibex_allreduce(buf.data(), buf.data(), 64, IBEX_F32, IBEX_SUM, comm, nullptr));
+    std::vector<float> host(device_buf ? 64 : kKilledCount, 1.0f);
+    float *buf = device_buf ? device_buf : host.data();
+    RANK_CHECK_OK(ctx, ibex_allreduce(buf, buf, 64, IBEX_F32, IBEX_SUM, comm, nullptr));
     warmed_up->fetch_add(1);
     ibex_request_t *req = nullptr;
     const auto t0 = std::chrono::steady_clock::now();
-    RANK_CHECK_OK(ctx, ibex_allreduce(buf.data(), buf.data(), buf.size(), IBEX_F32, IBEX_SUM, comm, &req));
+    RANK_CHECK_OK(ctx, ibex_allreduce(buf, buf, kKilledCount, IBEX_F32, IBEX_SUM, comm, &req));
     if (ctx.rank == victim) die_when_all_ready(ctx, warmed_up, 2);
     const ibex_status_t st = ibex_wait(req);
     const long took = ms_since(t0);

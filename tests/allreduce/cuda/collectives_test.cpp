@@ -12,6 +12,7 @@
 
 #include "allreduce/comm.h"
 #include "runtime/base/cuda_memory.h"
+#include "tests/allreduce/killed_rank.h"
 #include "tests/allreduce/ranks.h"
 
 namespace {
@@ -141,6 +142,21 @@ TEST(CudaCollectives, OneHostsRanksMapEachOthersBuffers) {
         SCOPED_TRACE("ranks " + std::to_string(n));
         ibex::test::expect_all_passed(ibex::test::run_ranks(n, mapped_body, 120));
     }
+}
+
+// A rank SIGKILLed while its peers have its GPU buffer mapped: the others fail well within
+// the timeout, with no crash, and abort cleanly (closing their mappings).
+TEST(CudaCollectives, ARankKilledWhileMappedFailsTheOthers) {
+    REQUIRE_GPU_FOR_RANKS();
+    ibex::test::run_with_victim(3, 1, [](RankCtx &ctx, std::atomic<int> *ready) {
+        float *d = nullptr;
+        RANK_CHECK(ctx, cudaMalloc(reinterpret_cast<void **>(&d), ibex::test::kKilledCount * 4) == cudaSuccess,
+                   "rank %d: cudaMalloc", ctx.rank);
+        cudaMemset(d, 0, ibex::test::kKilledCount * 4);
+        const int rc = ibex::test::killed_body(ctx, 1, ready, {}, d);
+        cudaFree(d);
+        return rc;
+    });
 }
 
 TEST(CudaCollectives, DeviceBuffersGiveTheHostResults) {

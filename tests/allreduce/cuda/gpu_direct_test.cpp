@@ -21,6 +21,7 @@
 #include "allreduce/gpu_direct.h"
 #include "runtime/base/simulated_device.h"
 #include "runtime/base/status.h"
+#include "tests/allreduce/killed_rank.h"
 #include "tests/allreduce/ranks.h"
 
 namespace {
@@ -256,6 +257,25 @@ TEST_F(GpuDirectSimulated, AnOpenRefusedOnOneRankStagesTheOpOnEveryRank) {
         },
         120);
     ibex::test::expect_all_passed(out);
+}
+
+// A rank SIGKILLed while its peers have its buffers mapped (and it theirs): the others fail
+// well within the timeout, through the fast-box round that waits on it, with no crash.
+TEST(GpuDirectSimulatedFailure, ARankKilledWhileMappedFailsTheOthers) {
+    constexpr int kRanks = 3;
+    const size_t bytes = ibex::test::kKilledCount * 4;
+    void *p = mmap(nullptr, bytes * kRanks, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(p, MAP_FAILED);
+    uint8_t *shared = static_cast<uint8_t *>(p);
+    ibex::test::run_with_victim(kRanks, 1, [&](RankCtx &ctx, std::atomic<int> *ready) {
+        ibex::coll::GpuDirect::set_ipc_for_tests(&kFakeIpc);
+        uint8_t *backing = shared + static_cast<size_t>(ctx.rank) * bytes;
+        uint8_t *view = new_view(bytes, backing);
+        RANK_CHECK(ctx, view, "rank %d: cannot map simulated GPU memory", ctx.rank);
+        g_mine.push_back({view, bytes, backing});
+        return ibex::test::killed_body(ctx, 1, ready, {}, reinterpret_cast<float *>(view));
+    });
+    munmap(p, bytes * kRanks);
 }
 
 TEST_F(GpuDirectSimulated, OffWhenTheEnvironmentSaysSo) {
