@@ -8,6 +8,7 @@
 
 #include "allreduce/comm.h"
 #include "allreduce/cuda/dispatch.h"
+#include "allreduce/cuda/reduce.h"
 #include "runtime/base/config.h"
 #include "runtime/base/log.h"
 #include "runtime/base/status.h"
@@ -42,7 +43,10 @@ ibex_status_t GpuDirect::open(ibex_comm *c) {
     ipc_ = test_ipc_ ? *g_test_ipc : Ipc{cuda::ipc_export, {cuda::ipc_open, cuda::ipc_close}};
     maps_.emplace(ipc_.opener);
     Hello mine{};
-    if (c->fast.max_bytes() && (test_ipc_ || cuda::available()) && config::get_int("IBEX_GPU_DIRECT", 1, 0, 1))
+    // One kernel folds every rank's input and stores into every rank's output: at most
+    // kMaxFold ranks (a host's GPUs); more stage.
+    const bool gpus = test_ipc_ || cuda::available();
+    if (nranks_ <= kMaxFold && c->fast.max_bytes() && gpus && config::get_int("IBEX_GPU_DIRECT", 1, 0, 1))
         mine.want = static_cast<uint32_t>(config::get_int("IBEX_GPU_DIRECT_MIN", kDefaultMin, 1, int64_t(1) << 31));
     mine.box_room = c->fast.max_bytes() >= sizeof(Announce) ? 1 : 0;
     std::vector<Hello> all(static_cast<size_t>(nranks_));
@@ -66,10 +70,6 @@ ibex_status_t GpuDirect::open(ibex_comm *c) {
 void GpuDirect::close() {
     abandon();
     if (maps_) maps_->clear();
-    if (scratch_) cuda::free_device(scratch_);
-    scratch_ = nullptr;
-    scratch_bytes_ = 0;
-    host_scratch_.clear();
     exports_.clear();
     min_bytes_ = 0;
 }
@@ -246,30 +246,26 @@ void GpuDirect::abandon() {
     phase_ = Phase::idle;
 }
 
-ibex_status_t GpuDirect::scratch_for(size_t bytes, uint8_t **out) {
-    if (test_ipc_) {
-        if (host_scratch_.size() < bytes) host_scratch_.resize(bytes);
-        *out = host_scratch_.data();
-        return IBEX_OK;
-    }
-    if (scratch_bytes_ < bytes) {
-        IBEX_TRY(cuda::wait_copies()); // the old scratch may still be read
-        cuda::free_device(scratch_);
-        scratch_bytes_ = 0;
-        scratch_ = cuda::alloc_device(bytes, device_);
-        if (!scratch_) return fail(IBEX_ERR_NO_MEMORY, "GPU collective: %zu bytes of scratch: %s", bytes, ibex_last_error());
-        scratch_bytes_ = bytes;
-    }
-    *out = static_cast<uint8_t *>(scratch_);
-    return IBEX_OK;
-}
-
 ibex_status_t GpuDirect::run_local(const Op &op) {
     const CollArgs &a = op.args;
     const size_t elem = ibex_datatype_size(a.type), n = static_cast<size_t>(nranks_), r = static_cast<size_t>(rank_);
     const size_t count = a.count;
-    // Segment r of a buffer of count elements.
-    const size_t per = (count + n - 1) / n, first = std::min(count, r * per), seg = std::min(per, count - first);
+    // Segment r of a buffer of count elements; segments start 256-byte aligned (where the
+    // buffers are), so the kernels move 16-byte packets.
+    const size_t align = std::max<size_t>(1, 256 / elem);
+    const size_t per = ((count + n - 1) / n + align - 1) / align * align;
+    const size_t first = std::min(count, r * per), seg = std::min(per, count - first);
+    void *outs[kMaxFold];
+    const void *ins[kMaxFold];
+    // Every rank's receive buffer at byte offset `at` (the copies' and the fold's outputs).
+    auto all_outputs = [&](size_t at) {
+        for (size_t q = 0; q < n; ++q) outs[q] = recv_at_[q] + at;
+    };
+    // The rank-order fold of every rank's input at byte offset `at`, into nout outputs.
+    auto fold = [&](size_t at, size_t cnt, int nout) {
+        for (size_t q = 0; q < n; ++q) ins[q] = send_at_[q] + at;
+        return fold_queued(outs, nout, ins, nranks_, cnt, a.type, a.op, nranks_, device_);
+    };
     auto copy_to_all = [&](const uint8_t *src, size_t at, size_t bytes) -> ibex_status_t {
         for (size_t q = 0; q < n && bytes; ++q) {
             uint8_t *dst = recv_at_[q] + at;
@@ -277,38 +273,14 @@ ibex_status_t GpuDirect::run_local(const Op &op) {
         }
         return IBEX_OK;
     };
-    // The rank-order fold of `cnt` elements of every rank's input at byte offset `at` into
-    // `into` (which may be the input of rank 0 or 1, consumed by the first kernel).
-    auto fold = [&](uint8_t *into, size_t at, size_t cnt) -> ibex_status_t {
-        if (n == 1) return cuda::copy_async(into, send_at_[0] + at, cnt * elem, device_);
-        IBEX_TRY(reduce_into_queued(into, send_at_[0] + at, send_at_[1] + at, cnt, a.type, a.op, device_));
-        for (size_t q = 2; q < n; ++q)
-            IBEX_TRY(reduce_into_queued(into, into, send_at_[q] + at, cnt, a.type, a.op, device_));
-        if (a.op == IBEX_AVG) IBEX_TRY(finalize_avg_queued(into, cnt, a.type, nranks_, device_));
-        return IBEX_OK;
-    };
     switch (op.kind) {
-    case OpKind::allreduce: {
+    case OpKind::allreduce:
         if (!seg) return IBEX_OK;
-        const size_t at = first * elem;
-        // In place at rank >= 2, its own buffer holds an input the fold reads last; rank 0's
-        // is consumed first (or is not an input at all).
-        const bool own_is_input = send_at_[r] == recv_at_[r] && r >= 2;
-        uint8_t *into = (own_is_input ? recv_at_[0] : recv_at_[r]) + at;
-        IBEX_TRY(fold(into, at, seg));
-        return copy_to_all(into, at, seg * elem);
-    }
-    case OpKind::reduce_scatter: {
-        const size_t at = r * count * elem, bytes = count * elem;
-        uint8_t *out = recv_at_[r];
-        if (out == send_at_[r] + at && r >= 2) {
-            uint8_t *tmp = nullptr;
-            IBEX_TRY(scratch_for(bytes, &tmp));
-            IBEX_TRY(fold(tmp, at, count));
-            return cuda::copy_async(out, tmp, bytes, device_);
-        }
-        return fold(out, at, count);
-    }
+        all_outputs(first * elem);
+        return fold(first * elem, seg, nranks_);
+    case OpKind::reduce_scatter:
+        outs[0] = recv_at_[r];
+        return fold(r * count * elem, count, 1);
     case OpKind::allgather: return copy_to_all(send_at_[r], r * count * elem, count * elem);
     case OpKind::broadcast:
         if (!seg) return IBEX_OK;

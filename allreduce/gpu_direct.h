@@ -10,21 +10,21 @@
 //   then the local phase, queued on the library's stream behind the work already queued
 //   on the legacy default stream (cuda_memory.h says why), where only rank r touches
 //   segment (or block) r of anyone's buffers:
-//      - allreduce: rank r reduces segment r of every rank's send buffer in rank order
-//        (the same bits as the host path, allreduce/shm_direct.h) into its own receive
-//        buffer, then copies it into every peer's receive buffer;
-//      - reduce-scatter: rank r reduces block r of every send buffer into its receive
-//        buffer: with 2 ranks, one kernel;
+//      - allreduce: one kernel of rank r folds segment r of every rank's send buffer in
+//        rank order (the same bits as the host path, allreduce/shm_direct.h) and stores
+//        the result into every rank's receive buffer: each input byte read once, each
+//        output byte written once (cuda_fold_into);
+//      - reduce-scatter: one kernel of rank r folds block r of every send buffer into its
+//        receive buffer;
 //      - allgather: rank r copies its block into every peer's receive buffer;
 //      - broadcast: rank r copies segment r of the root's buffer into every rank's;
 //   3. once the stream has done that work (an event, polled): a barrier, after which no
 //      rank touches this rank's buffers any more.
-// In place, an accumulation into a rank's own buffer would overwrite an input of rank >= 2
-// before it is read; rank 0's buffer (whose input is consumed by the first kernel) takes
-// the sums then for an allreduce, and a scratch on the GPU for a reduce-scatter.
+// In place is safe as it stands: the kernel reads an element of every input before it
+// stores that element anywhere, and no other rank touches segment r.
 //
-// When it applies: the fast boxes are open (one host), every rank has a GPU (or the test
-// seam below) and IBEX_GPU_DIRECT is not 0, agreed at creation; the op is an allreduce,
+// When it applies: the fast boxes are open (one host), at most kMaxFold (8) ranks, every
+// rank has a GPU (or the test seam below) and IBEX_GPU_DIRECT is not 0, agreed at creation; the op is an allreduce,
 // reduce-scatter, allgather or broadcast on GPU buffers of at least IBEX_GPU_DIRECT_MIN
 // bytes (whole buffer; default 256 KiB). As for the fast boxes, every rank must pass GPU
 // buffers to such a call (or host buffers on every rank): a rank whose buffers are host
@@ -111,7 +111,6 @@ private:
     bool export_side(const void *p, uint64_t len, Side *out);
     ibex_status_t map_side(int q, const Side &s, uint64_t len, uint8_t **out);
     ibex_status_t run_local(const Op &op);
-    ibex_status_t scratch_for(size_t bytes, uint8_t **out);
 
     ibex_comm *comm_ = nullptr;
     int rank_ = 0, nranks_ = 1, device_ = 0;
@@ -135,9 +134,6 @@ private:
     std::map<uint64_t, Exported> exports_;
     uint64_t next_id_ = 0;
     std::optional<cuda::GpuMappings> maps_;
-    void *scratch_ = nullptr;
-    size_t scratch_bytes_ = 0;
-    std::vector<uint8_t> host_scratch_; // the test seam's (simulated GPU memory is host memory)
     uint64_t taken_ = 0, fallbacks_ = 0;
 };
 

@@ -1,6 +1,7 @@
 #include "allreduce/cuda/dispatch.h"
 
 #include <cstring>
+#include <vector>
 
 #include "allreduce/cpu/reduce.h"
 #include "allreduce/cuda/reduce.h"
@@ -104,15 +105,25 @@ bool simulated(const void *p) { return cuda::simulated::any() && cuda::simulated
 
 } // namespace
 
-ibex_status_t reduce_into_queued(void *out, const void *a, const void *b, size_t count, ibex_datatype_t type,
-                                 ibex_redop_t op, int device) {
-    if (simulated(out) || simulated(a) || simulated(b)) {
-        reduce_into(cuda::simulated::host_view(out), cuda::simulated::host_view(a), cuda::simulated::host_view(b), count,
-                    type, op);
+ibex_status_t fold_queued(void *const *outs, int nout, const void *const *ins, int nin, size_t count,
+                          ibex_datatype_t type, ibex_redop_t op, int nranks, int device) {
+    bool sim = false;
+    for (int k = 0; k < nin; ++k) sim = sim || simulated(ins[k]);
+    for (int k = 0; k < nout; ++k) sim = sim || simulated(outs[k]);
+    if (sim) {
+        // Through a temporary: an output may be an input read later in the fold.
+        if (nin < 1) return fail(IBEX_ERR_INVALID_ARGUMENT, "fold of no inputs");
+        const size_t bytes = count * ibex_datatype_size(type);
+        std::vector<uint8_t> acc(bytes);
+        std::memcpy(acc.data(), cuda::simulated::host_view(ins[0]), bytes);
+        for (int k = 1; k < nin; ++k) reduce_into(acc.data(), acc.data(), cuda::simulated::host_view(ins[k]), count, type, op);
+        if (op == IBEX_AVG) finalize_avg(acc.data(), count, type, nranks);
+        for (int k = 0; k < nout; ++k) std::memcpy(cuda::simulated::host_view(outs[k]), acc.data(), bytes);
         return IBEX_OK;
     }
 #if IBEX_HAVE_CUDA
-    return on_library_stream(device, [&](CUstream_st *s) { return cuda_reduce_into(out, a, b, count, type, op, s); });
+    return on_library_stream(
+        device, [&](CUstream_st *s) { return cuda_fold_into(outs, nout, ins, nin, count, type, op, nranks, s); });
 #else
     (void)device;
     return fail(IBEX_ERR_INTERNAL, "device pointer without CUDA");
@@ -128,19 +139,6 @@ ibex_status_t settle_legacy_stream(int device) {
 #else
     (void)device;
     return IBEX_OK;
-#endif
-}
-
-ibex_status_t finalize_avg_queued(void *buf, size_t count, ibex_datatype_t type, int nranks, int device) {
-    if (simulated(buf)) {
-        finalize_avg(cuda::simulated::host_view(buf), count, type, nranks);
-        return IBEX_OK;
-    }
-#if IBEX_HAVE_CUDA
-    return on_library_stream(device, [&](CUstream_st *s) { return cuda_finalize_avg(buf, count, type, nranks, s); });
-#else
-    (void)device;
-    return fail(IBEX_ERR_INTERNAL, "device pointer without CUDA");
 #endif
 }
 

@@ -24,18 +24,18 @@ inline bool is_device_pointer(const void *p) { return cuda::is_device_pointer(p)
 ibex_status_t reduce_into_any(void *out, const void *a, const void *b, size_t count, ibex_datatype_t type,
                               ibex_redop_t op);
 ibex_status_t finalize_avg_any(void *buf, size_t count, ibex_datatype_t type, int nranks);
-// reduce_into() and finalize_avg() queued on the library's stream of `device`
-// (cuda::library_stream), after the copies queued there before, and not waited for: the
-// caller's next cuda::fence_copies() covers them. The buffers are device memory that GPU
-// can reach (a peer's CUDA IPC mapping included). Simulated GPU memory is reduced at once,
-// on the CPU, through its host backing.
-ibex_status_t reduce_into_queued(void *out, const void *a, const void *b, size_t count, ibex_datatype_t type,
-                                 ibex_redop_t op, int device);
+// cuda_fold_into() queued on the library's stream of `device` (cuda::library_stream),
+// after the copies queued there before, and not waited for: the caller's next
+// cuda::fence_copies() covers it. The buffers are device memory that GPU can reach (a
+// peer's CUDA IPC mapping included). Simulated GPU memory is folded at once, on the CPU,
+// through its host backing. The fold: nin inputs in rank order (divided by nranks for
+// IBEX_AVG), stored into each of nout outputs, at most kMaxFold of each.
+ibex_status_t fold_queued(void *const *outs, int nout, const void *const *ins, int nin, size_t count,
+                          ibex_datatype_t type, ibex_redop_t op, int nranks, int device);
 // Blocks until the work queued on `device`'s legacy default stream is done: a buffer that
 // other processes will read must be complete (a cudaMemcpy from pageable memory returns
 // before its DMA lands). Nothing to wait for without CUDA.
 ibex_status_t settle_legacy_stream(int device);
-ibex_status_t finalize_avg_queued(void *buf, size_t count, ibex_datatype_t type, int nranks, int device);
 
 // memcpy that also crosses between host and device memory (cudaMemcpy when either side
 // is on the GPU).

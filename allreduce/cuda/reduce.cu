@@ -45,6 +45,45 @@ __global__ void reduce_kernel(T *out, const T *a, const T *b, size_t count, bool
     for (size_t k = done + i; k < count; k += stride) out[k] = gpu::combine<T, Op>(a[k], b[k]);
 }
 
+struct FoldPointers {
+    const void *in[kMaxFold];
+    void *out[kMaxFold];
+    int nin, nout;
+};
+
+// One pass of the fold: each thread reads its packet (or element) of every input, folds
+// them in order, and stores the result into every output.
+template <class T, int Op>
+__global__ void fold_kernel(FoldPointers p, size_t count, bool packets, int avg_ranks) {
+    const size_t stride = size_t(gridDim.x) * blockDim.x;
+    const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    size_t done = 0;
+    if (packets) {
+        constexpr size_t per = sizeof(uint4) / sizeof(T);
+        const size_t n = count / per;
+        for (size_t q = i; q < n; q += stride) {
+            Packet<T> acc, x;
+            acc.raw = static_cast<const uint4 *>(p.in[0])[q];
+            for (int k = 1; k < p.nin; ++k) {
+                x.raw = static_cast<const uint4 *>(p.in[k])[q];
+#pragma unroll
+                for (size_t e = 0; e < per; ++e) acc.e[e] = gpu::combine<T, Op>(acc.e[e], x.e[e]);
+            }
+            if (avg_ranks)
+#pragma unroll
+                for (size_t e = 0; e < per; ++e) acc.e[e] = gpu::divide(acc.e[e], avg_ranks);
+            for (int k = 0; k < p.nout; ++k) static_cast<uint4 *>(p.out[k])[q] = acc.raw;
+        }
+        done = n * per;
+    }
+    for (size_t e = done + i; e < count; e += stride) {
+        T acc = static_cast<const T *>(p.in[0])[e];
+        for (int k = 1; k < p.nin; ++k) acc = gpu::combine<T, Op>(acc, static_cast<const T *>(p.in[k])[e]);
+        if (avg_ranks) acc = gpu::divide(acc, avg_ranks);
+        for (int k = 0; k < p.nout; ++k) static_cast<T *>(p.out[k])[e] = acc;
+    }
+}
+
 template <class T> __global__ void avg_kernel(T *buf, size_t count, int nranks) {
     const size_t stride = size_t(gridDim.x) * blockDim.x;
     for (size_t k = size_t(blockIdx.x) * blockDim.x + threadIdx.x; k < count; k += stride)
@@ -77,6 +116,25 @@ template <class T> void launch_op(void *out, const void *a, const void *b, size_
     }
 }
 
+template <class T, int Op> void launch_fold(const FoldPointers &p, size_t count, int avg_ranks, cudaStream_t s) {
+    bool packets = true;
+    for (int k = 0; k < p.nin; ++k) packets = packets && aligned16(p.in[k]);
+    for (int k = 0; k < p.nout; ++k) packets = packets && aligned16(p.out[k]);
+    const size_t work = packets ? count / (16 / sizeof(T)) + 1 : count;
+    fold_kernel<T, Op><<<blocks_for(work), kThreads, 0, s>>>(p, count, packets, avg_ranks);
+}
+
+template <class T> void launch_fold_op(const FoldPointers &p, size_t count, ibex_redop_t op, int avg_ranks, cudaStream_t s) {
+    switch (op) {
+    case IBEX_SUM: launch_fold<T, IBEX_SUM>(p, count, 0, s); break;
+    case IBEX_AVG: launch_fold<T, IBEX_SUM>(p, count, avg_ranks, s); break;
+    case IBEX_PROD: launch_fold<T, IBEX_PROD>(p, count, 0, s); break;
+    case IBEX_MIN: launch_fold<T, IBEX_MIN>(p, count, 0, s); break;
+    case IBEX_MAX: launch_fold<T, IBEX_MAX>(p, count, 0, s); break;
+    default: break;
+    }
+}
+
 ibex_status_t launched(const char *what) {
     const cudaError_t e = cudaGetLastError();
     if (e == cudaSuccess) return IBEX_OK;
@@ -100,6 +158,32 @@ ibex_status_t cuda_reduce_into(void *out, const void *a, const void *b, size_t c
     default: return fail(IBEX_ERR_INVALID_ARGUMENT, "cuda_reduce_into: type %d", int(type));
     }
     return launched("cuda_reduce_into");
+}
+
+ibex_status_t cuda_fold_into(void *const *outs, int nout, const void *const *ins, int nin, size_t count,
+                             ibex_datatype_t type, ibex_redop_t op, int avg_ranks, CUstream_st *stream) {
+    if (op < 0 || op >= IBEX_REDOP_COUNT) return fail(IBEX_ERR_INVALID_ARGUMENT, "cuda_fold_into: op %d", int(op));
+    if (nin < 1 || nin > kMaxFold || nout < 1 || nout > kMaxFold)
+        return fail(IBEX_ERR_INVALID_ARGUMENT, "cuda_fold_into: %d inputs and %d outputs (1 to %d each)", nin, nout,
+                    kMaxFold);
+    if (op == IBEX_AVG && avg_ranks < 1) return fail(IBEX_ERR_INVALID_ARGUMENT, "cuda_fold_into: avg over %d", avg_ranks);
+    if (!count) return IBEX_OK;
+    FoldPointers p{};
+    for (int k = 0; k < nin; ++k) p.in[k] = ins[k];
+    for (int k = 0; k < nout; ++k) p.out[k] = outs[k];
+    p.nin = nin;
+    p.nout = nout;
+    switch (type) {
+    case IBEX_U8: launch_fold_op<uint8_t>(p, count, op, avg_ranks, stream); break;
+    case IBEX_I32: launch_fold_op<int32_t>(p, count, op, avg_ranks, stream); break;
+    case IBEX_I64: launch_fold_op<int64_t>(p, count, op, avg_ranks, stream); break;
+    case IBEX_F16: launch_fold_op<half_bits>(p, count, op, avg_ranks, stream); break;
+    case IBEX_BF16: launch_fold_op<bfloat_bits>(p, count, op, avg_ranks, stream); break;
+    case IBEX_F32: launch_fold_op<float>(p, count, op, avg_ranks, stream); break;
+    case IBEX_F64: launch_fold_op<double>(p, count, op, avg_ranks, stream); break;
+    default: return fail(IBEX_ERR_INVALID_ARGUMENT, "cuda_fold_into: type %d", int(type));
+    }
+    return launched("cuda_fold_into");
 }
 
 ibex_status_t cuda_finalize_avg(void *buf, size_t count, ibex_datatype_t type, int nranks, CUstream_st *stream) {

@@ -8,6 +8,11 @@ ibex_status_t cuda_reduce_into(void *, const void *, const void *, size_t, ibex_
     return fail(IBEX_ERR_NOT_SUPPORTED, "cuda_reduce_into: built without CUDA");
 }
 
+ibex_status_t cuda_fold_into(void *const *, int, const void *const *, int, size_t, ibex_datatype_t, ibex_redop_t, int,
+                             CUstream_st *) {
+    return fail(IBEX_ERR_NOT_SUPPORTED, "cuda_fold_into: built without CUDA");
+}
+
 ibex_status_t cuda_finalize_avg(void *, size_t, ibex_datatype_t, int, CUstream_st *) {
     return fail(IBEX_ERR_NOT_SUPPORTED, "cuda_finalize_avg: built without CUDA");
 }

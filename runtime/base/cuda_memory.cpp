@@ -256,23 +256,6 @@ static ibex_status_t hw_stream(int device, cudaStream_t *out) {
     return IBEX_OK;
 }
 
-static void *hw_alloc_device(size_t bytes, int device) {
-    if (!available()) {
-        fail(IBEX_ERR_NOT_SUPPORTED, "device memory: %s", unavailable_reason());
-        return nullptr;
-    }
-    DeviceGuard g(device);
-    void *p = nullptr;
-    if (const cudaError_t e = cudaMalloc(&p, bytes); e != cudaSuccess) {
-        cuda_fail(e, "cudaMalloc");
-        return nullptr;
-    }
-    return p;
-}
-static void hw_free_device(void *p) {
-    if (p && cudaFree(p) != cudaSuccess) cudaGetLastError();
-}
-
 static void hw_stream_used(int device) {
     if (device >= 0 && device < kMaxDevices) t_pending |= uint64_t(1) << device;
 }
@@ -379,11 +362,7 @@ static ibex_status_t hw_copy_async(void *, const void *, size_t, int) {
     return fail(IBEX_ERR_NOT_SUPPORTED, "device copy: %s", unavailable_reason());
 }
 static void hw_stream_used(int) {}
-static void *hw_alloc_device(size_t, int) {
-    fail(IBEX_ERR_NOT_SUPPORTED, "device memory: %s", unavailable_reason());
-    return nullptr;
-}
-static void hw_free_device(void *) {}
+
 static ibex_status_t hw_stream(int, CUstream_st **out) {
     *out = nullptr;
     return fail(IBEX_ERR_NOT_SUPPORTED, "device stream: %s", unavailable_reason());
@@ -498,9 +477,6 @@ ibex_status_t copy_async(void *dst, const void *src, size_t bytes, int device) {
 ibex_status_t library_stream(int device, CUstream_st **out) { return hw_stream(device, out); }
 
 void stream_used(int device) { hw_stream_used(device); }
-
-void *alloc_device(size_t bytes, int device) { return hw_alloc_device(bytes, device); }
-void free_device(void *p) { hw_free_device(p); }
 
 ibex_status_t wait_copies() {
     if (simulated::any()) simulated::finish_all();

@@ -91,10 +91,6 @@ ibex_status_t wait_copies();
 ibex_status_t library_stream(int device, CUstream_st **out);
 void stream_used(int device);
 
-// cudaMalloc on `device` (nullptr on failure, detail recorded), and cudaFree.
-void *alloc_device(size_t bytes, int device);
-void free_device(void *p);
-
 struct CopyFence {
     uint64_t hw = 0;  // CUDA events, by id
     uint64_t sim = 0; // simulated copies (simulated_device.h), by id

@@ -3,6 +3,7 @@
 // on aligned buffers (16-byte packet path) and misaligned ones (element path), in place.
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -87,6 +88,48 @@ TEST(CudaReduce, MatchesCpuForEveryTypeAndOp) {
                 for (size_t offset : {size_t(0), size_t(1)}) check(t, op, count, offset, false);
 }
 
+// The one-pass fold of the mapped collectives: n inputs in rank order (then the average)
+// into several outputs, one of them an input (in place), with the CPU's pairwise bits, on
+// the packet path and the element path.
+TEST(CudaReduce, FoldMatchesThePairwiseCpuFoldIntoEveryOutput) {
+    IBEX_REQUIRE_GPU();
+    for (ibex_datatype_t t : kTypes)
+        for (ibex_redop_t op : kOps)
+            for (int n : {1, 2, 3, 8})
+                for (size_t offset : {size_t(0), size_t(1)}) {
+                    SCOPED_TRACE(std::string(ibex_datatype_name(t)) + " " + ibex_redop_name(op) + " inputs " +
+                                 std::to_string(n) + " offset " + std::to_string(offset));
+                    const size_t count = 4099, es = ibex_datatype_size(t), bytes = count * es, off = offset * es;
+                    std::vector<std::vector<uint8_t>> in;
+                    std::vector<std::unique_ptr<DeviceBuffer>> din, dout;
+                    for (int k = 0; k < n; ++k) {
+                        in.push_back(make_input(t, count, 500u + static_cast<uint32_t>(k * 13 + t * 3 + op)));
+                        din.push_back(std::make_unique<DeviceBuffer>(bytes + off));
+                        din.back()->upload(in.back().data(), bytes, off);
+                        dout.push_back(std::make_unique<DeviceBuffer>(bytes + off));
+                    }
+                    std::vector<uint8_t> expect = in[0];
+                    for (int k = 1; k < n; ++k) reduce_into(expect.data(), expect.data(), in[k].data(), count, t, op);
+                    if (op == IBEX_AVG) finalize_avg(expect.data(), count, t, n);
+                    // Outputs: each rank's own buffer, the last being input 0 itself.
+                    std::vector<void *> outs;
+                    std::vector<const void *> ins;
+                    for (int k = 0; k < n; ++k) ins.push_back(din[k]->bytes_at(off));
+                    for (int k = 0; k + 1 < n; ++k) outs.push_back(dout[k]->bytes_at(off));
+                    outs.push_back(din[0]->bytes_at(off));
+                    ASSERT_EQ(cuda_fold_into(outs.data(), n, ins.data(), n, count, t, op, n, nullptr), IBEX_OK)
+                        << ibex_last_error();
+                    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+                    const bool arithmetic = op == IBEX_SUM || op == IBEX_PROD || op == IBEX_AVG;
+                    for (void *o : outs) {
+                        std::vector<uint8_t> got(bytes);
+                        ASSERT_EQ(cudaMemcpy(got.data(), o, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+                        for (size_t i = 0; i < count; ++i)
+                            ASSERT_TRUE(test::same_result(&got[i * es], &expect[i * es], t, arithmetic)) << "element " << i;
+                    }
+                }
+}
+
 TEST(CudaReduce, InPlace) {
     IBEX_REQUIRE_GPU();
     for (ibex_datatype_t t : kTypes) check(t, IBEX_SUM, 10007, 0, true);
@@ -142,6 +185,12 @@ TEST(CudaReduce, RejectsBadArguments) {
               IBEX_ERR_INVALID_ARGUMENT);
     EXPECT_EQ(cuda_finalize_avg(nullptr, 1, IBEX_F32, 0, nullptr), IBEX_ERR_INVALID_ARGUMENT);
     EXPECT_EQ(cuda_reduce_into(nullptr, nullptr, nullptr, 0, IBEX_F32, IBEX_SUM, nullptr), IBEX_OK); // nothing to do
+    void *outs[kMaxFold + 1] = {};
+    const void *ins[kMaxFold + 1] = {};
+    EXPECT_EQ(cuda_fold_into(outs, 1, ins, kMaxFold + 1, 1, IBEX_F32, IBEX_SUM, 1, nullptr), IBEX_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(ibex_last_error()).find("inputs"), std::string::npos) << ibex_last_error();
+    EXPECT_EQ(cuda_fold_into(outs, 0, ins, 1, 1, IBEX_F32, IBEX_SUM, 1, nullptr), IBEX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(cuda_fold_into(outs, 1, ins, 1, 1, IBEX_F32, IBEX_AVG, 0, nullptr), IBEX_ERR_INVALID_ARGUMENT);
 }
 
 TEST(CudaReduce, WithoutAGpuTheLaunchFailsWithADetail) {
