@@ -18,7 +18,12 @@
 # "gpu-check: GPU present") and exit 0.
 #   - ibex_write_bw -d shm between two processes on GPU memory (CUDA IPC) against a
 #     device-to-device copy of the same size (64 KiB to 256 MiB);
-# GPU_CHECK_PARTS picks what runs (default: "tests kernels perftest shmipc allreduce gloo nccl").
+#   - ibex_allreduce_perf on GPU buffers of 2 and 4 ranks on one GPU, 16 to 256 MiB, with
+#     the peers' buffers mapped (CUDA IPC, allreduce/gpu_direct.h) against the staged path
+#     (IBEX_GPU_DIRECT=0) and against a device-to-device copy's bandwidth (bytes read plus
+#     written), in the same run;
+# GPU_CHECK_PARTS picks what runs (default: "tests kernels perftest shmipc allreduce mapped
+# gloo nccl").
 # Exit status: 0 passed (or no GPU), 1 a test or a benchmark failed or found wrong
 # results, 2 the build is missing or a bad argument.
 set -uo pipefail
@@ -55,7 +60,7 @@ if [[ $probe_only -eq 1 ]]; then
     exit 0
 fi
 
-PARTS=" ${GPU_CHECK_PARTS:-tests kernels perftest shmipc allreduce gloo nccl} "
+PARTS=" ${GPU_CHECK_PARTS:-tests kernels perftest shmipc allreduce mapped gloo nccl} "
 part() { [[ $PARTS == *" $1 "* ]]; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -193,6 +198,39 @@ for tr in ${GPU_CHECK_TRANSPORTS:-shm udp}; do
     done
 done
 
+# ---- mapped GPU collectives of one host's ranks (allreduce/gpu_direct.h) against the staged
+# path and a device-to-device copy (the copy's rate counts bytes read plus written)
+if part mapped; then
+    echo "== ibex_allreduce_perf on GPU buffers: mapped (CUDA IPC) against staged, beside a device copy"
+    if [[ -x $bench ]] && "$bench" --benchmark_filter='^copy_d2d/268435456' --benchmark_format=csv \
+        --benchmark_repetitions="$REPEAT" --benchmark_report_aggregates_only=true >"$work/d2d256.csv" 2>/dev/null; then
+        d2d=$(awk -F, '$1 ~ /_median"?$/ || $1 ~ /manual_time"?$/ {printf "%.4g", $6 / 1e9; exit}' "$work/d2d256.csv")
+    fi
+    for np in 2 4; do
+        for mode in mapped staged; do
+            direct=1
+            [[ $mode == staged ]] && direct=0
+            for i in $(seq "$REPEAT"); do
+                out=$work/mapped_${np}_${mode}_$i.out
+                IBEX_GPU_DIRECT=$direct "$perf" -np "$np" -b 16M -e 256M -f 4 -n 10 -w 2 --mem cuda >"$out" 2>&1 ||
+                    { cat "$out"; failed=1; }
+            done
+        done
+        for size in 16777216 67108864 268435456; do
+            vals() { for i in $(seq "$REPEAT"); do awk -v s="$size" '$1 == s {print $8}' "$work/mapped_${np}_$1_$i.out"; done | median; }
+            read -r mm ms <<<"$(vals mapped)"
+            read -r sm ss <<<"$(vals staged)"
+            msg="mapped $np ranks $size B: busbw $mm GB/s (spread $ms), staged $sm GB/s (spread $ss), mapped/staged $(ratio "$mm" "$sm")"
+            [[ $size == 268435456 ]] && msg+="; device copy ${d2d:--} GB/s, busbw/copy $(ratio "$mm" "${d2d:--}") (issue 23's target >= 0.3)"
+            echo "  $msg"
+            note "$msg"
+        done
+        wrong=$(cat "$work"/mapped_"${np}"_*.out | awk '$1 ~ /^[0-9]+$/ && NF >= 13 {w += $9 + $13} END {print w + 0}')
+        [[ $wrong -eq 0 ]] || failed=1
+        note "mapped $np ranks: #wrong $wrong"
+    done
+fi
+
 # ---- torch.distributed's gloo on CUDA tensors, the peer a framework user has today
 py=${PYTHON:-python3}
 if ! part gloo; then
@@ -215,7 +253,7 @@ elif "$py" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1
             tr=${GPU_CHECK_TRANSPORTS:-shm udp}
             tr=${tr%% *}
             read -r im is <<<"$(for i in $(seq "$REPEAT"); do awk -v s="$size" '$1 == s {print $8}' "$work/ar_${tr}_${np}_cuda_$i.out"; done | median)"
-            msg="gloo $np ranks $size B on CUDA tensors: busbw $gm GB/s (spread $gs); ibex ($tr) GPU buffers $im GB/s; ratio $(ratio "$im" "$gm") (target >= 1.5)"
+            msg="gloo $np ranks $size B on CUDA tensors: busbw $gm GB/s (spread $gs); ibex ($tr) GPU buffers $im GB/s; ratio $(ratio "$im" "$gm") (targets: >= 1.5, issue 17; >= 50 over shm, issue 23)"
             echo "  $msg"
             note "$msg"
         done

@@ -3,7 +3,9 @@
 # IBEX_GPU_CHUNK bytes (at most 16 chunks; allreduce/gpu_staging.h): a chunk's copies in and
 # out overlap the collective of its neighbours. This measures that choice on a CUDA host:
 # ibex_allreduce_perf -np N with GPU buffers for each chunk size of CHUNKS, beside host
-# buffers, over shm and over udp:lo (IBEX_SHM=0), 1 to 64 MiB, REPEAT runs interleaved.
+# buffers, over shm and over udp:lo (IBEX_SHM=0), 1 to 64 MiB, REPEAT runs interleaved. The staged path only
+# (IBEX_GPU_DIRECT=0): with one host's ranks the mapped path (allreduce/gpu_direct.h) would
+# otherwise take these sizes.
 # Prints per transport, rank count and size the median busbw (GB/s) of host and of each
 # chunk size, and each GPU / host ratio. Every run's #wrong must be 0.
 # Usage: scripts/gpu-chunk-sweep.sh   (env: IBEX_BUILD_DIR, CHUNKS="262144 1048576 4194304",
@@ -26,7 +28,7 @@ for tr in ${TRANSPORTS:-shm udp}; do
                 mem=cuda chunk=$cfg
                 [[ $cfg == host ]] && mem=host chunk=4194304
                 out=$work/${tr}_${np}_${cfg}_$i.out
-                IBEX_SHM=$shm IBEX_GPU_CHUNK=$chunk timeout 120 "$perf" -np "$np" -b 1M -e 64M -f 4 -n 10 \
+                IBEX_GPU_DIRECT=0 IBEX_SHM=$shm IBEX_GPU_CHUNK=$chunk timeout 120 "$perf" -np "$np" -b 1M -e 64M -f 4 -n 10 \
                     --device udp:lo --mem "$mem" >"$out" 2>&1 || { tail -5 "$out"; rc=1; }
                 wrong=$(awk '$1 ~ /^[0-9]+$/ && NF >= 13 {w += $9 + $13} END {print w + 0}' "$out")
                 [[ $wrong -eq 0 ]] || { echo "gpu-chunk-sweep: $out: #wrong $wrong"; rc=1; }
