@@ -148,7 +148,13 @@ void collective_finished(ibex_comm *c) {
 // The running op failed on this rank: the communicator enters its error state with it.
 Pass fail_running(ibex_comm *c, ibex_status_t st) {
     DriveState &d = c->drive;
-    enter_error(c, st, std::string(op_kind_name(d.op.kind)) + ": " + ibex_last_error(), true, &d.op);
+    std::string detail = std::string(op_kind_name(d.op.kind)) + ": " + ibex_last_error();
+    // The direct paths' rounds differ between GPU and host buffers: the likeliest cause of
+    // a mismatch there is a rank whose buffers are on the other side.
+    if (st == IBEX_ERR_INVALID_ARGUMENT && d.fast && (c->gpu_direct.active() || c->direct.active()))
+        detail += " (or some ranks passed GPU buffers where others passed host memory: every rank must pass the same "
+                  "kind to a collective this large)";
+    enter_error(c, st, detail, true, &d.op);
     d.have = false;
     return Pass::moved;
 }

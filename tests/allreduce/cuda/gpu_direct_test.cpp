@@ -278,6 +278,36 @@ TEST(GpuDirectSimulatedFailure, ARankKilledWhileMappedFailsTheOthers) {
     munmap(p, bytes * kRanks);
 }
 
+// One rank passes GPU buffers where the other passes host memory to the same call: the
+// paths differ (the mapped one needs every rank's buffers on a GPU), and both ranks get an
+// error naming the mismatch within the timeout instead of hanging.
+TEST_F(GpuDirectSimulated, GpuBuffersOnOneRankAndHostOnTheOtherAreAClearError) {
+    auto out = ibex::test::run_ranks(
+        2,
+        [](RankCtx &ctx) {
+            ibex::coll::GpuDirect::set_ipc_for_tests(&kFakeIpc);
+            uint8_t *d = make_buffer(ctx.rank, 0);
+            RANK_CHECK(ctx, d, "rank %d: cannot map simulated GPU memory", ctx.rank);
+            ibex_comm_t *comm = nullptr;
+            RANK_CHECK_OK(ctx, ibex::test::init_comm(ctx, &comm, 5000));
+            std::vector<float> host(kCount, 1.0f);
+            void *buf = ctx.rank == 0 ? static_cast<void *>(d) : host.data();
+            const auto t0 = std::chrono::steady_clock::now();
+            const ibex_status_t st = ibex_allreduce(buf, buf, kCount, IBEX_F32, IBEX_SUM, comm, nullptr);
+            RANK_CHECK(ctx, st != IBEX_OK, "rank %d: a mixed allreduce succeeded", ctx.rank);
+            RANK_CHECK(ctx, std::strstr(ibex_last_error(), "GPU buffers where others passed host memory"),
+                       "rank %d: the error does not name the cause: %s", ctx.rank, ibex_last_error());
+            ctx.say("rank %d: %s after %ld ms: %s", ctx.rank, ibex_strerror(st), ibex::test::ms_since(t0),
+                    ibex_last_error());
+            RANK_CHECK(ctx, ibex::test::ms_since(t0) < 5000, "rank %d: the error took %ld ms", ctx.rank,
+                       ibex::test::ms_since(t0));
+            RANK_CHECK_OK(ctx, ibex_comm_abort(comm));
+            return 0;
+        },
+        60);
+    ibex::test::expect_all_passed(out, true);
+}
+
 TEST_F(GpuDirectSimulated, OffWhenTheEnvironmentSaysSo) {
     auto out = ibex::test::run_ranks(
         2,
