@@ -105,6 +105,10 @@ bool GpuDirect::export_side(const void *p, uint64_t len, Side *out) {
         return false;
     }
     auto it = exports_.find(x.base);
+    if (it == exports_.end() && exports_.size() >= kMaxExports) {
+        exports_.clear(); // forgotten ids are simply new ones next time (peers map again)
+        it = exports_.end();
+    }
     if (it == exports_.end() || std::memcmp(it->second.handle, x.handle, sizeof x.handle) != 0) {
         Exported e{};
         std::memcpy(e.handle, x.handle, sizeof x.handle);

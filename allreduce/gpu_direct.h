@@ -107,6 +107,7 @@ private:
         Side send, recv;
     };
     static constexpr size_t kMaxMappingsPerPeer = 8;
+    static constexpr size_t kMaxExports = 256; // allocations this rank remembers exporting
 
     bool export_side(const void *p, uint64_t len, Side *out);
     ibex_status_t map_side(int q, const Side &s, uint64_t len, uint8_t **out);
