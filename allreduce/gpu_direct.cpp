@@ -59,6 +59,7 @@ ibex_status_t GpuDirect::open(ibex_comm *c) {
     min_bytes_ = min;
     all_.assign(static_cast<size_t>(nranks_), Announce{});
     all_opened_.assign(static_cast<size_t>(nranks_), 0);
+    peer_bases_.assign(static_cast<size_t>(nranks_), {});
     send_at_.assign(static_cast<size_t>(nranks_), nullptr);
     recv_at_.assign(static_cast<size_t>(nranks_), nullptr);
     if (rank_ == 0)
@@ -70,6 +71,7 @@ ibex_status_t GpuDirect::open(ibex_comm *c) {
 void GpuDirect::close() {
     abandon();
     if (maps_) maps_->clear();
+    peer_bases_.clear();
     exports_.clear();
     min_bytes_ = 0;
 }
@@ -159,6 +161,10 @@ ibex_status_t GpuDirect::map_side(int q, const Side &s, uint64_t len, uint8_t **
         *out = reinterpret_cast<uint8_t *>(s.addr); // this process's own memory
         return IBEX_OK;
     }
+    uint64_t &known = peer_bases_[static_cast<size_t>(q)][s.x.base];
+    if (known && known != s.id) maps_->forget(static_cast<uint64_t>(q), known);
+    known = s.id;
+    if (peer_bases_[static_cast<size_t>(q)].size() > 4 * kMaxMappingsPerPeer) peer_bases_[static_cast<size_t>(q)].clear();
     IBEX_TRY(maps_->get(static_cast<uint64_t>(q), s.id, s.x, s.off, len, out));
     maps_->trim(static_cast<uint64_t>(q), kMaxMappingsPerPeer, {a.send.id, a.recv.id});
     return IBEX_OK;

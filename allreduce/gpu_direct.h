@@ -135,6 +135,10 @@ private:
     std::map<uint64_t, Exported> exports_;
     uint64_t next_id_ = 0;
     std::optional<cuda::GpuMappings> maps_;
+    // Per peer, the id its allocation at each base had when last mapped here: a new id at
+    // a known base means the old allocation was freed, and its mapping is closed at once
+    // (CUDA leaves an exporter's cudaFree under an open mapping undefined).
+    std::vector<std::map<uint64_t, uint64_t>> peer_bases_;
     uint64_t taken_ = 0, fallbacks_ = 0;
 };
 

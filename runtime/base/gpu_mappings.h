@@ -43,6 +43,13 @@ public:
     }
     // Whether export `id` of `peer` is mapped here.
     bool has(uint64_t peer, uint64_t id) const { return maps_.count({peer, id}) != 0; }
+    // Closes one mapping (nothing if it is not open).
+    void forget(uint64_t peer, uint64_t id) {
+        auto it = maps_.find({peer, id});
+        if (it == maps_.end()) return;
+        opener_.close(it->second.base);
+        maps_.erase(it);
+    }
     // Closes every mapping of one peer context.
     void forget_peer(uint64_t peer) {
         for (auto it = maps_.lower_bound({peer, 0}); it != maps_.end() && it->first.first == peer;) {

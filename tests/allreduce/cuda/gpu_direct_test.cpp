@@ -50,6 +50,7 @@ std::vector<Buffer> g_mine;
 std::map<void *, size_t> g_opened;
 int g_opens = 0;
 bool g_refuse_export = false, g_refuse_open = false;
+uint32_t g_generation = 0; // bumped: this rank's buffers stand for new allocations at the same addresses
 
 uint8_t *new_view(size_t bytes, uint8_t *backing) {
     void *v = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -68,6 +69,7 @@ ibex_status_t fake_export(const void *p, ibex::cuda::IpcExport *out) {
         if (b < m.view || b >= m.view + m.bytes) continue;
         *out = ibex::cuda::IpcExport{};
         std::memcpy(out->handle, &m.backing, sizeof m.backing);
+        std::memcpy(out->handle + sizeof m.backing, &g_generation, sizeof g_generation);
         out->base = reinterpret_cast<uintptr_t>(m.view);
         out->size = m.bytes;
         out->device = 0;
@@ -306,6 +308,43 @@ TEST_F(GpuDirectSimulated, GpuBuffersOnOneRankAndHostOnTheOtherAreAClearError) {
         },
         60);
     ibex::test::expect_all_passed(out, true);
+}
+
+// A peer frees a buffer and gets a new allocation at the same address (a new handle): the
+// others map the new one and close the old mapping at once, rather than keep it open.
+TEST_F(GpuDirectSimulated, AReallocatedPeerBufferIsMappedAnewAndTheOldMappingClosed) {
+    auto out = ibex::test::run_ranks(
+        2,
+        [](RankCtx &ctx) {
+            ibex::coll::GpuDirect::set_ipc_for_tests(&kFakeIpc);
+            uint8_t *dsend = make_buffer(ctx.rank, 0), *drecv = make_buffer(ctx.rank, 1);
+            RANK_CHECK(ctx, dsend && drecv, "rank %d: cannot map simulated GPU memory", ctx.rank);
+            ibex_comm_t *comm = nullptr;
+            RANK_CHECK_OK(ctx, ibex_comm_init_rank(&comm, ctx.nranks, &ctx.id, ctx.rank, nullptr));
+            std::vector<float> send(kCount), want(kCount);
+            for (size_t i = 0; i < kCount; ++i) {
+                send[i] = value(ctx.rank, i);
+                want[i] = value(0, i) + value(1, i);
+            }
+            for (int round = 0; round < 3; ++round) {
+                if (round == 2 && ctx.rank == 1) ++g_generation;
+                const int opens = g_opens;
+                const size_t open_now = g_opened.size();
+                std::memcpy(backing_of(dsend), send.data(), kCount * 4);
+                RANK_CHECK_OK(ctx, ibex_allreduce(dsend, drecv, kCount, IBEX_F32, IBEX_SUM, comm, nullptr));
+                RANK_CHECK(ctx, std::memcmp(backing_of(drecv), want.data(), kCount * 4) == 0, "rank %d round %d: wrong sums",
+                           ctx.rank, round);
+                const int want_opens = round == 0 || (round == 2 && ctx.rank == 0) ? 2 : 0;
+                RANK_CHECK(ctx, g_opens - opens == want_opens, "rank %d round %d: %d opens, want %d", ctx.rank, round,
+                           g_opens - opens, want_opens);
+                RANK_CHECK(ctx, g_opened.size() == (round == 0 ? open_now + 2 : open_now),
+                           "rank %d round %d: %zu mappings open, %zu before", ctx.rank, round, g_opened.size(), open_now);
+            }
+            RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
+            return 0;
+        },
+        60);
+    ibex::test::expect_all_passed(out);
 }
 
 TEST_F(GpuDirectSimulated, OffWhenTheEnvironmentSaysSo) {

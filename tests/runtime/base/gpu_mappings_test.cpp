@@ -129,6 +129,10 @@ TEST(GpuMappingCache, TrimClosesAPeersOldestButNeverOneInUse) {
     EXPECT_TRUE(m.has(7, 3));
     EXPECT_TRUE(m.has(9, 1)) << "another peer's mappings are not touched";
     EXPECT_EQ(Fake::closes, 2);
+    m.forget(7, 3);
+    m.forget(7, 3); // gone already: nothing
+    EXPECT_FALSE(m.has(7, 3));
+    EXPECT_EQ(Fake::closes, 3);
 }
 
 } // namespace
