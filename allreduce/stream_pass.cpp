@@ -343,9 +343,9 @@ Pass drive_pass(ibex_comm *c, int fast_polls) {
 // busy-polling does; otherwise every idle pass yields the core.
 void drive_idle(ibex_comm *c, std::unique_lock<std::mutex> &dl, int spin_us, bool own_core) {
     DriveState &d = c->drive;
-    // A GPU op between chunks waits for copies (a few hundred microseconds), which wake no
-    // descriptor: yield rather than nap.
-    if (d.have && c->gpu.active() && !d.fast && !c->exec.active()) {
+    // A GPU op between chunks waits for copies (a few hundred microseconds), and a mapped
+    // one for its kernel and copies, which wake no descriptor: yield rather than nap.
+    if (d.have && (c->gpu.active() || c->gpu_direct.waiting()) && !d.fast && !c->exec.active()) {
         dl.unlock();
         sched_yield();
         dl.lock();

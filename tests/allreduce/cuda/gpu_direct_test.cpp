@@ -347,6 +347,51 @@ TEST_F(GpuDirectSimulated, AReallocatedPeerBufferIsMappedAnewAndTheOldMappingClo
     ibex::test::expect_all_passed(out);
 }
 
+// The local phase's copies finish only at their third look (a busy copy engine): the ranks
+// wait for them before the barrier, get the right bytes, and do not nap meanwhile (the
+// GPU's event wakes no descriptor: a nap would cost up to 100 ms a look, so 30 collectives
+// would take 6 s or more; polled, they take milliseconds, so the 3 s bound is a stall check,
+// not a speed test). Spinning is off, so any idle pass that does not know to yield naps.
+TEST_F(GpuDirectSimulated, LateCopiesAreWaitedForWithoutNapping) {
+    auto out = ibex::test::run_ranks(
+        3,
+        [](RankCtx &ctx) {
+            ibex::coll::GpuDirect::set_ipc_for_tests(&kFakeIpc);
+            sim::set_deferred_copies(3);
+            // No spinning after the last movement: an idle pass naps at once unless it knows
+            // better, as it would on a GPU whose kernel outlasts the spin.
+            setenv("IBEX_COMM_SPIN_US", "0", 1);
+            setenv("IBEX_COMM_WAIT_SPIN_US", "0", 1);
+            uint8_t *dsend = make_buffer(ctx.rank, 0), *dall = make_buffer(ctx.rank, 2);
+            RANK_CHECK(ctx, dsend && dall, "rank %d: cannot map simulated GPU memory", ctx.rank);
+            ibex_comm_t *comm = nullptr;
+            RANK_CHECK_OK(ctx, ibex_comm_init_rank(&comm, ctx.nranks, &ctx.id, ctx.rank, nullptr));
+            const size_t n = static_cast<size_t>(ctx.nranks), count = kCount;
+            std::vector<float> send(count), got(count * n);
+            for (size_t i = 0; i < count; ++i) send[i] = value(ctx.rank, i);
+            std::memcpy(backing_of(dsend), send.data(), count * 4);
+            const auto t0 = std::chrono::steady_clock::now();
+            for (int round = 0; round < 30; ++round) {
+                std::memset(backing_of(dall), 0, count * 4 * n);
+                RANK_CHECK_OK(ctx, ibex_allgather(dsend, dall, count, IBEX_F32, comm, nullptr));
+                std::memcpy(got.data(), backing_of(dall), count * 4 * n);
+                for (size_t r = 0; r < n; ++r)
+                    RANK_CHECK(ctx, got[r * count + 7] == value(static_cast<int>(r), 7) &&
+                                        got[r * count + count - 1] == value(static_cast<int>(r), count - 1),
+                               "rank %d round %d: block %zu wrong", ctx.rank, round, r);
+            }
+            const long ms = ibex::test::ms_since(t0);
+            RANK_CHECK(ctx, comm->gpu_direct.taken() == 30, "rank %d: %llu of 30 mapped", ctx.rank,
+                       static_cast<unsigned long long>(comm->gpu_direct.taken()));
+            RANK_CHECK(ctx, ms < 3000, "rank %d: 30 allgathers took %ld ms: the driver napped on the GPU's work",
+                       ctx.rank, ms);
+            RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
+            return 0;
+        },
+        60);
+    ibex::test::expect_all_passed(out);
+}
+
 TEST_F(GpuDirectSimulated, OffWhenTheEnvironmentSaysSo) {
     auto out = ibex::test::run_ranks(
         2,
