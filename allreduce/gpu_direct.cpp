@@ -192,11 +192,19 @@ ibex_status_t GpuDirect::advance(const Op &op, bool *done, bool *fallback) {
         opened_ = 1;
         for (int q = 0; q < nranks_ && opened_; ++q) {
             const Announce &t = all_[static_cast<size_t>(q)];
-            // A peer's sides have the sizes of this rank's, but for the root's send buffer of
-            // a broadcast (the whole buffer) and a side it does not use (id 0).
+            // Only what this rank's share reads (send) and writes (receive): an allgather
+            // writes the peers' receive buffers, a reduce-scatter reads their send buffers,
+            // a broadcast reads the root's; this rank's own buffers are always at hand. A peer's
+            // sides have the sizes of this rank's, but for the root's send buffer of a
+            // broadcast (the whole buffer).
+            const bool self = q == rank_;
+            const bool reads =
+                self || (op.kind != OpKind::allgather && (op.kind != OpKind::broadcast || q == op.args.root));
+            const bool writes = self || op.kind != OpKind::reduce_scatter;
             const uint64_t send_len = op.kind == OpKind::broadcast ? whole : b.send;
-            if (map_side(q, t.send, send_len, &send_at_[static_cast<size_t>(q)]) != IBEX_OK ||
-                map_side(q, t.recv, b.recv, &recv_at_[static_cast<size_t>(q)]) != IBEX_OK) {
+            send_at_[static_cast<size_t>(q)] = recv_at_[static_cast<size_t>(q)] = nullptr;
+            if ((reads && map_side(q, t.send, send_len, &send_at_[static_cast<size_t>(q)]) != IBEX_OK) ||
+                (writes && map_side(q, t.recv, b.recv, &recv_at_[static_cast<size_t>(q)]) != IBEX_OK)) {
                 IBEX_LOG(info, "communicator rank %d: cannot map rank %d's GPU buffer: %s", rank_, q, ibex_last_error());
                 log_fallback("a rank could not map a peer's GPU buffer");
                 opened_ = 0;
