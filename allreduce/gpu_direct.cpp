@@ -82,7 +82,8 @@ bool GpuDirect::takes(const Op &op) const {
     case OpKind::allreduce:
     case OpKind::reduce_scatter:
     case OpKind::allgather:
-    case OpKind::broadcast: break;
+    case OpKind::broadcast:
+    case OpKind::reduce: break;
     default: return false;
     }
     const OpBytes b = op_bytes(op, rank_, nranks_);
@@ -130,7 +131,7 @@ ibex_status_t GpuDirect::begin(const Op &op) {
     mine_.count = op.args.count;
     mine_.pid = static_cast<int32_t>(getpid());
     mine_.call = call_word(op);
-    mine_.root = op.kind == OpKind::broadcast ? op.args.root : -1;
+    mine_.root = op.kind == OpKind::broadcast || op.kind == OpKind::reduce ? op.args.root : -1;
     const OpBytes b = op_bytes(op, rank_, nranks_);
     const bool in_place = op.args.sendbuf == op.args.recvbuf;
     const bool ok_recv = export_side(op.args.recvbuf, b.recv, &mine_.recv);
@@ -200,7 +201,8 @@ ibex_status_t GpuDirect::advance(const Op &op, bool *done, bool *fallback) {
             const bool self = q == rank_;
             const bool reads =
                 self || (op.kind != OpKind::allgather && (op.kind != OpKind::broadcast || q == op.args.root));
-            const bool writes = self || op.kind != OpKind::reduce_scatter;
+            const bool writes =
+                self || (op.kind != OpKind::reduce_scatter && (op.kind != OpKind::reduce || q == op.args.root));
             const uint64_t send_len = op.kind == OpKind::broadcast ? whole : b.send;
             send_at_[static_cast<size_t>(q)] = recv_at_[static_cast<size_t>(q)] = nullptr;
             if ((reads && map_side(q, t.send, send_len, &send_at_[static_cast<size_t>(q)]) != IBEX_OK) ||
@@ -296,6 +298,10 @@ ibex_status_t GpuDirect::run_local(const Op &op) {
         if (!seg) return IBEX_OK;
         all_outputs(first * elem);
         return fold(first * elem, seg, nranks_);
+    case OpKind::reduce:
+        if (!seg) return IBEX_OK;
+        outs[0] = recv_at_[static_cast<size_t>(a.root)] + first * elem;
+        return fold(first * elem, seg, 1);
     case OpKind::reduce_scatter:
         outs[0] = recv_at_[r];
         return fold(r * count * elem, count, 1);

@@ -14,6 +14,7 @@
 //        rank order (the same bits as the host path, allreduce/shm_direct.h) and stores
 //        the result into every rank's receive buffer: each input byte read once, each
 //        output byte written once (cuda_fold_into);
+//      - reduce: the same, stored into the root's receive buffer only;
 //      - reduce-scatter: one kernel of rank r folds block r of every send buffer into its
 //        receive buffer;
 //      - allgather: rank r copies its block into every peer's receive buffer;
@@ -24,11 +25,12 @@
 // stores that element anywhere, and no other rank touches segment r.
 //
 // When it applies: the fast boxes are open (one host), at most kMaxFold (8) ranks, every
-// rank has a GPU (or the test seam below) and IBEX_GPU_DIRECT is not 0, agreed at creation; the op is an allreduce,
-// reduce-scatter, allgather or broadcast on GPU buffers of at least IBEX_GPU_DIRECT_MIN
-// bytes (whole buffer; default 256 KiB). As for the fast boxes, every rank must pass GPU
-// buffers to such a call (or host buffers on every rank): a rank whose buffers are host
-// memory takes another path, and the ranks then report a mismatch rather than hang.
+// rank has a GPU (or the test seam below) and IBEX_GPU_DIRECT is not 0, agreed at
+// creation; the op is an allreduce, reduce, reduce-scatter, allgather or broadcast on GPU
+// buffers of at least IBEX_GPU_DIRECT_MIN bytes (whole buffer; default 256 KiB). As for
+// the fast boxes, every rank must pass GPU buffers to such a call (or host buffers on
+// every rank): a rank whose buffers are host memory takes another path, and the ranks
+// then report a mismatch rather than hang.
 #pragma once
 
 #include <cstddef>

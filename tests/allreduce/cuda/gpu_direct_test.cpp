@@ -3,7 +3,7 @@
 // backing lies in one shared mapping made before the ranks fork, and a fake CUDA IPC
 // exports a buffer as its backing's address and "opens" it as a new device view of the same
 // bytes. So a rank reaches a peer's buffer only through what the path maps, as CUDA IPC
-// gives it on a GPU, and any CPU access to a view faults. Checked: allreduce,
+// gives it on a GPU, and any CPU access to a view faults. Checked: allreduce, reduce,
 // reduce-scatter, allgather and broadcast on 2, 3 and 4 ranks, in place and not, bit for
 // bit against the same call on host buffers; each peer allocation mapped once however many
 // calls use it; a refused export or a refused open makes every rank stage the op instead
@@ -200,6 +200,23 @@ int body(RankCtx &ctx, Expect want) {
     RANK_CHECK(ctx, check_path("in-place reduce_scatter"), "path");
     RANK_CHECK(ctx, std::memcmp(backing_of(at), host.data(), block * 4) == 0, "rank %d: in-place GPU reduce_scatter differs",
                r);
+
+    // Reduce onto the last rank (the others pass no receive buffer), then in place onto
+    // rank 0; product, so the order of the fold shows in the bits.
+    std::memcpy(backing_of(dsend), send.data(), bytes);
+    const bool last = r == ctx.nranks - 1;
+    RANK_CHECK_OK(ctx, ibex_reduce(dsend, last ? drecv : nullptr, kCount, IBEX_F32, IBEX_PROD, ctx.nranks - 1, comm, nullptr));
+    RANK_CHECK(ctx, check_path("reduce"), "path");
+    RANK_CHECK_OK(ctx, ibex_reduce(send.data(), last ? host.data() : nullptr, kCount, IBEX_F32, IBEX_PROD, ctx.nranks - 1,
+                                   comm, nullptr));
+    if (last)
+        RANK_CHECK(ctx, std::memcmp(backing_of(drecv), host.data(), bytes) == 0, "rank %d: GPU reduce differs", r);
+    std::vector<float> in_place = send;
+    RANK_CHECK_OK(ctx, ibex_reduce(dsend, r == 0 ? dsend : nullptr, kCount, IBEX_F32, IBEX_SUM, 0, comm, nullptr));
+    RANK_CHECK(ctx, check_path("in-place reduce"), "path");
+    RANK_CHECK_OK(ctx, ibex_reduce(in_place.data(), r == 0 ? in_place.data() : nullptr, kCount, IBEX_F32, IBEX_SUM, 0,
+                                   comm, nullptr));
+    RANK_CHECK(ctx, std::memcmp(backing_of(dsend), in_place.data(), bytes) == 0, "rank %d: in-place GPU reduce differs", r);
 
     // Broadcast from the last rank, out of place and in place.
     std::memcpy(backing_of(dsend), send.data(), bytes);
