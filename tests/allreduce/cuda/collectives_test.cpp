@@ -126,10 +126,17 @@ int mapped_body(RankCtx &ctx) {
     RANK_CHECK_OK(ctx, ibex_allgather(send.data(), host.data(), count, IBEX_F32, comm, nullptr));
     cudaMemcpy(got.data(), drecv, bytes * n, cudaMemcpyDeviceToHost);
     RANK_CHECK(ctx, std::memcmp(got.data(), host.data(), bytes * n) == 0, "rank %d: mapped allgather differs", ctx.rank);
-    RANK_CHECK(ctx, comm->gpu_direct.taken() == ops + 2 && comm->gpu_direct.fallbacks() == 0,
+    const bool root = ctx.rank == 0;
+    RANK_CHECK_OK(ctx, ibex_reduce(dsend, root ? drecv : nullptr, count, IBEX_F32, IBEX_PROD, 0, comm, nullptr));
+    RANK_CHECK_OK(ctx, ibex_reduce(send.data(), root ? host.data() : nullptr, count, IBEX_F32, IBEX_PROD, 0, comm, nullptr));
+    if (root) {
+        cudaMemcpy(got.data(), drecv, bytes, cudaMemcpyDeviceToHost);
+        RANK_CHECK(ctx, std::memcmp(got.data(), host.data(), bytes) == 0, "rank 0: mapped reduce differs");
+    }
+    RANK_CHECK(ctx, comm->gpu_direct.taken() == ops + 3 && comm->gpu_direct.fallbacks() == 0,
                "rank %d: %llu mapped runs and %llu fallbacks of %llu ops", ctx.rank,
                static_cast<unsigned long long>(comm->gpu_direct.taken()),
-               static_cast<unsigned long long>(comm->gpu_direct.fallbacks()), static_cast<unsigned long long>(ops + 2));
+               static_cast<unsigned long long>(comm->gpu_direct.fallbacks()), static_cast<unsigned long long>(ops + 3));
     RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
     cudaFree(dsend);
     cudaFree(drecv);
