@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include "allreduce/cuda/elementwise.cuh"
+#include "allreduce/cuda/fold.cuh"
 #include "allreduce/cuda/reduce.h"
 #include "runtime/base/status.h"
 
@@ -45,43 +46,11 @@ __global__ void reduce_kernel(T *out, const T *a, const T *b, size_t count, bool
     for (size_t k = done + i; k < count; k += stride) out[k] = gpu::combine<T, Op>(a[k], b[k]);
 }
 
-struct FoldPointers {
-    const void *in[kMaxFold];
-    void *out[kMaxFold];
-    int nin, nout;
-};
-
-// One pass of the fold: each thread reads its packet (or element) of every input, folds
-// them in order, and stores the result into every output.
+// One pass of the fold: each thread's share is fold_share (allreduce/cuda/fold.cuh).
 template <class T, int Op>
-__global__ void fold_kernel(FoldPointers p, size_t count, bool packets, int avg_ranks) {
-    const size_t stride = size_t(gridDim.x) * blockDim.x;
-    const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    size_t done = 0;
-    if (packets) {
-        constexpr size_t per = sizeof(uint4) / sizeof(T);
-        const size_t n = count / per;
-        for (size_t q = i; q < n; q += stride) {
-            Packet<T> acc, x;
-            acc.raw = static_cast<const uint4 *>(p.in[0])[q];
-            for (int k = 1; k < p.nin; ++k) {
-                x.raw = static_cast<const uint4 *>(p.in[k])[q];
-#pragma unroll
-                for (size_t e = 0; e < per; ++e) acc.e[e] = gpu::combine<T, Op>(acc.e[e], x.e[e]);
-            }
-            if (avg_ranks)
-#pragma unroll
-                for (size_t e = 0; e < per; ++e) acc.e[e] = gpu::divide(acc.e[e], avg_ranks);
-            for (int k = 0; k < p.nout; ++k) static_cast<uint4 *>(p.out[k])[q] = acc.raw;
-        }
-        done = n * per;
-    }
-    for (size_t e = done + i; e < count; e += stride) {
-        T acc = static_cast<const T *>(p.in[0])[e];
-        for (int k = 1; k < p.nin; ++k) acc = gpu::combine<T, Op>(acc, static_cast<const T *>(p.in[k])[e]);
-        if (avg_ranks) acc = gpu::divide(acc, avg_ranks);
-        for (int k = 0; k < p.nout; ++k) static_cast<T *>(p.out[k])[e] = acc;
-    }
+__global__ void fold_kernel(gpu::FoldPointers p, size_t count, bool packets, int avg_ranks) {
+    gpu::fold_share<T, Op>(p, count, packets, avg_ranks, size_t(blockIdx.x) * blockDim.x + threadIdx.x,
+                           size_t(gridDim.x) * blockDim.x);
 }
 
 template <class T> __global__ void avg_kernel(T *buf, size_t count, int nranks) {
@@ -116,7 +85,7 @@ template <class T> void launch_op(void *out, const void *a, const void *b, size_
     }
 }
 
-template <class T, int Op> void launch_fold(const FoldPointers &p, size_t count, int avg_ranks, cudaStream_t s) {
+template <class T, int Op> void launch_fold(const gpu::FoldPointers &p, size_t count, int avg_ranks, cudaStream_t s) {
     bool packets = true;
     for (int k = 0; k < p.nin; ++k) packets = packets && aligned16(p.in[k]);
     for (int k = 0; k < p.nout; ++k) packets = packets && aligned16(p.out[k]);
@@ -124,7 +93,7 @@ template <class T, int Op> void launch_fold(const FoldPointers &p, size_t count,
     fold_kernel<T, Op><<<blocks_for(work), kThreads, 0, s>>>(p, count, packets, avg_ranks);
 }
 
-template <class T> void launch_fold_op(const FoldPointers &p, size_t count, ibex_redop_t op, int avg_ranks, cudaStream_t s) {
+template <class T> void launch_fold_op(const gpu::FoldPointers &p, size_t count, ibex_redop_t op, int avg_ranks, cudaStream_t s) {
     switch (op) {
     case IBEX_SUM: launch_fold<T, IBEX_SUM>(p, count, 0, s); break;
     case IBEX_AVG: launch_fold<T, IBEX_SUM>(p, count, avg_ranks, s); break;
@@ -168,7 +137,7 @@ ibex_status_t cuda_fold_into(void *const *outs, int nout, const void *const *ins
                     kMaxFold);
     if (op == IBEX_AVG && avg_ranks < 1) return fail(IBEX_ERR_INVALID_ARGUMENT, "cuda_fold_into: avg over %d", avg_ranks);
     if (!count) return IBEX_OK;
-    FoldPointers p{};
+    gpu::FoldPointers p{};
     for (int k = 0; k < nin; ++k) p.in[k] = ins[k];
     for (int k = 0; k < nout; ++k) p.out[k] = outs[k];
     p.nin = nin;
