@@ -36,7 +36,6 @@ void GpuDirect::set_ipc_for_tests(const Ipc *ipc) { g_test_ipc = ipc; }
 
 ibex_status_t GpuDirect::open(ibex_comm *c) {
     close();
-    comm_ = c;
     rank_ = c->rank;
     nranks_ = c->nranks;
     test_ipc_ = g_test_ipc != nullptr;

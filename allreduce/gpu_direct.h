@@ -89,8 +89,6 @@ public:
     // Ops that ran this way to the end, and ops that fell back to the staging.
     uint64_t taken() const { return taken_; }
     uint64_t fallbacks() const { return fallbacks_; }
-    // Peer allocations mapped now.
-    size_t mappings() const { return maps_ ? maps_->size() : 0; }
 
 private:
     enum class Phase { idle, announce, opened, running, barrier };
@@ -115,7 +113,6 @@ private:
     ibex_status_t map_side(int q, const Side &s, uint64_t len, uint8_t **out);
     ibex_status_t run_local(const Op &op);
 
-    ibex_comm *comm_ = nullptr;
     int rank_ = 0, nranks_ = 1, device_ = 0;
     size_t min_bytes_ = 0; // 0: off
     bool test_ipc_ = false;
