@@ -22,6 +22,8 @@ binaries=(
     tests/allreduce/cuda/test_coll_dispatch
     tests/allreduce/cuda/test_cuda_elementwise_host
     tests/allreduce/cuda/test_coll_simulated_gpu
+    tests/allreduce/cuda/test_coll_gpu_direct
+    tests/allreduce/cuda/test_cuda_fold_host
     tests/transport/soft/staging/test_soft_staging
     tests/transport/shm/test_shm_gpu
     tests/plugins/nccl-net/test_nccl_net_plugin
