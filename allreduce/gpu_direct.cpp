@@ -174,13 +174,9 @@ ibex_status_t GpuDirect::advance(const Op &op, bool *done, bool *fallback) {
     *done = *fallback = false;
     switch (phase_) {
     case Phase::announce: {
+        IBEX_TRY(check_same_call(all_, mine_));
         bool ok = true;
-        for (int q = 0; q < nranks_; ++q) {
-            const Announce &t = all_[static_cast<size_t>(q)];
-            if (t.count != mine_.count || t.call != mine_.call || t.root != mine_.root)
-                return call_mismatch(q, t.call, t.count, t.root, mine_.call, mine_.count, mine_.root);
-            ok = ok && t.ok;
-        }
+        for (const Announce &t : all_) ok = ok && t.ok;
         if (!ok) { // every rank saw the same announcements
             phase_ = Phase::idle;
             ++fallbacks_;

@@ -55,5 +55,15 @@ uint32_t call_word(const Op &op);
 // The error for rank q having called (call, count, root) where this rank called (my_*).
 ibex_status_t call_mismatch(int q, uint32_t call, uint64_t count, int root, uint32_t my_call, uint64_t my_count,
                             int my_root);
+// Every rank's announcement (with count, call and root) names this rank's call; else the
+// mismatch error for the first that does not.
+template <class Announce> ibex_status_t check_same_call(const std::vector<Announce> &all, const Announce &mine) {
+    for (size_t q = 0; q < all.size(); ++q) {
+        const Announce &t = all[q];
+        if (t.count != mine.count || t.call != mine.call || t.root != mine.root)
+            return call_mismatch(static_cast<int>(q), t.call, t.count, t.root, mine.call, mine.count, mine.root);
+    }
+    return IBEX_OK;
+}
 
 } // namespace ibex::coll

@@ -70,6 +70,8 @@ note() { summary+=("$1"); }
 
 # median and spread (max - min) of the numbers on stdin: "median spread"
 median() { sort -g | awk '{v[NR] = $1} END {if (!NR) {print "- -"; exit} m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.4g %.4g\n", m, v[NR] - v[1]}'; }
+# the #wrong of every run in the ibex_allreduce_perf outputs named (out of place + in place)
+wrong_in() { cat "$@" | awk '$1 ~ /^[0-9]+$/ && NF >= 13 {w += $9 + $13} END {print w + 0}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b}'; }
 
 # ---- tests
@@ -192,7 +194,7 @@ for tr in ${GPU_CHECK_TRANSPORTS:-shm udp}; do
             echo "  $msg"
             note "$msg"
         done
-        wrong=$(cat "$work"/ar_"${tr}_${np}"_cuda_*.out | awk '$1 ~ /^[0-9]+$/ && NF >= 13 {w += $9 + $13} END {print w + 0}')
+        wrong=$(wrong_in "$work"/ar_"${tr}_${np}"_cuda_*.out)
         [[ $wrong -eq 0 ]] || failed=1
         note "allreduce $tr $np ranks, GPU buffers: #wrong $wrong"
     done
@@ -225,7 +227,7 @@ if part mapped; then
             echo "  $msg"
             note "$msg"
         done
-        wrong=$(cat "$work"/mapped_"${np}"_*.out | awk '$1 ~ /^[0-9]+$/ && NF >= 13 {w += $9 + $13} END {print w + 0}')
+        wrong=$(wrong_in "$work"/mapped_"${np}"_*.out)
         [[ $wrong -eq 0 ]] || failed=1
         note "mapped $np ranks: #wrong $wrong"
     done
