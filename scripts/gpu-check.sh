@@ -70,6 +70,9 @@ note() { summary+=("$1"); }
 
 # median and spread (max - min) of the numbers on stdin: "median spread"
 median() { sort -g | awk '{v[NR] = $1} END {if (!NR) {print "- -"; exit} m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.4g %.4g\n", m, v[NR] - v[1]}'; }
+# busbw_median SIZE FILES...: the median (and spread) of the out-of-place busbw at SIZE over
+# the ibex_allreduce_perf outputs named
+busbw_median() { local size=$1; shift; awk -v s="$size" '$1 == s {print $8}' "$@" | median; }
 # the #wrong of every run in the ibex_allreduce_perf outputs named (out of place + in place)
 wrong_in() { cat "$@" | awk '$1 ~ /^[0-9]+$/ && NF >= 13 {w += $9 + $13} END {print w + 0}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b}'; }
@@ -187,9 +190,8 @@ for tr in ${GPU_CHECK_TRANSPORTS:-shm udp}; do
             done
         done
         for size in 1048576 4194304 16777216 67108864; do
-            vals() { for i in $(seq "$REPEAT"); do awk -v s="$size" '$1 == s {print $8}' "$work/ar_${tr}_${np}_$1_$i.out"; done | median; }
-            read -r hm hs <<<"$(vals host)"
-            read -r gm gs <<<"$(vals cuda)"
+            read -r hm hs <<<"$(busbw_median "$size" "$work"/ar_"${tr}_${np}"_host_*.out)"
+            read -r gm gs <<<"$(busbw_median "$size" "$work"/ar_"${tr}_${np}"_cuda_*.out)"
             msg="allreduce $tr $np ranks $size B: GPU busbw $gm GB/s (spread $gs), host $hm GB/s (spread $hs), ratio $(ratio "$gm" "$hm") (target >= 0.9)"
             echo "  $msg"
             note "$msg"
@@ -219,9 +221,8 @@ if part mapped; then
             done
         done
         for size in 16777216 67108864 268435456; do
-            vals() { for i in $(seq "$REPEAT"); do awk -v s="$size" '$1 == s {print $8}' "$work/mapped_${np}_$1_$i.out"; done | median; }
-            read -r mm ms <<<"$(vals mapped)"
-            read -r sm ss <<<"$(vals staged)"
+            read -r mm ms <<<"$(busbw_median "$size" "$work"/mapped_"${np}"_mapped_*.out)"
+            read -r sm ss <<<"$(busbw_median "$size" "$work"/mapped_"${np}"_staged_*.out)"
             msg="mapped $np ranks $size B: busbw $mm GB/s (spread $ms), staged $sm GB/s (spread $ss), mapped/staged $(ratio "$mm" "$sm")"
             [[ $size == 268435456 ]] && msg+="; device copy ${d2d:--} GB/s, busbw/copy $(ratio "$mm" "${d2d:--}") (issue 23's target >= 0.3)"
             echo "  $msg"
@@ -254,7 +255,7 @@ elif "$py" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1
             read -r gm gs <<<"$(for i in $(seq "$REPEAT"); do awk -v s="$size" '$1 == s {print $3}' "$work/gloo_${np}_${i}_0.out"; done | median)"
             tr=${GPU_CHECK_TRANSPORTS:-shm udp}
             tr=${tr%% *}
-            read -r im is <<<"$(for i in $(seq "$REPEAT"); do awk -v s="$size" '$1 == s {print $8}' "$work/ar_${tr}_${np}_cuda_$i.out"; done | median)"
+            read -r im is <<<"$(busbw_median "$size" "$work"/ar_"${tr}_${np}"_cuda_*.out)"
             msg="gloo $np ranks $size B on CUDA tensors: busbw $gm GB/s (spread $gs); ibex ($tr) GPU buffers $im GB/s; ratio $(ratio "$im" "$gm") (targets: >= 1.5, issue 17; >= 50 over shm, issue 23)"
             echo "  $msg"
             note "$msg"

@@ -46,12 +46,18 @@ bool gpu_in_child(std::string *why) {
         if (!gpu_in_child(&why)) GTEST_SKIP() << "no usable GPU here (" << why << "): this test runs on a CUDA host"; \
     } while (0)
 
-int device_body(RankCtx &ctx) {
+// Puts the rank on a GPU (rank modulo the GPUs there are) and creates its communicator.
+int open_on_gpu(RankCtx &ctx, ibex_comm_t **comm) {
     int ndev = 0;
     RANK_CHECK(ctx, cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0, "rank %d: no GPU", ctx.rank);
     cudaSetDevice(ctx.rank % ndev);
+    RANK_CHECK_OK(ctx, ibex_comm_init_rank(comm, ctx.nranks, &ctx.id, ctx.rank, nullptr));
+    return 0;
+}
+
+int device_body(RankCtx &ctx) {
     ibex_comm_t *comm = nullptr;
-    RANK_CHECK_OK(ctx, ibex_comm_init_rank(&comm, ctx.nranks, &ctx.id, ctx.rank, nullptr));
+    if (int rc = open_on_gpu(ctx, &comm)) return rc;
     const size_t n = static_cast<size_t>(ctx.nranks);
     for (size_t count : {size_t(1), size_t(1000), size_t(300007)}) {
         std::vector<float> send(count), host_out(count), dev_out(count);
@@ -94,11 +100,8 @@ int device_body(RankCtx &ctx) {
 // collectives read and write them on the GPU with no host copy, counted, and give the
 // host's bits.
 int mapped_body(RankCtx &ctx) {
-    int ndev = 0;
-    RANK_CHECK(ctx, cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0, "rank %d: no GPU", ctx.rank);
-    cudaSetDevice(ctx.rank % ndev);
     ibex_comm_t *comm = nullptr;
-    RANK_CHECK_OK(ctx, ibex_comm_init_rank(&comm, ctx.nranks, &ctx.id, ctx.rank, nullptr));
+    if (int rc = open_on_gpu(ctx, &comm)) return rc;
     RANK_CHECK(ctx, comm->gpu_direct.enabled(), "rank %d: the mapped GPU path is off", ctx.rank);
     const size_t n = static_cast<size_t>(ctx.nranks), count = 300007, bytes = count * 4;
     std::vector<float> send(count * n), host(count * n), got(count * n);
