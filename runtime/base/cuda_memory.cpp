@@ -238,8 +238,8 @@ static void hw_host_unregister(void *p) {
 
 static ibex_status_t hw_stream(int device, cudaStream_t *out) {
     State &s = state();
-    if (!s.ok) return fail(IBEX_ERR_NOT_SUPPORTED, "device copy: %s", unavailable_reason());
-    if (device < 0 || device >= s.devices) return fail(IBEX_ERR_INVALID_ARGUMENT, "device copy: GPU %d", device);
+    if (!s.ok) return fail(IBEX_ERR_NOT_SUPPORTED, "device stream: %s", unavailable_reason());
+    if (device < 0 || device >= s.devices) return fail(IBEX_ERR_INVALID_ARGUMENT, "device stream: GPU %d", device);
     std::lock_guard<std::mutex> l(s.mutex);
     if (!s.streams[device]) {
         DeviceGuard g(device);
@@ -265,7 +265,7 @@ static ibex_status_t hw_copy_async(void *dst, const void *src, size_t bytes, int
     IBEX_TRY(hw_stream(device, &stream));
     const cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream);
     if (e != cudaSuccess) return cuda_fail(e, "cudaMemcpyAsync");
-    t_pending |= uint64_t(1) << device;
+    hw_stream_used(device);
     return IBEX_OK;
 }
 
