@@ -1,4 +1,5 @@
 #include "transport/soft/dpdk/dpdk_port_internal.h"
+#include "transport/soft/tx_copy.h"
 
 #include <algorithm>
 #include <cstring>
@@ -36,16 +37,6 @@ Mac port_mac(const DeviceSpec &spec, uint16_t port_id) {
         rte_eth_dev_default_mac_addr_set(port_id, &a);
     }
     return mac;
-}
-
-// Copies the packet's pieces to out, one after another; returns the bytes copied.
-size_t gather(uint8_t *out, const TxPacket &p) {
-    size_t off = 0;
-    for (int i = 0; i < p.npieces; ++i) {
-        std::memcpy(out + off, p.pieces[i].iov_base, p.pieces[i].iov_len);
-        off += p.pieces[i].iov_len;
-    }
-    return off;
 }
 
 uint32_t sleep_us(const DeviceSpec &spec) {
@@ -149,7 +140,7 @@ rte_mbuf *DpdkPort::forward(const TxPacket &p, const Mac *dst) {
         return nullptr;
     }
     uint8_t *d = rte_pktmbuf_mtod(m, uint8_t *);
-    const size_t len = gather(d, p);
+    const size_t len = gather_packet(d, p);
     m->data_len = static_cast<uint16_t>(len);
     m->pkt_len = static_cast<uint32_t>(len);
     rewrite_for_hop(d, len, mac_, *dst, p.tos);
@@ -239,7 +230,7 @@ rte_mbuf *DpdkPort::build(const TxPacket &p, const Mac &dst_mac) {
         }
         uint8_t *d = rte_pktmbuf_mtod(m, uint8_t *);
         write_roce_headers(d, l2_, mac_, dst_mac, local_, p.dst, p.tos, p.len);
-        const size_t off = hl + gather(d + hl, p);
+        const size_t off = hl + gather_packet(d + hl, p);
         m->data_len = static_cast<uint16_t>(off);
         m->pkt_len = static_cast<uint32_t>(off);
         if (eligible) ++stats_.tx_copied;
@@ -295,31 +286,7 @@ rte_mbuf *DpdkPort::build_with_icrc(const TxPacket &p, const Mac &dst_mac) {
     }
     uint8_t *d = rte_pktmbuf_mtod(m, uint8_t *);
     write_roce_headers(d, l2_, mac_, dst_mac, local_, p.dst, p.tos, p.len);
-    uint8_t *t = d + hl;
-    const size_t covered = p.len - kIcrcLen;
-    roce::IcrcIpv4Fields f;
-    f.src_ip = local_.ip;
-    f.src_port = local_.port;
-    f.dst_ip = p.dst.ip;
-    f.dst_port = p.dst.port;
-    uint32_t icrc;
-    if (p.npieces && p.pieces[0].iov_len >= kBthLen) {
-        // The engine's first piece holds the BTH and its extension headers.
-        const size_t head = std::min(p.pieces[0].iov_len, covered);
-        std::memcpy(t, p.pieces[0].iov_base, head);
-        icrc = tx_icrc_prefix_.begin(f, t, head, covered);
-        size_t off = head;
-        for (int i = 1; i < p.npieces && off < covered; ++i) {
-            const size_t n = std::min(p.pieces[i].iov_len, covered - off);
-            icrc = roce::crc32_copy(icrc, t + off, p.pieces[i].iov_base, n);
-            off += n;
-        }
-    } else {
-        gather(t, p);
-        const iovec whole{t, covered};
-        icrc = roce::icrc_ipv4(f, std::span<const iovec>(&whole, 1), covered);
-    }
-    roce::store_icrc(t + covered, icrc);
+    copy_with_icrc(d + hl, p, tx_icrc_fields(local_, p.dst), tx_icrc_prefix_);
     m->data_len = static_cast<uint16_t>(hl + p.len);
     m->pkt_len = static_cast<uint32_t>(hl + p.len);
     ++stats_.tx_icrc_filled;

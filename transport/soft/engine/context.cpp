@@ -18,6 +18,7 @@
 #include "transport/soft/codec/icrc.h"
 #include "transport/soft/engine/qp_logic.h"
 #include "transport/soft/engine/staging.h"
+#include "transport/soft/tx_copy.h"
 
 namespace ibex::soft {
 
@@ -180,12 +181,7 @@ void SoftContext::commit_tx(TxSlot &slot, const SoftQp &qp, size_t hdr_len, int 
 }
 
 void SoftContext::store_tx_icrc(TxPacket &p) const {
-    IcrcIpv4Fields f;
-    const NetAddr local = port_->local();
-    f.src_ip = local.ip;
-    f.src_port = local.port;
-    f.dst_ip = p.dst.ip;
-    f.dst_port = p.dst.port;
+    const IcrcIpv4Fields f = tx_icrc_fields(port_->local(), p.dst);
     // Everything but the last 4 bytes, which are the ICRC's place in the engine's trailer.
     std::array<iovec, kMaxTxPieces> covered;
     std::copy(p.pieces, p.pieces + p.npieces, covered.begin());

@@ -19,6 +19,7 @@
 #include "transport/soft/codec/icrc.h"
 #include "transport/soft/codec/icrc_ip_id.h"
 #include "transport/soft/codec/roce.h"
+#include "transport/soft/tx_copy.h"
 
 #ifndef UDP_SEGMENT
 #define UDP_SEGMENT 103
@@ -35,6 +36,7 @@ constexpr size_t kGroBufLen = 65536;  // a receive buffer with GRO: room for a t
 constexpr size_t kDatagramLen = 9216; // without: one datagram, above any RoCE packet
 constexpr size_t kMaxGsoBytes = 65000;
 constexpr int kMaxGsoSegments = 64;
+constexpr size_t kTxBufLen = 8 * 65536; // copied datagrams of one sendmmsg: eight full trains
 
 // The interface's MTU as the socket's network namespace sees it (/sys shows the namespace
 // that mounted it, which a thread that joined another one with setns() does not share).
@@ -70,8 +72,9 @@ bool lookup_interface(const std::string &ifname, uint32_t *ip, std::string *name
 
 class UdpPort final : public Port {
 public:
-    UdpPort(int fd, NetAddr local, uint8_t mtu, bool gso, bool gro)
-        : fd_(fd), local_(local), mtu_(mtu), gso_(gso), gro_(gro), rx_bufs_(kBatch * (gro ? kGroBufLen : kDatagramLen)) {
+    UdpPort(int fd, NetAddr local, uint8_t mtu, bool gso, bool gro, bool copy_tx)
+        : fd_(fd), local_(local), mtu_(mtu), gso_(gso), gro_(gro), copy_tx_(copy_tx),
+          tx_buf_(copy_tx ? kTxBufLen : 0), rx_bufs_(kBatch * (gro ? kGroBufLen : kDatagramLen)) {
         const size_t buf_len = gro ? kGroBufLen : kDatagramLen;
         for (size_t i = 0; i < kBatch; ++i) {
             rx_iov_[i] = {rx_bufs_.data() + i * buf_len, buf_len};
@@ -101,6 +104,7 @@ public:
     size_t tx_batch() const override { return gso_ ? kMaxTxBatch : 32; }
     uint64_t tx_gso_trains() const override { return tx_trains_; }
     uint64_t rx_gro_trains() const override { return rx_trains_; }
+    bool fills_icrc() const override { return copy_tx_; }
 
     void send(std::span<const TxPacket> pkts) override {
         size_t i = 0;
@@ -109,14 +113,19 @@ public:
             size_t niov = 0;
             size_t nicrc = 0;
             const uint8_t batch_tos = pkts[i].tos;
+            size_t used = 0; // of tx_buf_
             while (i < pkts.size() && nmsg < kBatch) {
                 const TxPacket &p = pkts[i];
                 // One more piece than it has for a packet whose ICRC is rewritten.
-                if (niov + p.npieces + 1u > tx_iov_.size()) break;
+                if (!copy_tx_ && niov + p.npieces + 1u > tx_iov_.size()) break;
                 // The TOS is the socket's (set_tos), so one sendmmsg carries one TOS: a CNP
                 // among ECN-capable data would otherwise take their TOS, or they its.
                 if (p.tos != batch_tos) break;
-                const size_t run = gso_ ? train_length(pkts.subspan(i), tx_iov_.size() - niov) : 1;
+                const size_t run =
+                    gso_ ? train_length(pkts.subspan(i), copy_tx_ ? SIZE_MAX : tx_iov_.size() - niov) : 1;
+                size_t bytes = 0;
+                for (size_t k = 0; k < run; ++k) bytes += pkts[i + k].len;
+                if (copy_tx_ && used + bytes > tx_buf_.size()) break; // the next sendmmsg takes it
                 mmsghdr &m = tx_msgs_[nmsg];
                 std::memset(&m, 0, sizeof m);
                 sockaddr_in &sa = tx_names_[nmsg];
@@ -126,10 +135,21 @@ public:
                 m.msg_hdr.msg_name = &sa;
                 m.msg_hdr.msg_namelen = sizeof sa;
                 m.msg_hdr.msg_iov = &tx_iov_[niov];
-                for (int j = 0; j < p.npieces; ++j) tx_iov_[niov++] = p.pieces[j];
-                // The kernel gives the train's segment k IP ID k (the datagram leaves with
-                // ID 0, DF set, from an unconnected socket), and the ICRC covers the ID.
-                for (size_t k = 1; k < run; ++k) add_with_icrc_for_id(pkts[i + k], static_cast<uint16_t>(k), niov, nicrc++);
+                if (copy_tx_) {
+                    // One piece per datagram: the kernel's copy from a sender's iovecs costs
+                    // about 28 ns a piece, and a train of engine pieces has three a packet
+                    // (186 for 64 KiB), which doubled its cost of sending a train here.
+                    uint8_t *d = tx_buf_.data() + used;
+                    for (size_t k = 0; k < run; ++k) d += copy_for_id(pkts[i + k], static_cast<uint16_t>(k), d);
+                    tx_iov_[niov++] = {tx_buf_.data() + used, bytes};
+                    used += bytes;
+                } else {
+                    for (int j = 0; j < p.npieces; ++j) tx_iov_[niov++] = p.pieces[j];
+                    // The kernel gives the train's segment k IP ID k (the datagram leaves
+                    // with ID 0, DF set, from an unconnected socket), and the ICRC covers the ID.
+                    for (size_t k = 1; k < run; ++k)
+                        add_with_icrc_for_id(pkts[i + k], static_cast<uint16_t>(k), niov, nicrc++);
+                }
                 m.msg_hdr.msg_iovlen = niov - static_cast<size_t>(m.msg_hdr.msg_iov - tx_iov_.data());
                 if (run > 1) {
                     cmsghdr *c = reinterpret_cast<cmsghdr *>(tx_cmsg_[nmsg]);
@@ -192,6 +212,22 @@ private:
             ++run;
         }
         return run;
+    }
+
+    // Copies `q` to d as segment `id` of its train (IP ID `id`) leaves: with its ICRC made
+    // on the way where the engine left it to the port, else as the engine made it (IP ID 0,
+    // or corrupted on purpose by fault injection), changed for the ID. Returns q.len.
+    size_t copy_for_id(const TxPacket &q, uint16_t id, uint8_t *d) {
+        const size_t covered = q.len - roce::kIcrcLen;
+        uint32_t icrc;
+        if (q.icrc_pending) {
+            icrc = copy_with_icrc(d, q, tx_icrc_fields(local_, q.dst), tx_icrc_prefix_);
+        } else {
+            gather_packet(d, q);
+            icrc = roce::load_icrc(d + covered);
+        }
+        if (id) roce::store_icrc(d + covered, icrc ^ tx_icrc_shift_.delta(id, covered));
+        return q.len;
     }
 
     // Appends the pieces of `q` with its last 4 bytes, the ICRC made for IP ID 0, replaced
@@ -291,6 +327,7 @@ private:
     uint8_t mtu_;
     bool gso_;
     bool gro_;
+    bool copy_tx_; // datagrams leave from tx_buf_, one piece each (fills_icrc)
     int tos_ = -1;
     uint64_t tx_dropped_ = 0;
     uint64_t tx_errors_ = 0;
@@ -301,6 +338,8 @@ private:
     std::array<iovec, kBatch * 24> tx_iov_;
     uint8_t tx_icrc_[kBatch * 24][roce::kIcrcLen];
     roce::IcrcIpIdShift tx_icrc_shift_;
+    roce::IcrcPrefixCache tx_icrc_prefix_;
+    std::vector<uint8_t> tx_buf_;
     uint64_t tx_trains_ = 0;
     uint64_t rx_trains_ = 0;
 
@@ -413,7 +452,9 @@ std::unique_ptr<Port> open_udp_port(const UdpPortOptions &opts, ibex_status_t *s
              local.ip >> 24, (local.ip >> 16) & 255, (local.ip >> 8) & 255, local.ip & 255, local.port,
              roce::mtu_bytes(mtu), gso, gro);
     *status = IBEX_OK;
-    return std::make_unique<UdpPort>(fd, local, mtu, gso, gro);
+    // Datagrams copied into one piece each (the ICRC made in the same pass) unless turned off.
+    const bool copy_tx = config::get_bool("IBEX_UDP_TX_COPY", true);
+    return std::make_unique<UdpPort>(fd, local, mtu, gso, gro, copy_tx);
 }
 
 } // namespace ibex::soft
