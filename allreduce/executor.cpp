@@ -222,6 +222,7 @@ ibex_status_t Executor::start(Schedule &&s, ibex_datatype_t type, ibex_redop_t o
         }
     }
     active_ = true;
+    fresh_ = true;
     // Eager slices that came ahead of this collective take their places now.
     for (int ci : op_chans_) {
         Channel &c = chans_[static_cast<size_t>(ci)];
@@ -533,6 +534,10 @@ ibex_status_t Executor::advance(bool *did) {
 
 ibex_status_t Executor::progress(bool *did) {
     *did = false;
+    if (fresh_ && active_ && !shut_) {
+        fresh_ = false;
+        IBEX_TRY(advance(did));
+    }
     ibex_wc_t wc[32];
     for (int link = 0; link < nlinks_; ++link)
         for (int round = 0; round < 8; ++round) {

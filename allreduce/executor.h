@@ -218,6 +218,9 @@ private:
     bool shut_ = false; // after shut_down(): completions are drained and ignored
     // Running collective.
     bool active_ = false;
+    // Started and not yet advanced: its first sends go out before the CQs are polled (an
+    // empty poll is a syscall on the soft devices, a microsecond or two before the data).
+    bool fresh_ = false;
     Schedule sched_;
     ibex_datatype_t type_ = IBEX_U8;
     ibex_redop_t op_ = IBEX_SUM;
