@@ -49,7 +49,7 @@ ibex_status_t run(ibex_comm *comm, Op &&op, ibex_request **req) {
     if (ibex_status_t st; !req && run_inline(comm, op, &st)) return st;
     if (req && op_path(comm, op) == OpPath::boxes) return submit_small(comm, std::move(op), req);
     ibex_request *r = nullptr;
-    IBEX_TRY(comm_submit(comm, std::move(op), &r));
+    IBEX_TRY(comm_submit(comm, std::move(op), &r, !req));
     if (req) {
         *req = r;
         return IBEX_OK;

@@ -46,7 +46,7 @@ ibex_status_t probe_once(ibex_comm *c, bool between_hosts, ProbeSize size, doubl
     op.times = &times;
     const bool leads = op.partner > c->rank;
     ibex_request *req = nullptr;
-    IBEX_TRY(comm_submit(c, std::move(op), &req));
+    IBEX_TRY(comm_submit(c, std::move(op), &req, true));
     IBEX_TRY(request_wait(req));
     probe_result(leads, size.pings, size.bulk, times, alpha, beta);
     return IBEX_OK;
@@ -83,7 +83,7 @@ ibex_status_t time_allreduce(ibex_comm *c, Algo algo, size_t bytes, double *seco
         op.algo = algo;
         const auto t0 = std::chrono::steady_clock::now();
         ibex_request *req = nullptr;
-        st = comm_submit(c, std::move(op), &req);
+        st = comm_submit(c, std::move(op), &req, true);
         if (st == IBEX_OK) st = request_wait(req);
         if (k >= 0) t[k] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }

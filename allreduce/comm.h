@@ -55,9 +55,10 @@ struct ibex_comm {
 
     // The stream's driver: the progress thread, or a caller waiting on a request. Callers
     // announce themselves in waiters; the thread then hands the lock over and sleeps on
-    // driver_cv (with mu), looking again every millisecond, until none has driven for
-    // handover_us: a caller waiting on one request after another is back long before, and
-    // nobody pays a wake-up per request.
+    // driver_cv (with mu), looking again now and then (stream_driver.cpp: kLongNap,
+    // kShortNap) or when the last caller leaves work behind or a submission finds nobody
+    // to drive it, until none has driven for handover_us: a caller waiting on one request
+    // after another is back long before, and nobody pays a wake-up per request.
     std::mutex drive_mu;
     ibex::coll::DriveState drive;
     std::atomic<int> waiters{0};
@@ -72,6 +73,9 @@ struct ibex_comm {
     std::condition_variable idle_cv;
     ibex::coll::OpQueue queue;
     bool running_op = false; // the progress thread holds an op
+    // Under mu: the thread naps long while callers drive their own ops (nap_kick ends it).
+    bool long_nap = false;
+    bool nap_kick = false;
     // Set under mu; read without it too (a pass over a running op takes no lock).
     std::atomic<bool> stopping{false};
     std::atomic<bool> aborting{false};

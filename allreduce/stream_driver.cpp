@@ -17,6 +17,23 @@ namespace ibex::coll {
 
 namespace {
 
+// How long the progress thread naps between looks while callers drive. With nothing
+// queued, the op running is a caller's own, and a caller that leaves without leaving
+// work needs no driver until it comes back: a long nap, which a caller leaving work
+// behind ends (caller_left_work). With ops queued (issued without waiting), callers come
+// and go between their waits; a short nap, so that none of them pays a wake-up.
+constexpr std::chrono::milliseconds kLongNap{20};
+constexpr std::chrono::milliseconds kShortNap{1};
+
+// Under mu, as a caller stops driving or queues an op: whether the thread, in its long
+// nap, must wake, because nobody else will drive what is queued or running.
+bool caller_left_work(ibex_comm *c) {
+    if (!c->long_nap || c->waiters.load(std::memory_order_acquire) > 0) return false;
+    if (c->queue.empty() && !c->running_op) return false;
+    c->nap_kick = true;
+    return true;
+}
+
 // How much longer the progress thread keeps away after a caller's last turn at the stream:
 // handover_us from when it first saw caller_turns at its present count.
 std::chrono::nanoseconds caller_handover_left(ibex_comm *c, uint64_t *seen, Clock::time_point *seen_at) {
@@ -42,12 +59,20 @@ void progress_main(ibex_comm *c) {
             // longer, since a caller waiting on one request after another comes straight back.
             // The drive lock is taken again only once no caller is left: blocking on it
             // while a caller holds it would cost that caller a wake-up at every release.
+            // Each look costs this thread a wake-up on a core a caller is spinning on, so
+            // the looks are rare and a caller that leaves work behind ends the nap.
             dl.unlock();
             {
                 std::unique_lock l(c->mu);
-                for (int naps = 0; naps < 1000000 && c->waiters.load(std::memory_order_acquire) > 0; ++naps)
-                    if (c->driver_cv.wait_for(l, std::chrono::milliseconds(1), [&] { return c->aborting || c->stopping; }))
+                for (int naps = 0; naps < 1000000 && c->waiters.load(std::memory_order_acquire) > 0; ++naps) {
+                    // Ops queued behind the callers' own: a short nap, as they may leave them.
+                    c->long_nap = c->queue.empty();
+                    if (c->driver_cv.wait_for(l, c->long_nap ? kLongNap : kShortNap,
+                                              [&] { return c->aborting || c->stopping || c->nap_kick; }))
                         break;
+                }
+                c->long_nap = false;
+                c->nap_kick = false;
             }
             dl.lock();
             if (!c->aborting) continue;
@@ -179,6 +204,7 @@ bool run_inline(ibex_comm *c, Op &op, ibex_status_t *out) {
         }
         c->caller_turns.fetch_add(1, std::memory_order_release);
         c->waiters.fetch_sub(1, std::memory_order_acq_rel);
+        if (caller_left_work(c)) c->driver_cv.notify_all(); // under mu, as in request_wait
     }
     if (!idle) return false;
     *out = st == IBEX_OK ? IBEX_OK : fail(st, "%s", detail.c_str());
@@ -226,6 +252,7 @@ ibex_status_t submit_small(ibex_comm *c, Op &&op, ibex_request **req) {
         here = !d.have && !c->running_op && c->queue.empty();
         if (here) c->running_op = true;
         else c->queue.push_back(std::move(op));
+        if (!here && caller_left_work(c)) c->driver_cv.notify_all();
     }
     *req = r;
     if (!here) {
@@ -248,7 +275,7 @@ ibex_status_t submit_small(ibex_comm *c, Op &&op, ibex_request **req) {
     return IBEX_OK;
 }
 
-ibex_status_t comm_submit(ibex_comm *c, Op &&op, ibex_request **req) {
+ibex_status_t comm_submit(ibex_comm *c, Op &&op, ibex_request **req, bool caller_waits) {
     ibex_request *r = request_new();
     if (!r) return fail(IBEX_ERR_NO_MEMORY, "request");
     op.req = r;
@@ -260,6 +287,7 @@ ibex_status_t comm_submit(ibex_comm *c, Op &&op, ibex_request **req) {
             return st;
         }
         c->queue.push_back(std::move(op));
+        if (!caller_waits && caller_left_work(c)) c->driver_cv.notify_all();
     }
     if (c->driver_asleep.load(std::memory_order_seq_cst)) wake(c);
     *req = r;
@@ -313,10 +341,12 @@ ibex_status_t request_wait(ibex_request *r) {
             if (!stopped && c->drive.taken) drive_pass(c, 1);
         }
         {
-            // No wake-up: the thread looks again within a millisecond (see ibex_comm).
+            // A wake-up only for work left behind (see ibex_comm).
             std::lock_guard l(c->mu);
             c->caller_turns.fetch_add(1, std::memory_order_release);
             c->waiters.fetch_sub(1, std::memory_order_acq_rel);
+            // Notified under mu: once it is let go, the communicator may be destroyed.
+            if (caller_left_work(c)) c->driver_cv.notify_all();
         }
         // Last touch of c: whatever is still queued goes back to the progress thread.
     }

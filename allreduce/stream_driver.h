@@ -68,7 +68,9 @@ bool run_inline(ibex_comm *c, Op &op, ibex_status_t *st);
 // of handing each to the progress thread.
 ibex_status_t submit_small(ibex_comm *c, Op &&op, ibex_request **req);
 // Queues an op; fails at once (without queueing) when the communicator is in error.
-ibex_status_t comm_submit(ibex_comm *c, Op &&op, ibex_request **req);
+// caller_waits: the caller calls request_wait on *req next, and so drives the op itself;
+// otherwise a progress thread napping while callers drive is woken when no caller is left.
+ibex_status_t comm_submit(ibex_comm *c, Op &&op, ibex_request **req, bool caller_waits = false);
 // Waits for r, driving the stream meanwhile; frees r and returns its status.
 ibex_status_t request_wait(ibex_request *r);
 // One non-blocking pass of the stream when nobody else drives it (ibex_test).

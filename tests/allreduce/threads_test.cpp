@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <ibex/coll.h>
 
+#include <atomic>
+#include <chrono>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,6 +41,49 @@ TEST(ThreadsAsRanks, AllreduceAndSplit) {
         });
     for (auto &t : th) t.join();
     for (int r = 0; r < n; ++r) EXPECT_EQ(err[r], "") << "rank " << r;
+}
+
+// A collective issued with a request right after blocking ones (the progress thread naps
+// while callers drive) runs to its end while the caller makes no ibex call at all: the
+// progress thread must wake for it, as an application overlapping compute relies on.
+TEST(ThreadsAsRanks, AnOpNobodyWaitsOnFinishesAfterBlockingOnes) {
+    const int n = 2;
+    ibex_unique_id_t id{};
+    ASSERT_EQ(ibex_get_unique_id(&id), IBEX_OK) << ibex_last_error();
+    std::vector<std::string> err(n);
+    std::vector<double> waited_ms(n, 0.0);
+    std::vector<std::thread> th;
+    for (int r = 0; r < n; ++r)
+        th.emplace_back([&, r] {
+            auto check = [&](ibex_status_t st, const char *what) {
+                if (st != IBEX_OK && err[r].empty()) err[r] = std::string(what) + ": " + ibex_last_error();
+                return st == IBEX_OK;
+            };
+            ibex_comm_t *c = nullptr;
+            if (!check(ibex_comm_init_rank(&c, n, &id, r, nullptr), "init")) return;
+            for (int round = 0; round < 3 && err[r].empty(); ++round) {
+                float x = 1.0f;
+                for (int i = 0; i < 200 && check(ibex_allreduce(&x, &x, 1, IBEX_F32, IBEX_SUM, c, nullptr), "blocking"); ++i)
+                    x = 1.0f;
+                std::vector<float> in(1000, 1.0f + static_cast<float>(r)), out(1000, 0.0f);
+                ibex_request_t *req = nullptr;
+                if (!check(ibex_allreduce(in.data(), out.data(), in.size(), IBEX_F32, IBEX_SUM, c, &req), "issue")) break;
+                // No ibex call until the result is there (bounded: a hang fails, not blocks).
+                const auto t0 = std::chrono::steady_clock::now();
+                const std::atomic_ref<float> last(out.back());
+                while (last.load(std::memory_order_acquire) != 3.0f &&
+                       std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20))
+                    std::this_thread::sleep_for(std::chrono::microseconds(100));
+                waited_ms[r] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+                if (last.load(std::memory_order_acquire) != 3.0f)
+                    err[r] = "round " + std::to_string(round) + ": no result without a call in 20 s";
+                check(ibex_wait(req), "wait");
+                if (err[r].empty() && out[0] != 3.0f) err[r] = "allreduce gave " + std::to_string(out[0]);
+            }
+            check(ibex_comm_destroy(c), "destroy");
+        });
+    for (auto &t : th) t.join();
+    for (int r = 0; r < n; ++r) EXPECT_EQ(err[r], "") << "rank " << r << " (last wait " << waited_ms[r] << " ms)";
 }
 
 } // namespace
