@@ -286,6 +286,7 @@ ibex_status_t comm_create(int nranks, const char *id_text, int rank, const CommO
     c->thread = std::thread(progress_main, c);
     if (ibex_status_t st = calibrate(c); st != IBEX_OK) return bail(st);
     c->selector.set_sumsrv_servers(c->sumsrv.servers(), c->sumsrv.some_on_a_workers_machine());
+    c->last_schedule.forget(); // built while the cost model was still being measured
     *out = c;
     return IBEX_OK;
 }

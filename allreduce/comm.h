@@ -21,6 +21,7 @@
 #include "allreduce/gpu_staging.h"
 #include "allreduce/op.h"
 #include "allreduce/op_queue.h"
+#include "allreduce/op_start.h"
 #include "allreduce/reg_cache.h"
 #include "allreduce/comm_memory.h"
 #include "allreduce/selector.h"
@@ -48,6 +49,7 @@ struct ibex_comm {
     // Scratch for partial results (reduce-scatter, reduce) and the probe; grows on demand.
     void *scratch = nullptr;
     size_t scratch_bytes = 0;
+    ibex::coll::ScheduleMemo last_schedule; // touched by the stream's driver only
     uint8_t small[64] = {}; // barrier operand and result
 
     std::thread thread;

@@ -74,7 +74,6 @@ ibex_status_t start_op(ibex_comm *c, Op &op, bool *empty) {
     case OpKind::allgather:
     case OpKind::broadcast: break;
     }
-    const Algo algo = op.algo ? *op.algo : comm_algo(c, a.count * elem);
     *empty = false;
     if (a.count == 0) {
         *empty = true;
@@ -90,6 +89,13 @@ ibex_status_t start_op(ibex_comm *c, Op &op, bool *empty) {
     if (op.kind == OpKind::barrier)
         IBEX_TRY(c->caches.get_all(c->small, sizeof c->small));
     a.scratch = c->scratch;
+    ScheduleMemo &memo = c->last_schedule;
+    if (op.kind != OpKind::probe && memo.matches(op.kind, op.algo, a)) {
+        Schedule s = memo.schedule;
+        return c->exec.start(std::move(s), a.type, a.op, c->caches);
+    }
+    memo.forget();
+    const Algo algo = op.algo ? *op.algo : comm_algo(c, a.count * elem);
     Schedule s;
     ScheduleBuilder b(&s, elem, c->opt.exec.slice_bytes);
     switch (op.kind) {
@@ -120,6 +126,14 @@ ibex_status_t start_op(ibex_comm *c, Op &op, bool *empty) {
         // A sumsrv allreduce whose servers carry it all (k = n) runs on the client alone.
         *empty = !c->sumsrv.active();
         return IBEX_OK;
+    }
+    if (op.kind != OpKind::probe && !c->sumsrv.active()) {
+        memo.valid = true;
+        memo.kind = op.kind;
+        memo.forced = op.algo;
+        memo.args = a;
+        memo.algo = algo;
+        memo.schedule = s;
     }
     return c->exec.start(std::move(s), op.kind == OpKind::probe ? IBEX_U8 : a.type, a.op, c->caches);
 }

@@ -2,9 +2,13 @@
 // sized) and hands it to the communicator's executor.
 #pragma once
 
+#include <optional>
+
 #include <ibex/coll.h>
 
+#include "allreduce/algorithms/algorithms.h"
 #include "allreduce/op.h"
+#include "allreduce/schedule.h"
 
 namespace ibex::coll {
 
@@ -16,6 +20,27 @@ namespace ibex::coll {
 // ask this.
 enum class OpPath { boxes, direct, scheduled };
 OpPath op_path(const ibex_comm *c, const Op &op);
+
+// The last op's schedule, kept for the next: a training loop issues the same collectives on
+// the same buffers over and over, and choosing and building an 8-byte allreduce's schedule
+// costs about as much as its engine work (0.3-0.4 us). Only what depends on nothing but
+// the op's arguments and the communicator's settings is kept (no probe, no sumsrv).
+struct ScheduleMemo {
+    bool valid = false;
+    OpKind kind = OpKind::allreduce;
+    std::optional<Algo> forced;
+    CollArgs args;
+    Algo algo = Algo::ring;
+    Schedule schedule;
+
+    bool matches(OpKind k, const std::optional<Algo> &f, const CollArgs &a) const {
+        return valid && kind == k && forced == f && args.sendbuf == a.sendbuf && args.recvbuf == a.recvbuf &&
+               args.count == a.count && args.type == a.type && args.op == a.op && args.root == a.root &&
+               args.rank == a.rank && args.nranks == a.nranks && args.scratch == a.scratch;
+    }
+    // The cost model changed (calibration) or the buffers' meaning did: build afresh.
+    void forget() { valid = false; }
+};
 
 // *empty: the op has nothing to move on this rank (it completes at once).
 ibex_status_t start_op(ibex_comm *c, Op &op, bool *empty);

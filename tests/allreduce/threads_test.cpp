@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 #include <ibex/coll.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -84,6 +86,61 @@ TEST(ThreadsAsRanks, AnOpNobodyWaitsOnFinishesAfterBlockingOnes) {
         });
     for (auto &t : th) t.join();
     for (int r = 0; r < n; ++r) EXPECT_EQ(err[r], "") << "rank " << r << " (last wait " << waited_ms[r] << " ms)";
+}
+
+// The same collective on other buffers, another count or out of place after in place: each
+// call lands its own result where it names, although the communicator keeps the last
+// op's schedule for the next identical one (ScheduleMemo). Over udp:lo (IBEX_SHM=0), so
+// that the calls run on the executor's schedules, not the fast boxes.
+TEST(ThreadsAsRanks, RepeatedCallsWithChangedArgumentsLandWhereTheyName) {
+    const char *had = std::getenv("IBEX_SHM");
+    const std::string saved = had ? had : "";
+    setenv("IBEX_SHM", "0", 1);
+    const int n = 2;
+    ibex_unique_id_t id{};
+    ASSERT_EQ(ibex_get_unique_id(&id), IBEX_OK) << ibex_last_error();
+    std::vector<std::string> err(n);
+    std::vector<std::thread> th;
+    for (int r = 0; r < n; ++r)
+        th.emplace_back([&, r] {
+            auto check = [&](ibex_status_t st, const char *what) {
+                if (st != IBEX_OK && err[r].empty()) err[r] = std::string(what) + ": " + ibex_last_error();
+                return st == IBEX_OK;
+            };
+            ibex_comm_t *c = nullptr;
+            if (!check(ibex_comm_init_rank(&c, n, &id, r, nullptr), "init")) return;
+            std::vector<float> a(8), b(8), out1(8), out2(8);
+            const float me = 1.0f + static_cast<float>(r); // sums: 3 (a), 30 (b)
+            auto expect = [&](const std::vector<float> &v, size_t count, float want, float beyond, const char *what) {
+                for (size_t i = 0; i < v.size() && err[r].empty(); ++i)
+                    if (v[i] != (i < count ? want : beyond))
+                        err[r] = std::string(what) + ": element " + std::to_string(i) + " is " + std::to_string(v[i]);
+            };
+            for (int round = 0; round < 3 && err[r].empty(); ++round) {
+                std::fill(a.begin(), a.end(), me);
+                if (check(ibex_allreduce(a.data(), a.data(), 8, IBEX_F32, IBEX_SUM, c, nullptr), "a in place"))
+                    expect(a, 8, 3.0f, 0.0f, "a in place");
+                std::fill(b.begin(), b.end(), 10.0f * me);
+                if (check(ibex_allreduce(b.data(), b.data(), 8, IBEX_F32, IBEX_SUM, c, nullptr), "b in place"))
+                    expect(b, 8, 30.0f, 0.0f, "b in place");
+                std::fill(a.begin(), a.end(), me);
+                if (check(ibex_allreduce(a.data(), a.data(), 4, IBEX_F32, IBEX_SUM, c, nullptr), "a, 4 of 8"))
+                    expect(a, 4, 3.0f, me, "a, 4 of 8");
+                std::fill(a.begin(), a.end(), me);
+                std::fill(out1.begin(), out1.end(), -1.0f);
+                std::fill(out2.begin(), out2.end(), -1.0f);
+                if (check(ibex_allreduce(a.data(), out1.data(), 8, IBEX_F32, IBEX_SUM, c, nullptr), "a to out1"))
+                    expect(out1, 8, 3.0f, 0.0f, "a to out1");
+                if (check(ibex_allreduce(a.data(), out2.data(), 8, IBEX_F32, IBEX_MAX, c, nullptr), "a to out2, max"))
+                    expect(out2, 8, 2.0f, 0.0f, "a to out2, max");
+                expect(out1, 8, 3.0f, 0.0f, "out1 after the max into out2");
+            }
+            check(ibex_comm_destroy(c), "destroy");
+        });
+    for (auto &t : th) t.join();
+    if (had) setenv("IBEX_SHM", saved.c_str(), 1);
+    else unsetenv("IBEX_SHM");
+    for (int r = 0; r < n; ++r) EXPECT_EQ(err[r], "") << "rank " << r;
 }
 
 } // namespace
