@@ -147,6 +147,7 @@ ibex_status_t Executor::start(Schedule &&s, ibex_datatype_t type, ibex_redop_t o
     local_copied_ = 0;
     done_ = 0;
     op_chans_.clear();
+    bool all_eager = true; // every send leaves from the eager buffers
     for (Channel &c : chans_) {
         c.sends.clear();
         c.recvs.clear();
@@ -169,6 +170,7 @@ ibex_status_t Executor::start(Schedule &&s, ibex_datatype_t type, ibex_redop_t o
         ibex_mr_t *mr = nullptr;
         if (st.kind == StepKind::send) {
             c.sends.push_back(static_cast<int>(i));
+            if (sched_.direct || !is_eager(st.bytes)) all_eager = false;
             // Eager slices, and direct ones as small, leave from the channel's own buffers.
             if (st.bytes && !(is_eager(st.bytes) && (!sched_.direct || eager_slots(params_)))) {
                 IBEX_TRY(cache.get(st.src, st.bytes, &mr));
@@ -222,7 +224,7 @@ ibex_status_t Executor::start(Schedule &&s, ibex_datatype_t type, ibex_redop_t o
         }
     }
     active_ = true;
-    fresh_ = true;
+    fresh_ = all_eager;
     // Eager slices that came ahead of this collective take their places now.
     for (int ci : op_chans_) {
         Channel &c = chans_[static_cast<size_t>(ci)];

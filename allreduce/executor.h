@@ -220,6 +220,9 @@ private:
     bool active_ = false;
     // Started and not yet advanced: its first sends go out before the CQs are polled (an
     // empty poll is a syscall on the soft devices, a microsecond or two before the data).
+    // Only when every send is eager: a larger slice posted before the poll can find the
+    // last op's request still unacknowledged and follow it as a request (RC order), which
+    // a same-host peer then pulls from ordinary memory instead of the sender copying it.
     bool fresh_ = false;
     Schedule sched_;
     ibex_datatype_t type_ = IBEX_U8;
