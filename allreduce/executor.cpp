@@ -1,3 +1,7 @@
+// Running a schedule on the executor's channels: posting sends (eager copies, credited or
+// direct WRITE_WITH_IMMs), announcing destinations, folding landed slices into place in
+// arrival order, local copies, and the progress pass that polls the CQs between them.
+// Set-up is executor_setup.cpp's; what completions mean, executor_completions.cpp's.
 #include "allreduce/executor.h"
 #include "allreduce/executor_queues.h"
 
@@ -13,15 +17,6 @@
 namespace ibex::coll {
 namespace {
 
-enum WrKind : uint64_t { kData = 1, kCredit = 2, kRecv = 3, kEagerData = 4, kFastbox = 5 };
-
-uint64_t wr_id(WrKind k, size_t chan, uint32_t value) {
-    return (static_cast<uint64_t>(k) << 56) | (static_cast<uint64_t>(chan) << 32) | value;
-}
-WrKind wr_kind(uint64_t id) { return static_cast<WrKind>(id >> 56); }
-size_t wr_chan(uint64_t id) { return static_cast<size_t>((id >> 32) & 0xffffff); }
-uint32_t wr_value(uint64_t id) { return static_cast<uint32_t>(id); }
-
 // Whether a local copy step goes in bounded pieces, one per pass (a copy of several MiB
 // would hold credits and completions back meanwhile): between host buffers yes; device
 // memory (one cudaMemcpy and its wait) and ranges that overlap (a forward piece could
@@ -36,10 +31,6 @@ uint64_t now_ns() {
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
             .count());
 }
-
-// Immediate data of a data message: the sequence number, and whether it went to an eager slot.
-constexpr uint32_t kImmEager = 1u << 31;
-constexpr uint32_t kImmSeqMask = 0xffffff;
 
 } // namespace
 
@@ -241,104 +232,6 @@ void Executor::mark_done(int i) {
     done_flag_[static_cast<size_t>(i)] = 1;
     done_ns_[static_cast<size_t>(i)] = now_ns();
     ++done_;
-}
-
-ibex_status_t Executor::arrived(Channel &c, const ibex_wc_t &wc) {
-    const uint32_t seq = wc.imm_data & kImmSeqMask;
-    const uint32_t expect = (c.arrive_seq + static_cast<uint32_t>(c.early.size())) & kImmSeqMask;
-    if (seq != expect) return fail(IBEX_ERR_INTERNAL, "rank %d: data sequence %u, expected %u", c.rank, seq, expect);
-    const bool eager = (wc.imm_data & kImmEager) != 0;
-    if (!c.early.empty() || !active_ || c.next_arrival >= c.recvs.size()) {
-        // Only an eager slice, or a direct one into the landing zone, can come before its
-        // collective starts here (the peer is one collective ahead); it waits where it is.
-        if (!eager && !c.zone) return fail(IBEX_ERR_INTERNAL, "rank %d wrote data this rank never asked for", c.rank);
-        c.early.push_back(wc.byte_len | (eager ? 0 : Channel::kEarlyDirect));
-        return IBEX_OK;
-    }
-    return match_arrival(c, eager, wc.byte_len);
-}
-
-ibex_status_t Executor::match_arrival(Channel &c, bool eager, uint32_t byte_len) {
-    const int i = c.recvs[c.next_arrival];
-    const Step &st = sched_.steps[static_cast<size_t>(i)];
-    if (eager != (!sched_.direct && is_eager(st.bytes)) || ((eager || sched_.direct) && byte_len != st.bytes))
-        return fail(IBEX_ERR_INVALID_ARGUMENT,
-                    "rank %d sent %u bytes where this rank expects %zu: the ranks called different collectives, "
-                    "counts or types (or set IBEX_COMM_EAGER differently)",
-                    c.rank, byte_len, st.bytes);
-    if (eager)
-        c.eager_slot_of[c.next_arrival] =
-            static_cast<int>(c.eager_arrived++ % static_cast<uint32_t>(params_.eager_slots));
-    else if (st.kind == StepKind::recv_copy) mark_done(i);
-    ++c.arrive_seq;
-    ++c.next_arrival;
-    return IBEX_OK;
-}
-
-ibex_status_t Executor::handle(const ibex_wc_t &wc, bool *did) {
-    const size_t ci = wr_chan(wc.wr_id);
-    if (ci >= chans_.size()) return fail(IBEX_ERR_INTERNAL, "completion for an unknown channel");
-    Channel &c = chans_[ci];
-    if (wc.status != IBEX_WC_SUCCESS)
-        return fail(IBEX_ERR_REMOTE, "connection to rank %d failed: %s", c.rank,
-                    ibex_wc_status_str(wc.status));
-    *did = true;
-    switch (wr_kind(wc.wr_id)) {
-    case kData:
-        ++c.data_done;
-        mark_done(static_cast<int>(wr_value(wc.wr_id)));
-        return IBEX_OK;
-    case kEagerData:
-        ++c.eager_tx_done; // its send buffer may be reused
-        return IBEX_OK;
-    case kCredit:
-    case kFastbox:
-        return IBEX_OK;
-    case kRecv: {
-        const uint32_t idx = wr_value(wc.wr_id);
-        if (wc.opcode == IBEX_WC_RECV_RDMA_WITH_IMM) {
-            IBEX_TRY(arrived(c, wc));
-        } else {
-            if (wc.byte_len != sizeof(Credit))
-                return fail(IBEX_ERR_INTERNAL, "rank %d sent a %u-byte control message", c.rank, wc.byte_len);
-            Credit cr;
-            std::memcpy(&cr, c.rx.data() + idx * kRxBytes, sizeof cr);
-            switch (cr.kind) {
-            case Ctl::credit: c.credits.push_back(cr); break;
-            case Ctl::eager_ring:
-                if (cr.len != params_.eager_bytes)
-                    return fail(IBEX_ERR_INVALID_ARGUMENT,
-                                "rank %d sends slices of up to %u bytes eagerly, this rank %zu: set IBEX_COMM_EAGER "
-                                "alike on every rank",
-                                c.rank, cr.len, params_.eager_bytes);
-                if (c.peer_eager_known || (cr.len && !cr.seq))
-                    return fail(IBEX_ERR_INTERNAL, "rank %d announced a bad eager ring", c.rank);
-                c.peer_eager_known = true;
-                c.peer_eager_addr = cr.addr;
-                c.peer_eager_rkey = cr.rkey;
-                c.peer_eager_slot_bytes = cr.len;
-                c.peer_eager_slots = cr.seq;
-                break;
-            case Ctl::zone:
-                if (c.peer_zone_known) return fail(IBEX_ERR_INTERNAL, "rank %d announced a second landing zone", c.rank);
-                c.peer_zone_known = true;
-                c.peer_zone_addr = cr.addr;
-                c.peer_zone_rkey = cr.rkey;
-                c.peer_zone_bytes = cr.len;
-                break;
-            case Ctl::ready: c.peer_recvbuf = cr; break;
-            case Ctl::eager_return:
-                if (cr.seq - c.eager_freed > c.eager_sent - c.eager_freed)
-                    return fail(IBEX_ERR_INTERNAL, "rank %d handed back eager slots it never had", c.rank);
-                c.eager_freed = cr.seq;
-                break;
-            default: return fail(IBEX_ERR_INTERNAL, "rank %d sent an unknown control message", c.rank);
-            }
-        }
-        return post_recv(c, idx);
-    }
-    }
-    return fail(IBEX_ERR_INTERNAL, "completion with an unknown work request id");
 }
 
 ibex_status_t Executor::advance(bool *did) {
