@@ -122,9 +122,9 @@ ibex_status_t Executor::reduce_landed(const Step &st, const uint8_t *landed) {
     return IBEX_OK;
 }
 
-ibex_status_t Executor::start(Schedule &&s, ibex_datatype_t type, ibex_redop_t op, RegCaches &caches) {
+ibex_status_t Executor::start(const Schedule &s, ibex_datatype_t type, ibex_redop_t op, RegCaches &caches) {
     if (shut_) return fail(IBEX_ERR_INVALID_STATE, "the communicator's connections are shut down");
-    sched_ = std::move(s);
+    sched_ = s; // copy-assigned: the steps' storage is reused from op to op
     type_ = type;
     op_ = op;
     elem_ = ibex_datatype_size(type);

@@ -89,7 +89,7 @@ public:
 
     // Takes over a schedule; keys come from the caches, one per link (the buffers must
     // already be in them).
-    ibex_status_t start(Schedule &&s, ibex_datatype_t type, ibex_redop_t op, RegCaches &caches);
+    ibex_status_t start(const Schedule &s, ibex_datatype_t type, ibex_redop_t op, RegCaches &caches);
     bool active() const { return active_; }
     bool finished() const { return active_ && done_ == sched_.steps.size(); }
     void finish() { active_ = false; }

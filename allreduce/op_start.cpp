@@ -89,14 +89,15 @@ ibex_status_t start_op(ibex_comm *c, Op &op, bool *empty) {
     if (op.kind == OpKind::barrier)
         IBEX_TRY(c->caches.get_all(c->small, sizeof c->small));
     a.scratch = c->scratch;
+    // Built in the memo's own schedule (its storage reused op after op), which the
+    // executor copies; kept for the next identical call where that may be.
     ScheduleMemo &memo = c->last_schedule;
-    if (op.kind != OpKind::probe && memo.matches(op.kind, op.algo, a)) {
-        Schedule s = memo.schedule;
-        return c->exec.start(std::move(s), a.type, a.op, c->caches);
-    }
+    if (op.kind != OpKind::probe && memo.matches(op.kind, op.algo, a))
+        return c->exec.start(memo.schedule, a.type, a.op, c->caches);
     memo.forget();
     const Algo algo = op.algo ? *op.algo : comm_algo(c, a.count * elem);
-    Schedule s;
+    Schedule &s = memo.schedule;
+    s.reset();
     ScheduleBuilder b(&s, elem, c->opt.exec.slice_bytes);
     switch (op.kind) {
     case OpKind::allreduce:
@@ -127,15 +128,8 @@ ibex_status_t start_op(ibex_comm *c, Op &op, bool *empty) {
         *empty = !c->sumsrv.active();
         return IBEX_OK;
     }
-    if (op.kind != OpKind::probe && !c->sumsrv.active()) {
-        memo.valid = true;
-        memo.kind = op.kind;
-        memo.forced = op.algo;
-        memo.args = a;
-        memo.algo = algo;
-        memo.schedule = s;
-    }
-    return c->exec.start(std::move(s), op.kind == OpKind::probe ? IBEX_U8 : a.type, a.op, c->caches);
+    if (op.kind != OpKind::probe && !c->sumsrv.active()) memo.keep(op.kind, op.algo, a);
+    return c->exec.start(s, op.kind == OpKind::probe ? IBEX_U8 : a.type, a.op, c->caches);
 }
 
 } // namespace ibex::coll

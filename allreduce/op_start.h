@@ -30,15 +30,19 @@ struct ScheduleMemo {
     OpKind kind = OpKind::allreduce;
     std::optional<Algo> forced;
     CollArgs args;
-    Algo algo = Algo::ring;
     Schedule schedule;
 
     bool matches(OpKind k, const std::optional<Algo> &f, const CollArgs &a) const {
-        return valid && kind == k && forced == f && args.sendbuf == a.sendbuf && args.recvbuf == a.recvbuf &&
-               args.count == a.count && args.type == a.type && args.op == a.op && args.root == a.root &&
-               args.rank == a.rank && args.nranks == a.nranks && args.scratch == a.scratch;
+        return valid && kind == k && forced == f && args == a;
     }
-    // The cost model changed (calibration) or the buffers' meaning did: build afresh.
+    // schedule holds what this call built.
+    void keep(OpKind k, const std::optional<Algo> &f, const CollArgs &a) {
+        valid = true;
+        kind = k;
+        forced = f;
+        args = a;
+    }
+    // The cost model changed (calibration), or schedule is about to be rebuilt.
     void forget() { valid = false; }
 };
 

@@ -55,6 +55,14 @@ struct Schedule {
     bool direct = false;
     void *direct_recvbuf = nullptr;
     size_t direct_recv_bytes = 0;
+
+    // Empty again, keeping the steps' storage.
+    void reset() {
+        steps.clear();
+        direct = false;
+        direct_recvbuf = nullptr;
+        direct_recv_bytes = 0;
+    }
 };
 
 // Appends steps, splitting transfers into slices no larger than slice_bytes (whole

@@ -21,6 +21,8 @@ struct CollArgs {
     int rank = 0;
     int nranks = 1;
     void *scratch = nullptr; // at least scratch_bytes() bytes, registered
+
+    bool operator==(const CollArgs &) const = default;
 };
 
 // Elements [off, off + len) of chunk c when count elements are cut into n nearly equal
