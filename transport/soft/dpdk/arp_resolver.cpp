@@ -103,7 +103,7 @@ void ArpResolver::send_arp(uint16_t op, const Mac &dst_mac, uint32_t src_ip, uin
     const size_t len = write_arp(d, l2_, op, mac_, src_ip, dst_mac, dst_ip);
     m->data_len = static_cast<uint16_t>(len);
     m->pkt_len = static_cast<uint32_t>(len);
-    if (rte_eth_tx_burst(io_.port_id(), 0, &m, 1) != 1) rte_pktmbuf_free(m);
+    if (io_.tx_burst(&m, 1) != 1) rte_pktmbuf_free(m);
 }
 
 void ArpResolver::hold(rte_mbuf *m, uint32_t ip, uint64_t now) {

@@ -1,4 +1,5 @@
 #include "transport/soft/dpdk/eal.h"
+#include "transport/soft/dpdk/memif_unmap_guard.h"
 
 #include <fstream>
 #include <mutex>
@@ -88,6 +89,7 @@ ibex_status_t ensure_eal() {
                   " (set IBEX_DPDK_ARGS to change its arguments)";
         return fail(g_status, "%s", g_error.c_str());
     }
+    install_memif_unmap_guard(); // EAL has loaded the PMD plugins
     return IBEX_OK;
 }
 

@@ -80,7 +80,7 @@ bool wait_for_link(uint16_t port_id, bool memif_client) {
 }
 
 EthdevIo::EthdevIo(const Opened &opened, uint32_t sleep_us, uint64_t tx_wait_ns)
-    : opened_(opened), sleep_us_(sleep_us), tx_wait_ns_(tx_wait_ns) {
+    : opened_(opened), memif_(!opened.memif_socket.empty()), sleep_us_(sleep_us), tx_wait_ns_(tx_wait_ns) {
     setup_wait();
 }
 
@@ -100,10 +100,20 @@ void EthdevIo::setup_wait() {
              intr_fd_ >= 0 ? "rx interrupts" : ("no rx interrupts: sleeps at most " + std::to_string(sleep_us_) + " us").c_str());
 }
 
+uint16_t EthdevIo::rx_burst(rte_mbuf **frames, uint16_t n) {
+    MemifBurst burst(memif_);
+    return rte_eth_rx_burst(opened_.port_id, 0, frames, n);
+}
+
+uint16_t EthdevIo::tx_burst(rte_mbuf **frames, uint16_t n) {
+    MemifBurst burst(memif_);
+    return rte_eth_tx_burst(opened_.port_id, 0, frames, n);
+}
+
 rte_mbuf *EthdevIo::next_rx(uint16_t want) {
     if (stash_pos_ == stash_count_) {
         stash_pos_ = 0;
-        stash_count_ = rte_eth_rx_burst(opened_.port_id, 0, stash_, want < kBurst ? want : kBurst);
+        stash_count_ = rx_burst(stash_, want < kBurst ? want : kBurst);
         if (!stash_count_) return nullptr;
     }
     return stash_[stash_pos_++];
@@ -113,7 +123,7 @@ uint16_t EthdevIo::transmit(rte_mbuf **frames, uint16_t n) {
     uint16_t done = 0;
     uint64_t give_up = 0;
     for (uint32_t attempt = 0; done < n; ++attempt) {
-        const uint16_t r = rte_eth_tx_burst(opened_.port_id, 0, frames + done, static_cast<uint16_t>(n - done));
+        const uint16_t r = tx_burst(frames + done, static_cast<uint16_t>(n - done));
         done = static_cast<uint16_t>(done + r);
         if (!r && !link_up()) break; // no peer (a memif server alone): the wire drops
         // The ring is full: the peer drains it when it next polls; on a shared core
@@ -137,7 +147,7 @@ bool EthdevIo::arm_wait() {
         // A frame that arrived before the interrupt was enabled raises none: look once.
         if (stash_pos_ == stash_count_) {
             stash_pos_ = 0;
-            stash_count_ = rte_eth_rx_burst(opened_.port_id, 0, stash_, kBurst);
+            stash_count_ = rx_burst(stash_, kBurst);
         }
         if (stash_count_ > stash_pos_) {
             rte_eth_dev_rx_intr_disable(opened_.port_id, 0);

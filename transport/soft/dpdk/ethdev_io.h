@@ -8,6 +8,7 @@
 #include <ctime>
 
 #include "transport/soft/dpdk/ethdev_attach.h"
+#include "transport/soft/dpdk/memif_unmap_guard.h"
 
 struct rte_mbuf;
 
@@ -46,6 +47,11 @@ public:
     const Opened &opened() const { return opened_; }
     bool link_up() const { return link_is_up(opened_.port_id); }
 
+    // One burst on queue 0; on a memif link bracketed so that its disconnect waits for it
+    // (memif_unmap_guard.h).
+    uint16_t rx_burst(rte_mbuf **frames, uint16_t n);
+    uint16_t tx_burst(rte_mbuf **frames, uint16_t n);
+
     // The next received frame, bursting up to `want` when the stash is empty; nullptr: none.
     rte_mbuf *next_rx(uint16_t want);
     // Sends the frames; what the ring does not take within the wait (or at once when the
@@ -67,6 +73,7 @@ private:
     void setup_wait();
 
     Opened opened_;
+    bool memif_;
     uint32_t sleep_us_;
     uint64_t tx_wait_ns_;
     int intr_fd_ = -1;

@@ -10,6 +10,7 @@
 
 #include "runtime/base/log.h"
 #include "transport/soft/dpdk/ethdev_io.h"
+#include "transport/soft/dpdk/memif_unmap_guard.h"
 #include "transport/soft/dpdk/prefault.h"
 
 namespace ibex::soft::dpdk {
@@ -24,7 +25,13 @@ bool send_leave(uint16_t port_id, rte_mempool *pool, LeaveOp op, const Mac &src_
     rte_mbuf *m = rte_pktmbuf_alloc(pool);
     if (!m) return false;
     auto *p = reinterpret_cast<uint8_t *>(rte_pktmbuf_append(m, kLeaveFrameLen));
-    if (p && (write_leave(p, op, src_mac), rte_eth_tx_burst(port_id, 0, &m, 1) == 1)) return true;
+    if (!p) {
+        rte_pktmbuf_free(m);
+        return false;
+    }
+    write_leave(p, op, src_mac);
+    MemifBurst burst(true);
+    if (rte_eth_tx_burst(port_id, 0, &m, 1) == 1) return true;
     rte_pktmbuf_free(m);
     return false;
 }
@@ -100,7 +107,11 @@ void MemifSession::leave() {
         // Both ends closing at once: one must disconnect first while the other touches
         // nothing. The server yields: it answers, then only watches the link.
         if (owe_answer && (yielded = send(LeaveOp::stopped))) break;
-        const uint16_t n = rte_eth_rx_burst(port_id_, 0, burst, kBurst);
+        uint16_t n;
+        {
+            MemifBurst guard(true);
+            n = rte_eth_rx_burst(port_id_, 0, burst, kBurst);
+        }
         for (uint16_t i = 0; i < n; ++i) {
             const rte_mbuf *m = burst[i];
             // Only the frame's kind matters here, not which UDP port RoCE uses.
