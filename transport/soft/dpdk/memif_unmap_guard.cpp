@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <elf.h>
+#include <iterator>
 #include <link.h>
 #include <mutex>
 #include <sched.h>
@@ -58,18 +59,31 @@ int guarded_munmap(void *addr, size_t len) {
     return ::munmap(addr, len);
 }
 
-// Where the shared object's GOT holds the address of `symbol` (PLT or direct imports).
+// The disconnect also closes the queues' interrupt eventfds, which a burst past its check
+// may still read or kick: waiting here keeps that descriptor number from being reused
+// under it (a kick written into whatever the process opened next).
+int guarded_close(int fd) {
+    wait_out_running_bursts();
+    return ::close(fd);
+}
+
+struct Import {
+    const char *symbol;
+    void *replacement;
+    void **slot = nullptr; // where the shared object's GOT holds its address (PLT or direct)
+};
+
 struct GotSearch {
     const char *object; // a substring of the shared object's path
-    const char *symbol;
-    void **slot = nullptr;
+    Import *imports;
+    size_t count;
     uintptr_t relro_begin = 0, relro_end = 0; // page-aligned, as ld.so protected it
     bool object_found = false;
 };
 
 uintptr_t dyn_address(ElfW(Addr) base, ElfW(Addr) ptr) { return ptr < base ? base + ptr : ptr; }
 
-int find_got_slot(dl_phdr_info *info, size_t, void *arg) {
+int find_got_slots(dl_phdr_info *info, size_t, void *arg) {
     auto *s = static_cast<GotSearch *>(arg);
     if (!info->dlpi_name || !std::strstr(info->dlpi_name, s->object)) return 0;
     s->object_found = true;
@@ -101,27 +115,27 @@ int find_got_slot(dl_phdr_info *info, size_t, void *arg) {
         }
     }
     if (!symtab || !strtab) return 1;
-    for (int t = 0; t < 2 && !s->slot; ++t) {
-        if (!tables[t]) continue;
-        for (size_t k = 0; k < sizes[t] / sizeof(ElfW(Rela)); ++k) {
+    for (int t = 0; t < 2; ++t) {
+        for (size_t k = 0; tables[t] && k < sizes[t] / sizeof(ElfW(Rela)); ++k) {
             const ElfW(Rela) &r = tables[t][k];
             const auto type = ELF64_R_TYPE(r.r_info);
             if (type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT) continue;
-            if (std::strcmp(strtab + symtab[ELF64_R_SYM(r.r_info)].st_name, s->symbol) != 0) continue;
-            s->slot = reinterpret_cast<void **>(base + r.r_offset);
-            break;
+            const char *name = strtab + symtab[ELF64_R_SYM(r.r_info)].st_name;
+            for (size_t i = 0; i < s->count; ++i)
+                if (!s->imports[i].slot && std::strcmp(name, s->imports[i].symbol) == 0)
+                    s->imports[i].slot = reinterpret_cast<void **>(base + r.r_offset);
         }
     }
     return 1;
 }
 
-// Writes `fn` into the slot, lifting RELRO's read-only protection for the moment.
-bool patch_slot(const GotSearch &s, void *fn) {
+// Writes the replacement into the slot, lifting RELRO's read-only protection for the moment.
+bool patch_slot(const GotSearch &s, const Import &im) {
     const uintptr_t page_size = uintptr_t(sysconf(_SC_PAGESIZE));
-    const uintptr_t page = reinterpret_cast<uintptr_t>(s.slot) & ~(page_size - 1);
+    const uintptr_t page = reinterpret_cast<uintptr_t>(im.slot) & ~(page_size - 1);
     const bool relro = page >= s.relro_begin && page < s.relro_end;
     if (relro && mprotect(reinterpret_cast<void *>(page), page_size, PROT_READ | PROT_WRITE) != 0) return false;
-    __atomic_store_n(s.slot, fn, __ATOMIC_RELEASE);
+    __atomic_store_n(im.slot, im.replacement, __ATOMIC_RELEASE);
     if (relro) mprotect(reinterpret_cast<void *>(page), page_size, PROT_READ);
     return true;
 }
@@ -161,20 +175,24 @@ bool install_memif_unmap_guard() {
     static std::once_flag once;
     static bool installed = false;
     std::call_once(once, [] {
-        GotSearch s{"librte_net_memif", "munmap"};
-        dl_iterate_phdr(&find_got_slot, &s);
+        Import imports[] = {{"munmap", reinterpret_cast<void *>(&guarded_munmap)},
+                            {"close", reinterpret_cast<void *>(&guarded_close)}};
+        GotSearch s{"librte_net_memif", imports, std::size(imports)};
+        dl_iterate_phdr(&find_got_slots, &s);
         if (!s.object_found) {
             IBEX_LOG(info, "dpdk: the memif PMD is not a loaded shared object: a killed memif peer can still crash "
                            "this process mid-burst");
             return;
         }
-        if (!s.slot || !patch_slot(s, reinterpret_cast<void *>(&guarded_munmap))) {
+        // munmap is what crashes; close only narrows a rarer race, so it is not required.
+        if (!imports[0].slot || !patch_slot(s, imports[0])) {
             IBEX_LOG(warn, "dpdk: could not route the memif PMD's munmap through the burst guard: a killed memif "
                            "peer can still crash this process mid-burst");
             return;
         }
+        if (imports[1].slot) patch_slot(s, imports[1]);
         installed = true;
-        IBEX_LOG(debug, "dpdk: the memif PMD's munmap waits for running bursts");
+        IBEX_LOG(debug, "dpdk: the memif PMD's munmap%s wait for running bursts", imports[1].slot ? " and close" : "");
     });
     return installed;
 }

@@ -61,9 +61,10 @@ private:
 inline constexpr uint64_t kBurstWaitLimitNs = 2'000'000'000;
 void wait_out_running_bursts();
 
-// After EAL has loaded its plugins: redirects the memif PMD's munmap (its GOT entry) to
-// wait_out_running_bursts() followed by munmap. Idempotent; false (and logged) where the
-// PMD is not a loaded shared object (a static DPDK) or its import was not found.
+// After EAL has loaded its plugins: redirects the memif PMD's munmap and close (their GOT
+// entries) to wait_out_running_bursts() followed by the call. Idempotent; false (and
+// logged) where the PMD is not a loaded shared object (a static DPDK) or its munmap import
+// was not found.
 bool install_memif_unmap_guard();
 
 } // namespace ibex::soft::dpdk
