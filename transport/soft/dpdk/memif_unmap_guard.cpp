@@ -2,6 +2,8 @@
 
 #include <cstring>
 #include <elf.h>
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
 #include <iterator>
 #include <link.h>
 #include <mutex>
@@ -142,6 +144,18 @@ bool patch_slot(const GotSearch &s, const Import &im) {
 
 } // namespace
 
+std::atomic<bool> g_remote_burst_fence{false};
+
+bool use_remote_burst_fence() {
+    static const bool registered = [] {
+        const long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+        return cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+               syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+    }();
+    if (registered) g_remote_burst_fence.store(true);
+    return registered;
+}
+
 BurstSlot *this_thread_burst_slot() {
     if (t_slot) [[likely]]
         return t_slot;
@@ -153,9 +167,11 @@ void enter_unslotted_burst() { g_unslotted.fetch_add(1, std::memory_order_seq_cs
 void leave_unslotted_burst() { g_unslotted.fetch_sub(1, std::memory_order_release); }
 
 void wait_out_running_bursts() {
-    // Pairs with MemifBurst's seq_cst store: either a burst's slot reads odd here, or that
-    // burst reads the device flags the caller cleared before calling.
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    // Pairs with MemifBurst's store: either a burst's slot reads odd here, or that burst
+    // reads the device flags the caller cleared before calling. With the remote fence,
+    // every thread of the process has passed a full barrier when membarrier returns.
+    if (!burst_fence_is_remote() || syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0)
+        std::atomic_thread_fence(std::memory_order_seq_cst);
     const uint64_t deadline = monotonic_ns() + kBurstWaitLimitNs;
     bool all_ended = true;
     for (BurstSlot &s : g_slots) {
@@ -192,7 +208,9 @@ bool install_memif_unmap_guard() {
         }
         if (imports[1].slot) patch_slot(s, imports[1]);
         installed = true;
-        IBEX_LOG(debug, "dpdk: the memif PMD's munmap%s wait for running bursts", imports[1].slot ? " and close" : "");
+        use_remote_burst_fence();
+        IBEX_LOG(debug, "dpdk: the memif PMD's munmap%s wait for running bursts (%s)", imports[1].slot ? " and close" : "",
+                 burst_fence_is_remote() ? "membarrier" : "seq_cst bursts");
     });
     return installed;
 }

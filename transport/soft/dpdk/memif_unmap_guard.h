@@ -6,7 +6,7 @@
 // before it and is still running then touches unmapped memory (SIGSEGV).
 //
 // So each burst on a memif port is bracketed by a MemifBurst, which marks the calling
-// thread's slot odd while it runs, and install_memif_unmap_guard() points the PMD's import
+// thread's slot odd while it runs (two plain stores where membarrier is available), and install_memif_unmap_guard() points the PMD's import
 // of munmap at a function that first waits until every burst that was running has ended.
 // A burst that starts after that sees the device unconnected and touches nothing.
 #pragma once
@@ -21,6 +21,13 @@ struct alignas(64) BurstSlot {
     std::atomic<uint64_t> seq{0};
     std::atomic<bool> taken{false};
 };
+
+// True once the wait fences other threads itself (membarrier's private expedited command).
+extern std::atomic<bool> g_remote_burst_fence;
+inline bool burst_fence_is_remote() { return g_remote_burst_fence.load(std::memory_order_relaxed); }
+// Registers the process for that command (install_memif_unmap_guard() does, before any
+// port exists); false where the kernel lacks it, and bursts then fence themselves.
+bool use_remote_burst_fence();
 
 // The calling thread's slot, claimed on first use and given back when the thread ends;
 // nullptr when every slot is taken (the thread then counts in a shared counter).
@@ -40,8 +47,15 @@ public:
             return;
         }
         seq_ = slot_->seq.load(std::memory_order_relaxed) + 1;
-        // seq_cst: the slot must read odd before the burst reads the device's flags.
-        slot_->seq.store(seq_, std::memory_order_seq_cst);
+        // The slot must read odd before the burst reads the device's flags. Where the wait
+        // can make every thread of the process pass a full barrier (membarrier), a plain
+        // store in program order is enough; else a seq_cst store (about 7 ns).
+        if (burst_fence_is_remote()) [[likely]] {
+            slot_->seq.store(seq_, std::memory_order_relaxed);
+            std::atomic_signal_fence(std::memory_order_seq_cst);
+        } else {
+            slot_->seq.store(seq_, std::memory_order_seq_cst);
+        }
     }
     ~MemifBurst() {
         if (slot_) slot_->seq.store(seq_ + 1, std::memory_order_release);
