@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tests/support/child_process.h"
+#include "tests/transport/soft/dpdk/small_frame.h"
 #include "transport/soft/codec/icrc.h"
 #include "transport/soft/dpdk/dpdk_port.h"
 #include "transport/soft/dpdk/eal.h"
@@ -54,16 +55,6 @@ uint64_t fnv(const uint8_t *p, size_t n) {
 }
 
 std::string socket_path() { return "/tmp/ibex-dpdk-port-" + std::to_string(getpid()) + ".sock"; }
-
-// A frame of the 64 bytes at `bytes` to dst_ip's RoCE port.
-TxPacket small_frame(uint8_t *bytes, uint32_t dst_ip) {
-    TxPacket p;
-    p.dst = {dst_ip, 4791};
-    p.pieces[0] = {bytes, 64};
-    p.npieces = 1;
-    p.len = 64;
-    return p;
-}
 
 // Server and client of one in-process memif pair on socket_path() + suffix, each with the
 // other as a static neighbour (no ARP).

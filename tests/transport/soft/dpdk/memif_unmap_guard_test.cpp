@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "tests/support/child_process.h"
+#include "tests/transport/soft/dpdk/small_frame.h"
 #include "transport/soft/dpdk/dpdk_port.h"
 #include "transport/soft/dpdk/memif_unmap_guard.h"
 
@@ -39,15 +40,6 @@ std::string device(const std::string &sock, bool server) {
     return "dpdk:memif:" + sock +
            (server ? ",role=server,ip=10.62.0.1,mac=02:00:00:3e:00:01,neigh=10.62.0.2@02:00:00:3e:00:02"
                    : ",role=client,ip=10.62.0.2,mac=02:00:00:3e:00:02,neigh=10.62.0.1@02:00:00:3e:00:01");
-}
-
-TxPacket small_frame(uint8_t *bytes, uint32_t dst_ip) {
-    TxPacket p;
-    p.dst = {dst_ip, 4791};
-    p.pieces[0] = {bytes, 64};
-    p.npieces = 1;
-    p.len = 64;
-    return p;
 }
 
 // Every thread of this process (EAL's interrupt thread included) onto one CPU.
