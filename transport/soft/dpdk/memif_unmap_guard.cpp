@@ -2,13 +2,13 @@
 
 #include <cstring>
 #include <elf.h>
-#include <linux/membarrier.h>
-#include <sys/syscall.h>
 #include <iterator>
 #include <link.h>
+#include <linux/membarrier.h>
 #include <mutex>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
