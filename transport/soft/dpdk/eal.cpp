@@ -1,5 +1,4 @@
 #include "transport/soft/dpdk/eal.h"
-#include "transport/soft/dpdk/memif_unmap_guard.h"
 
 #include <fstream>
 #include <mutex>
@@ -20,6 +19,7 @@
 #include "runtime/base/config.h"
 #include "runtime/base/log.h"
 #include "runtime/base/status.h"
+#include "transport/soft/dpdk/memif_unmap_guard.h"
 
 namespace ibex::soft::dpdk {
 namespace {
