@@ -9,7 +9,6 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
-#include <dirent.h>
 #include <poll.h>
 #include <sched.h>
 #include <string>
@@ -17,6 +16,7 @@
 #include <unistd.h>
 
 #include "tests/support/child_process.h"
+#include "tests/support/pin_threads.h"
 #include "tests/transport/soft/dpdk/small_frame.h"
 #include "transport/soft/dpdk/dpdk_port.h"
 #include "transport/soft/dpdk/memif_unmap_guard.h"
@@ -40,18 +40,6 @@ std::string device(const std::string &sock, bool server) {
     return "dpdk:memif:" + sock +
            (server ? ",role=server,ip=10.62.0.1,mac=02:00:00:3e:00:01,neigh=10.62.0.2@02:00:00:3e:00:02"
                    : ",role=client,ip=10.62.0.2,mac=02:00:00:3e:00:02,neigh=10.62.0.1@02:00:00:3e:00:01");
-}
-
-// Every thread of this process (EAL's interrupt thread included) onto one CPU.
-void pin_all_threads(int cpu) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    DIR *d = opendir("/proc/self/task");
-    if (!d) return;
-    while (dirent *e = readdir(d))
-        if (e->d_name[0] != '.') sched_setaffinity(std::stoi(e->d_name), sizeof set, &set);
-    closedir(d);
 }
 
 // The survivor: a memif server that sends and receives without pause, reporting each
