@@ -3,7 +3,8 @@
 // regions while this side may be inside a burst on them. memif_unmap_guard.h makes that
 // unmap wait until no burst runs. The survivor here busy-polls with all its threads on
 // one CPU, so the interrupt thread runs only by preempting the poller, often mid-burst:
-// without the guard the survivor died with SIGSEGV within the first few kills.
+// without the guard the survivor died with SIGSEGV at the first or second kill (3 of 3
+// runs).
 #include <gtest/gtest.h>
 
 #include <atomic>
