@@ -9,10 +9,10 @@
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "runtime/base/log.h"
+#include "transport/soft/dpdk/ethdev_io.h"
 
 namespace ibex::soft::dpdk {
 namespace {
@@ -40,17 +40,11 @@ struct SlotClaim {
     }
 };
 
-uint64_t monotonic_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
-
 // Spins politely (the bursting thread may share this CPU) until done() or the limit.
 template <class Done> bool wait_until(Done done, uint64_t deadline) {
     for (uint32_t i = 0; !done(); ++i) {
         if (i < 64) continue;
-        if ((i & 63) == 0 && monotonic_ns() > deadline) return false;
+        if ((i & 63) == 0 && now_ns() > deadline) return false;
         sched_yield();
     }
     return true;
@@ -172,7 +166,7 @@ void wait_out_running_bursts() {
     // every thread of the process has passed a full barrier when membarrier returns.
     if (!burst_fence_is_remote() || syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0)
         std::atomic_thread_fence(std::memory_order_seq_cst);
-    const uint64_t deadline = monotonic_ns() + kBurstWaitLimitNs;
+    const uint64_t deadline = now_ns() + kBurstWaitLimitNs;
     bool all_ended = true;
     for (BurstSlot &s : g_slots) {
         if (&s == t_slot || !s.taken.load(std::memory_order_acquire)) continue;
