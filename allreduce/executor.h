@@ -89,11 +89,14 @@ public:
 
     // Takes over a schedule; keys come from the caches, one per link (the buffers must
     // already be in them).
-    ibex_status_t start(const Schedule &s, ibex_datatype_t type, ibex_redop_t op, RegCaches &caches);
+    // timed: done_times() is wanted (a clock read per step otherwise saved).
+    ibex_status_t start(const Schedule &s, ibex_datatype_t type, ibex_redop_t op, RegCaches &caches,
+                        bool timed = false);
     bool active() const { return active_; }
     bool finished() const { return active_ && done_ == sched_.steps.size(); }
     void finish() { active_ = false; }
-    // steady-clock ns at which each step finished (complete once finished())
+    // steady-clock ns at which each step finished (complete once finished(); zeros unless
+    // started timed)
     const std::vector<uint64_t> &done_times() const { return done_ns_; }
     // Control messages (credits, eager ring announcements and returns, landing zones,
     // readies) this rank has sent, over the executor's life.
@@ -230,6 +233,7 @@ private:
     size_t elem_ = 1;
     std::vector<uint8_t> done_flag_;
     std::vector<uint64_t> done_ns_;
+    bool timed_ = false;
     std::vector<uint32_t> lkey_, rkey_;
     std::vector<int> locals_;
     size_t next_local_ = 0;

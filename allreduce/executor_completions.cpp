@@ -56,7 +56,7 @@ ibex_status_t Executor::handle(const ibex_wc_t &wc, bool *did) {
         mark_done(static_cast<int>(wr_value(wc.wr_id)));
         return IBEX_OK;
     case kEagerData:
-        ++c.eager_tx_done; // its send buffer may be reused
+        c.eager_tx_done = wr_value(wc.wr_id) + 1; // its copy and those before it may be reused
         return IBEX_OK;
     case kCredit:
     case kFastbox:

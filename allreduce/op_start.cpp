@@ -93,7 +93,7 @@ ibex_status_t start_op(ibex_comm *c, Op &op, bool *empty) {
     // executor copies; kept for the next identical call where that may be.
     ScheduleMemo &memo = c->last_schedule;
     if (op.kind != OpKind::probe && memo.matches(op.kind, op.algo, a))
-        return c->exec.start(memo.schedule, a.type, a.op, c->caches);
+        return c->exec.start(memo.schedule, a.type, a.op, c->caches, op.times != nullptr);
     memo.forget();
     const Algo algo = op.algo ? *op.algo : comm_algo(c, a.count * elem);
     Schedule &s = memo.schedule;
@@ -129,7 +129,7 @@ ibex_status_t start_op(ibex_comm *c, Op &op, bool *empty) {
         return IBEX_OK;
     }
     if (op.kind != OpKind::probe && !c->sumsrv.active()) memo.keep(op.kind, op.algo, a);
-    return c->exec.start(s, op.kind == OpKind::probe ? IBEX_U8 : a.type, a.op, c->caches);
+    return c->exec.start(s, op.kind == OpKind::probe ? IBEX_U8 : a.type, a.op, c->caches, op.times != nullptr);
 }
 
 } // namespace ibex::coll

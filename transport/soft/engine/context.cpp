@@ -37,6 +37,7 @@ EngineConfig EngineConfig::from_env() {
         static_cast<uint32_t>(config::get_int("IBEX_MAX_INFLIGHT_CONTEXT", c.max_inflight_context, 16, 1 << 24));
     c.ack_req_every = static_cast<uint32_t>(config::get_int("IBEX_ACK_REQ_EVERY", c.ack_req_every, 1, 1 << 20));
     c.ack_delay_us = static_cast<uint32_t>(config::get_int("IBEX_ACK_DELAY_US", c.ack_delay_us, 0, 10000));
+    c.ack_lazy_us = static_cast<uint32_t>(config::get_int("IBEX_ACK_LAZY_US", c.ack_lazy_us, 0, 10000));
     c.spin_us = static_cast<uint32_t>(config::get_int("IBEX_POLL_SPIN_US", c.spin_us, 0, 1000000));
     c.app_idle_us = static_cast<uint32_t>(config::get_int("IBEX_APP_IDLE_US", c.app_idle_us, 0, 1000000));
     c.progress_thread = config::get_bool("IBEX_PROGRESS_THREAD", c.progress_thread);

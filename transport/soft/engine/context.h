@@ -30,6 +30,12 @@ struct EngineConfig {
     // progress pass, as before). Completions of the peer's WRs can come that much later;
     // its window (32 unacknowledged requests at most) never waits for it.
     uint32_t ack_delay_us = 20;
+    // Packets that did not ask for an ACK (the last packet of an unsignaled WR, a middle
+    // packet) are acknowledged lazily: by this long after the first of them
+    // (IBEX_ACK_LAZY_US), or in the batch of a request of their QP once several wait. Their
+    // requester waits for no completion; the ACK only frees its send queue. Kept well
+    // under the requester's RTO_low, so that no lazy ACK is taken for a loss.
+    uint32_t ack_lazy_us = 200;
     uint32_t spin_us = 50;           // progress thread busy-poll before blocking (IBEX_POLL_SPIN_US)
     // The application counts as driving progress this long after its last ibex call; the
     // progress thread sleeps meanwhile. Long enough that its wake-ups cost little CPU.

@@ -119,6 +119,7 @@ struct SoftQp : ibex_qp, QpAttrs {
     uint64_t in_write_va = 0;
     uint64_t in_write_epoch = 0;
     bool ack_pending = false;
+    bool ack_lazy = false;      // no packet the pending ACK covers asked for one
     uint64_t ack_pass = 0;      // progress pass whose receive made the ACK pending
     uint64_t ack_due = 0;       // the pending ACK leaves by then even without a request
     uint32_t unacked_rx = 0;    // requests accepted since the last ACK went out

@@ -29,7 +29,7 @@ void SoftQp::reset() {
     in_write = nullptr;
     in_write_len = 0;
     job_count = job_head = 0;
-    ack_pending = nak_sent = false;
+    ack_pending = ack_lazy = nak_sent = false;
     in_msg = InMsg::kNone;
     msn = 0;
     for (auto &r : replays) r.valid = false;

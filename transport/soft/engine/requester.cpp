@@ -355,7 +355,12 @@ void emit_request(SoftContext &ctx, SoftQp &qp, SendWqe &w, uint32_t k, bool fil
     const bool last = k + 1 == w.npkts;
     const uint8_t op = request_opcode(w, first, last);
     const uint16_t flags = op_info(op).flags;
-    const bool ack_req = last || fills_window || ((k + 1) % ctx.config().ack_req_every == 0);
+    // The end of a message asks for an ACK when its completion will be waited for (a
+    // signaled WR), or when the send queue is half full of WRs that only an ACK frees. An
+    // unsignaled WR's ACK can come lazily (EngineConfig::ack_lazy_us), usually in the
+    // batch of the peer's next request, instead of in a datagram of its own.
+    const bool wants_ack = w.signaled || qp.sig_all || qp.sq.size() * 2 >= qp.sq.capacity();
+    const bool ack_req = (last && wants_ack) || fills_window || ((k + 1) % ctx.config().ack_req_every == 0);
     size_t h = put_bth(slot.hdr, op, qp.dest_qpn, psn, ack_req, pad_for(len), last && w.solicited);
     if (flags & kHasReth) {
         encode_reth(slot.hdr + h, {w.remote_addr, w.rkey, total});

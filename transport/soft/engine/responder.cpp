@@ -17,6 +17,7 @@ namespace {
 
 constexpr uint32_t kAckDeferLimit = 32;
 constexpr uint32_t kAckRideMin = 4;
+constexpr uint32_t kLazyAckRideMin = 16;
 
 ResponseJob *push_job(SoftQp &qp) {
     if (qp.job_count == kResponseJobs) return nullptr;
@@ -59,13 +60,23 @@ void accepted(SoftContext &ctx, SoftQp &qp, uint32_t psn, bool ack_req, uint16_t
     ++qp.unacked_rx;
     if (ack_req) {
         const bool one_packet = (flags & kFirst) && (flags & kLast);
-        if (!one_packet)
+        if (!one_packet) {
             qp.ack_due = 0;
-        else if (!qp.ack_pending)
-            qp.ack_due = ctx.config().ack_delay_us ? ctx.now_ns() + ctx.config().ack_delay_us * 1000ull : 0;
+        } else if (!qp.ack_pending || qp.ack_lazy) {
+            const uint64_t due = ctx.config().ack_delay_us ? ctx.now_ns() + ctx.config().ack_delay_us * 1000ull : 0;
+            qp.ack_due = qp.ack_pending ? std::min(qp.ack_due, due) : due;
+        }
+        if (!qp.ack_pending || qp.ack_lazy) qp.ack_pass = ctx.pass();
         qp.ack_pending = true;
+        qp.ack_lazy = false;
+        qp.ack_psn = psn;
+    } else if (!qp.ack_pending) {
+        qp.ack_due = ctx.config().ack_lazy_us ? ctx.now_ns() + ctx.config().ack_lazy_us * 1000ull : 0;
+        qp.ack_pending = qp.ack_lazy = true;
         qp.ack_psn = psn;
         qp.ack_pass = ctx.pass();
+    } else {
+        qp.ack_psn = psn; // the pending ACK covers this packet too
     }
 }
 
@@ -260,6 +271,7 @@ void on_duplicate(SoftContext &ctx, SoftQp &qp, const PacketView &pv) {
         return;
     }
     qp.ack_pending = true;
+    qp.ack_lazy = false;
     qp.ack_due = 0; // the requester is retrying: answer at once
     qp.ack_psn = psn_add(qp.epsn, kPsnMask);
 }
@@ -454,14 +466,19 @@ void responder_transmit(SoftContext &ctx, SoftQp &qp, uint32_t &budget, uint64_t
     // be waiting for it) leaves at the next pass, or at once with a request. Any ACK made
     // pending by this very pass waits for the next pass (the application sees its data
     // before ibex spends a send on the ACK), unless kAckDeferLimit packets wait for it.
-    const uint64_t delay = uint64_t(ctx.config().ack_delay_us) * 1000;
-    const bool few = qp.unacked_rx < kAckRideMin;
+    const uint64_t delay = uint64_t(qp.ack_lazy ? ctx.config().ack_lazy_us : ctx.config().ack_delay_us) * 1000;
+    const bool few = qp.unacked_rx < (qp.ack_lazy ? kLazyAckRideMin : kAckRideMin);
     const bool rides = request_left && (!few || now + delay / 2 >= qp.ack_due);
-    const bool deferred = !rides && qp.unacked_rx < kAckDeferLimit &&
-                          ((ctx.deferring_acks() && qp.ack_pass == ctx.pass()) || (few && now < qp.ack_due));
+    // A lazy ACK (ack_lazy: no packet it covers asked for one) leaves only when due or
+    // riding: what the requester does wait for (a signaled WR, a full window or send
+    // queue, a periodic AckReq of a long message) asks, and makes the ACK a plain one.
+    const bool deferred =
+        !rides && (qp.ack_lazy ? now < qp.ack_due
+                               : qp.unacked_rx < kAckDeferLimit && ((ctx.deferring_acks() && qp.ack_pass == ctx.pass()) ||
+                                                                    (few && now < qp.ack_due)));
     if (qp.ack_pending && qp.job_count == 0 && budget && !deferred) {
         emit_ack(ctx, qp, kAcknowledge, qp.ack_psn, kAethAck | kAethCreditsUnlimited, nullptr);
-        qp.ack_pending = false;
+        qp.ack_pending = qp.ack_lazy = false;
         qp.unacked_rx = 0;
         --budget;
     }
