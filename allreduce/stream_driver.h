@@ -32,6 +32,10 @@ struct DriveState {
     // which would otherwise be a tenth of its time; the stamps come at most one idle pass
     // late, which only lengthens a spin or a timeout by that pass.
     bool moved_unstamped = false, active_unstamped = false;
+    // The clock read by the idle pass that just ended, for the drive_idle after it (one
+    // read per idle pass, not three); taken by that drive_idle, or by none.
+    std::chrono::steady_clock::time_point idle_pass_now;
+    bool idle_pass_timed = false;
     // Makes o the running op, not yet started; from_queue: taken off the queue, so the next
     // pass looks at it first (a GPU op is staged there).
     void begin(Op &&o, bool from_queue) {

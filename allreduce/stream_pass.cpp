@@ -175,6 +175,7 @@ Pass start_gpu_direct_round(ibex_comm *c) {
 // peers' words are usually a cache-line transfer away).
 Pass drive_pass(ibex_comm *c, int fast_polls) {
     DriveState &d = c->drive;
+    d.idle_pass_timed = false;
     if (c->aborting.load(std::memory_order_acquire)) return Pass::stop;
     // With an op running (most passes) there is nothing to take: no lock.
     if (!d.have && (c->queue.size_unlocked() > 0 || c->stopping.load(std::memory_order_acquire))) {
@@ -314,8 +315,12 @@ Pass drive_pass(ibex_comm *c, int fast_polls) {
         d.mark_active();
         return Pass::moved;
     }
-    d.stamp(Clock::now());
-    if (d.have && ms_since(d.last_activity) > c->opt.timeout_ms) {
+    const auto now = Clock::now();
+    d.stamp(now);
+    d.idle_pass_now = now;
+    d.idle_pass_timed = true;
+    if (d.have && std::chrono::duration_cast<std::chrono::milliseconds>(now - d.last_activity).count() >
+                      c->opt.timeout_ms) {
         const int peer = d.fast ? c->fast.waiting_on() : c->exec.waiting_on();
         char buf[320];
         const bool on_servers = c->sumsrv.active() && !c->sumsrv.done() && (!c->exec.active() || c->exec.finished());
@@ -358,7 +363,8 @@ void drive_idle(ibex_comm *c, std::unique_lock<std::mutex> &dl, int spin_us, boo
         for (int i = 0; i < 16; ++i) __builtin_ia32_pause(); // the clock only every 16th pass
         return;
     }
-    const auto now = Clock::now();
+    const auto now = d.idle_pass_timed ? d.idle_pass_now : Clock::now();
+    d.idle_pass_timed = false;
     d.stamp(now);
     if (now < d.last_move + std::chrono::microseconds(spin_us)) {
         // A fast-box op is polled, not woken: yielding gains it nothing.
