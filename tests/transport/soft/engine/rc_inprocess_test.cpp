@@ -1,7 +1,11 @@
 // The RC engine end to end between two contexts of one process over loopback UDP: each
 // opcode once, data verified. (Two-process, fault-injection and protection suites live in
 // their own files.)
+#include <cstdio>
+#include <dirent.h>
+#include <fstream>
 #include <numeric>
+#include <string>
 #include <sys/resource.h>
 
 #include "tests/support/endpoint.h"
@@ -139,6 +143,50 @@ TEST_F(RcInProcess, IdleContextsBlockInsteadOfSpinning) {
     EXPECT_GE(waited, 0.55);
     // Two progress threads and this thread over 0.6 s: spinning would cost ~1.2 CPU-s.
     EXPECT_LT(used, 0.1) << "idle contexts used " << used << " CPU-seconds in " << waited << " s";
+}
+
+// Context switches of this process's progress threads (named ibex-progress), voluntary
+// and not; -1 if it has none.
+long progress_thread_switches() {
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return -1;
+    long total = -1;
+    while (const dirent *e = readdir(d)) {
+        if (e->d_name[0] == '.') continue;
+        const std::string task = std::string("/proc/self/task/") + e->d_name;
+        std::string comm;
+        std::getline(std::ifstream(task + "/comm"), comm);
+        if (comm != "ibex-progress") continue;
+        std::ifstream status(task + "/status");
+        long n = 0;
+        for (std::string line; std::getline(status, line);)
+            if (line.rfind("voluntary_ctxt_switches:", 0) == 0 || line.rfind("nonvoluntary_ctxt_switches:", 0) == 0)
+                n += std::stol(line.substr(line.find(':') + 1));
+        total = (total < 0 ? 0 : total) + n;
+    }
+    closedir(d);
+    return total;
+}
+
+// While the application keeps polling, its context's progress thread stays asleep and looks
+// at it less and less often: each look is a wake-up, two context switches on a core the
+// application may be spinning on. At one look per IBEX_APP_IDLE_US (1 ms) 0.4 s of polling
+// would cost about 400 wake-ups.
+TEST_F(RcInProcess, AProgressThreadLooksRarelyAtAnApplicationThatKeepsPolling) {
+    IBEX_ASSERT_OK(a.post_rdma(IBEX_WR_RDMA_WRITE, 1, 0, 4096, b.va(0), ibex_mr_rkey(b.mr)));
+    ASSERT_EQ(a.wait(1).size(), 1u);
+    const long before = progress_thread_switches();
+    if (before < 0) GTEST_SKIP() << "the test device (" << test_device() << ") runs no progress thread";
+    const auto start = std::chrono::steady_clock::now();
+    ibex_wc_t wc[4];
+    while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(400)) {
+        int n = 0;
+        ASSERT_EQ(ibex_poll_cq(a.cq, 4, wc, &n), IBEX_OK);
+    }
+    const long switches = progress_thread_switches() - before;
+    std::printf("progress threads: %ld context switches in 0.4 s of polling\n", switches);
+    // a's thread: about 0.4 s / 8 ms plus the first few looks; b's, idle: a few.
+    EXPECT_LT(switches, 150) << "the progress threads kept waking up while the application polled";
 }
 
 } // namespace
