@@ -66,7 +66,7 @@ void accepted(SoftContext &ctx, SoftQp &qp, uint32_t psn, bool ack_req, uint16_t
             const uint64_t due = ctx.config().ack_delay_us ? ctx.now_ns() + ctx.config().ack_delay_us * 1000ull : 0;
             qp.ack_due = qp.ack_pending ? std::min(qp.ack_due, due) : due;
         }
-        if (!qp.ack_pending || qp.ack_lazy) qp.ack_pass = ctx.pass();
+        qp.ack_pass = ctx.pass();
         qp.ack_pending = true;
         qp.ack_lazy = false;
         qp.ack_psn = psn;
@@ -467,7 +467,10 @@ void responder_transmit(SoftContext &ctx, SoftQp &qp, uint32_t &budget, uint64_t
     // pending by this very pass waits for the next pass (the application sees its data
     // before ibex spends a send on the ACK), unless kAckDeferLimit packets wait for it.
     const uint64_t delay = uint64_t(qp.ack_lazy ? ctx.config().ack_lazy_us : ctx.config().ack_delay_us) * 1000;
-    const bool few = qp.unacked_rx < (qp.ack_lazy ? kLazyAckRideMin : kAckRideMin);
+    // (A lazy ACK waits for as many packets as a long message has between AckReqs: the
+    // middle packets of a bulk transfer make one too, which then rides no more often.)
+    const uint32_t ride_min = qp.ack_lazy ? std::max(kLazyAckRideMin, ctx.config().ack_req_every) : kAckRideMin;
+    const bool few = qp.unacked_rx < ride_min;
     const bool rides = request_left && (!few || now + delay / 2 >= qp.ack_due);
     // A lazy ACK (ack_lazy: no packet it covers asked for one) leaves only when due or
     // riding: what the requester does wait for (a signaled WR, a full window or send
