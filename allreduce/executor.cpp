@@ -139,8 +139,8 @@ ibex_status_t Executor::start(const Schedule &s, ibex_datatype_t type, ibex_redo
     elem_ = ibex_datatype_size(type);
     const size_t n = sched_.steps.size();
     done_flag_.assign(n, 0);
-    done_ns_.assign(n, 0);
     timed_ = timed;
+    done_ns_.assign(timed ? n : 0, 0);
     lkey_.assign(n, 0);
     rkey_.assign(n, 0);
     locals_.clear();

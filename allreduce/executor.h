@@ -95,7 +95,7 @@ public:
     bool active() const { return active_; }
     bool finished() const { return active_ && done_ == sched_.steps.size(); }
     void finish() { active_ = false; }
-    // steady-clock ns at which each step finished (complete once finished(); zeros unless
+    // steady-clock ns at which each step finished (complete once finished(); empty unless
     // started timed)
     const std::vector<uint64_t> &done_times() const { return done_ns_; }
     // Control messages (credits, eager ring announcements and returns, landing zones,

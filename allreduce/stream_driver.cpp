@@ -24,11 +24,11 @@ namespace {
 // and go between their waits; a short nap, so that none of them pays a wake-up. Each
 // look is itself a wake-up on a core a caller spins on (a 1 MiB allreduce stream, 2 ranks
 // on 2 cores: 5600 context switches a second, 8% of its bandwidth), so while the callers
-// keep coming back the short naps double up to kShortNapMax: work a caller leaves behind
-// waits that long at most for this thread.
+// keep coming back the short naps double kShortNapDoublings times (1, 2, then 4 ms): work a
+// caller leaves behind waits that long at most for this thread.
 constexpr std::chrono::milliseconds kLongNap{20};
 constexpr std::chrono::milliseconds kShortNap{1};
-constexpr std::chrono::milliseconds kShortNapMax{4};
+constexpr int kShortNapDoublings = 2;
 
 // Under mu, as a caller stops driving or queues an op: whether the thread, in its long
 // nap, must wake, because nobody else will drive what is queued or running.
@@ -72,7 +72,7 @@ void progress_main(ibex_comm *c) {
                 for (int naps = 0; naps < 1000000 && c->waiters.load(std::memory_order_acquire) > 0; ++naps) {
                     // Ops queued behind the callers' own: a short nap, as they may leave them.
                     c->long_nap = c->queue.empty();
-                    const auto nap = c->long_nap ? kLongNap : std::min(kShortNap * (1 << std::min(naps, 2)), kShortNapMax);
+                    const auto nap = c->long_nap ? kLongNap : kShortNap * (1 << std::min(naps, kShortNapDoublings));
                     if (c->driver_cv.wait_for(l, nap,
                                               [&] { return c->aborting || c->stopping || c->nap_kick; }))
                         break;
