@@ -61,6 +61,26 @@ ibex_status_t ranks_fit_cores(ibex_comm *c, bool *out) {
     return IBEX_OK;
 }
 
+// The slice every rank uses: its own (IBEX_COMM_SLICE, else the device's default, given
+// the peers this rank reaches through the device), then the largest of all ranks', since
+// the ranks' schedules must cut transfers alike. A rank told another slice says so.
+ibex_status_t agree_on_slice(ibex_comm *c) {
+    size_t &slice = c->opt.exec.slice_bytes;
+    if (!c->opt.slice_given) {
+        bool over_device = false;
+        for (int p : c->peers) over_device = over_device || !c->topo.local[static_cast<size_t>(p)];
+        slice = comm_slice_bytes(c->opt.device, over_device);
+    }
+    const uint64_t mine = slice;
+    std::vector<uint64_t> all(static_cast<size_t>(c->nranks));
+    IBEX_TRY(c->boot->allgather(&mine, sizeof mine, all.data(), c->opt.timeout_ms));
+    slice = static_cast<size_t>(*std::max_element(all.begin(), all.end()));
+    if (slice != mine && c->opt.slice_given)
+        IBEX_LOG(warn, "rank %d: IBEX_COMM_SLICE=%llu, another rank's is %zu: using %zu on every rank", c->rank,
+                 static_cast<unsigned long long>(mine), slice, slice);
+    return IBEX_OK;
+}
+
 uint64_t fnv1a(const std::string &s) {
     uint64_t h = 1469598103934665603ull;
     for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
@@ -242,8 +262,9 @@ ibex_status_t comm_create(int nranks, const char *id_text, int rank, const CommO
         for (int p = 0; p < nranks; ++p)
             if (p != rank) c->peers.push_back(p);
     }
+    if (ibex_status_t st = agree_on_slice(c); st != IBEX_OK) return bail(st);
     if (ibex_status_t st = c->exec.open(c->opt.device.c_str(), c->topo.shm ? "shm" : nullptr, rank, nranks, c->peers,
-                                        c->topo.local, opt.exec);
+                                        c->topo.local, c->opt.exec);
         st != IBEX_OK) {
         // The device's own errors mostly name it already.
         const std::string detail = ibex_last_error();

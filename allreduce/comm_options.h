@@ -19,6 +19,9 @@ struct CommOptions {
     bool forced = false;
     Algo algo = Algo::ring;
     ExecutorParams exec;
+    // IBEX_COMM_SLICE was given; else the slice follows the device (comm_slice_bytes), and
+    // the ranks agree on one at creation.
+    bool slice_given = false;
     int spin_us = 50;       // the progress thread's busy-poll after the last movement
     int wait_spin_us = -1;  // a waiting caller's; -1: 10 ms when this host's ranks fit its cores, else spin_us
     int handover_us = 200;  // the thread's pause after a caller hands the stream back
@@ -37,5 +40,9 @@ struct CommOptions {
 
 // Reads config (may be NULL) and IBEX_* variables.
 ibex_status_t comm_options(const ibex_comm_config_t *config, CommOptions *out);
+
+// The slice a communicator uses by default on `device` when peers are reached through it
+// (over_device; else they all go through shm): 512 KiB on the udp port, 128 KiB elsewhere.
+size_t comm_slice_bytes(const std::string &device, bool over_device);
 
 } // namespace ibex::coll

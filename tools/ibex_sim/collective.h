@@ -24,7 +24,7 @@ struct CollectiveSpec {
     uint64_t bytes = 1 << 20;
     uint32_t ranks_per_host = 1;
     std::string placement = "linear"; // linear, strided, random
-    size_t slice_bytes = 128 << 10;   // IBEX_COMM_SLICE's default
+    size_t slice_bytes = 128 << 10;   // IBEX_COMM_SLICE's default off the udp port
     uint64_t seed = 1;
     // bigraph: the fabric is ibex_sim's BiGraph with this many hosts on each switch (its
     // host numbering: blocks alternately on upper and lower switch i); 0: not a BiGraph.
