@@ -1,8 +1,7 @@
 // IBEX_PROGRESS_THREAD=0 takes the shm context's progress thread away, as on the soft
 // providers: no thread is started, and requests still complete, served by the two
 // sides' own polls.
-#include <dirent.h>
-
+#include "tests/support/threads.h"
 #include "tests/transport/shm/shm_pair.h"
 #include "tests/transport/soft/rc/peer.h"
 
@@ -10,14 +9,7 @@ using namespace ibex::test;
 
 namespace {
 
-int threads_of_this_process() {
-    int n = 0;
-    if (DIR *d = opendir("/proc/self/task")) {
-        while (dirent *e = readdir(d)) n += e->d_name[0] != '.';
-        closedir(d);
-    }
-    return n;
-}
+int threads_of_this_process() { return static_cast<int>(process_threads().size()); }
 
 int threads_started_by_opening_shm() {
     const int before = threads_of_this_process();

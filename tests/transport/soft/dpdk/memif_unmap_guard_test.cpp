@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "tests/support/child_process.h"
-#include "tests/support/pin_threads.h"
+#include "tests/support/threads.h"
 #include "tests/transport/soft/dpdk/small_frame.h"
 #include "transport/soft/dpdk/dpdk_port.h"
 #include "transport/soft/dpdk/memif_unmap_guard.h"

@@ -2,13 +2,12 @@
 // opcode once, data verified. (Two-process, fault-injection and protection suites live in
 // their own files.)
 #include <cstdio>
-#include <dirent.h>
-#include <fstream>
 #include <numeric>
 #include <string>
 #include <sys/resource.h>
 
 #include "tests/support/endpoint.h"
+#include "tests/support/threads.h"
 
 using namespace ibex::test;
 
@@ -148,23 +147,9 @@ TEST_F(RcInProcess, IdleContextsBlockInsteadOfSpinning) {
 // Context switches of this process's progress threads (named ibex-progress), voluntary
 // and not; -1 if it has none.
 long progress_thread_switches() {
-    DIR *d = opendir("/proc/self/task");
-    if (!d) return -1;
     long total = -1;
-    while (const dirent *e = readdir(d)) {
-        if (e->d_name[0] == '.') continue;
-        const std::string task = std::string("/proc/self/task/") + e->d_name;
-        std::string comm;
-        std::getline(std::ifstream(task + "/comm"), comm);
-        if (comm != "ibex-progress") continue;
-        std::ifstream status(task + "/status");
-        long n = 0;
-        for (std::string line; std::getline(status, line);)
-            if (line.rfind("voluntary_ctxt_switches:", 0) == 0 || line.rfind("nonvoluntary_ctxt_switches:", 0) == 0)
-                n += std::stol(line.substr(line.find(':') + 1));
-        total = (total < 0 ? 0 : total) + n;
-    }
-    closedir(d);
+    for (int tid : ibex::test::process_threads())
+        if (ibex::test::thread_name(tid) == "ibex-progress") total = (total < 0 ? 0 : total) + ibex::test::thread_switches(tid);
     return total;
 }
 

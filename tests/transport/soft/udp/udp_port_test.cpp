@@ -11,11 +11,10 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <filesystem>
-#include <fstream>
 #include <thread>
 
 #include "tests/support/endpoint.h"
+#include "tests/support/threads.h"
 #include "transport/soft/codec/icrc.h"
 #include "transport/soft/codec/roce.h"
 #include "transport/soft/udp/udp_port.h"
@@ -243,15 +242,10 @@ TEST(UdpPort, UnknownInterfaceOrAddressIsNoDevice) {
 
 namespace {
 
-// The CPUs each thread of this process may run on, from /proc/self/task/*/status.
+// The CPUs each thread of this process may run on.
 std::vector<std::string> thread_cpu_lists() {
     std::vector<std::string> out;
-    for (const auto &e : std::filesystem::directory_iterator("/proc/self/task")) {
-        std::ifstream f(e.path() / "status");
-        std::string line;
-        while (std::getline(f, line))
-            if (line.rfind("Cpus_allowed_list:", 0) == 0) out.push_back(line.substr(line.find_first_not_of(" \t", 18)));
-    }
+    for (int tid : ibex::test::process_threads()) out.push_back(ibex::test::thread_status(tid, "Cpus_allowed_list"));
     return out;
 }
 
