@@ -26,7 +26,8 @@
 # env:   SIDE_SECONDS (bandwidth run length, default 5), SIDE_PORT (first TCP port, default 18600),
 #        SIDE_LAT_ITERS (latency iterations, default 20000), SIDE_DPDK=0 (skip the dpdk runs),
 #        SIDE_UDP=0 (skip the udp port and its TCP peers: the dpdk rows alone),
-#        SIDE_COLL=0 (skip the allreduce rows), SIDE_COLL_ITERS (8-byte iterations, 20000)
+#        SIDE_COLL=0 (skip the allreduce rows), SIDE_COLL_ITERS (8-byte iterations, 20000),
+#        SIDE_COLL_BUS_ITERS (timed iterations of each busbw size, 50)
 # Latency figures are medians of half round trips (ibex t_typical, UCX 50th percentile);
 # bandwidth in Gb/s (10^9 bits).
 set -euo pipefail
@@ -200,18 +201,21 @@ if [[ ${SIDE_COLL:-1} != 0 ]] && have mpicc && have mpirun && [[ -x $AR ]]; then
     AR8_IBEX=$(awk '!/^#/ && NF >= 13 { print $6; exit }' "$TMP/ar8_ibex.out")
     AR8_MPI=$(awk '!/^#/ && NF >= 6 { print $3; exit }' "$TMP/ar8_mpi.out")
     echo "allreduce       8 B     2 ranks udp:lo  : ${AR8_IBEX} us  (Open MPI TCP: ${AR8_MPI} us; one at a time)"
-    # busbw from 1 MiB; a warm-up as long as the timed loop (a first size pays one-time
-    # set-up, 25 ms on the dpdk port, which 2 warm-up iterations leave in the table).
+    # busbw from 1 MiB; a warm-up (a first size pays one-time set-up, 25 ms on the dpdk
+    # port, which 2 warm-up iterations leave in the table) and SIDE_COLL_BUS_ITERS timed
+    # iterations (default 50: at 10, a 1 MiB row was 4 ms of timing, and Open MPI's moved
+    # 2.1-4.3 GB/s from run to run, ibex's over memif 1.8-3.1; at 100, 2.6-3.5 and 3.2-3.7).
     COLL_SIZES="1048576 2097152 4194304 8388608 16777216"
     coll_devices=(udp:lo)
     [[ ${SIDE_DPDK:-1} != 0 && -x $RAW ]] && coll_devices+=(dpdk:memif)
-    common=(-np 2 -b 1M -e 16M -f 2 -n 10 -w 10 -d float -o sum)
+    BUS_ITERS=${SIDE_COLL_BUS_ITERS:-50}
+    common=(-np 2 -b 1M -e 16M -f 2 -n "$BUS_ITERS" -w 20 -d float -o sum)
     for dev in "${coll_devices[@]}"; do
         key=${dev%%:*}
         IBEX_SHM=0 timeout 300 "$AR" "${common[@]}" --device "$dev" >"$TMP/bus_$key.out" 2>&1 || true
         while read -r size bus; do BUSBW[$key,$size]=$bus; done < <(awk '!/^#/ && NF >= 13 { print $1, $8 }' "$TMP/bus_$key.out")
     done
-    "${MPI_TCP[@]}" "$TMP/mpi_allreduce_bench" -b 1048576 -e 16777216 -f 2 -n 10 -w 10 >"$TMP/bus_mpi.out" 2>&1 || true
+    "${MPI_TCP[@]}" "$TMP/mpi_allreduce_bench" -b 1048576 -e 16777216 -f 2 -n "$BUS_ITERS" -w 20 >"$TMP/bus_mpi.out" 2>&1 || true
     while read -r size bus; do BUSBW[mpi,$size]=$bus; done < <(awk '!/^#/ && NF >= 6 { print $1, $5 }' "$TMP/bus_mpi.out")
     printf "allreduce busbw GB/s, 2 ranks: %10s %10s %10s %10s\n" bytes udp:lo dpdk:memif "MPI TCP"
     for size in $COLL_SIZES; do
