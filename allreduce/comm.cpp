@@ -63,7 +63,8 @@ ibex_status_t ranks_fit_cores(ibex_comm *c, bool *out) {
 
 // The slice every rank uses: its own (IBEX_COMM_SLICE, else the device's default, given
 // the peers this rank reaches through the device), then the largest of all ranks', since
-// the ranks' schedules must cut transfers alike. A rank told another slice says so.
+// the ranks' schedules must cut transfers alike. A rank told another slice says so. Then
+// the staging slots that slice needs, unless IBEX_COMM_SLOTS says.
 ibex_status_t agree_on_slice(ibex_comm *c) {
     size_t &slice = c->opt.exec.slice_bytes;
     if (!c->opt.slice_given) {
@@ -78,6 +79,8 @@ ibex_status_t agree_on_slice(ibex_comm *c) {
     if (slice != mine && c->opt.slice_given)
         IBEX_LOG(warn, "rank %d: IBEX_COMM_SLICE=%llu, another rank's is %zu: using %zu on every rank", c->rank,
                  static_cast<unsigned long long>(mine), slice, slice);
+    // Slots are this rank's own affair (a sender only follows the credits it is given).
+    if (!c->opt.slots_given) c->opt.exec.slots = comm_staging_slots(slice);
     return IBEX_OK;
 }
 

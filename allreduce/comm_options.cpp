@@ -1,5 +1,6 @@
 #include "allreduce/comm_options.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 
@@ -49,6 +50,7 @@ ibex_status_t comm_options(const ibex_comm_config_t *config, CommOptions *out) {
     out->slice_given = *config::get_string("IBEX_COMM_SLICE", "") != 0;
     out->exec.slice_bytes =
         static_cast<size_t>(config::get_int("IBEX_COMM_SLICE", 128 << 10, 4096, 64 << 20)) & ~size_t(7);
+    out->slots_given = *config::get_string("IBEX_COMM_SLOTS", "") != 0;
     out->exec.slots = static_cast<int>(config::get_int("IBEX_COMM_SLOTS", 8, 1, 256));
     out->exec.window = static_cast<int>(config::get_int("IBEX_COMM_WINDOW", 16, 1, 1024));
     out->exec.eager_bytes = static_cast<size_t>(config::get_int("IBEX_COMM_EAGER", 8 << 10, 0, 1 << 20));
@@ -82,6 +84,14 @@ size_t comm_slice_bytes(const std::string &device, bool over_device) {
     // a message costs little beyond its bytes, 1 MiB lost pipelining at 512 KiB.
     const bool udp = device.rfind("udp:", 0) == 0;
     return over_device && udp ? size_t(512) << 10 : size_t(128) << 10;
+}
+
+int comm_staging_slots(size_t slice_bytes) {
+    // 1 MiB of staging per peer, as 8 slots of 128 KiB always had; at 512 KiB two slots
+    // (one landing while the other is reduced) gave 2 ranks over udp:lo the same busbw
+    // as eight, 1-16 MiB. Never more than the 8 shorter slices always had.
+    constexpr size_t kStagingBytes = size_t(1) << 20;
+    return static_cast<int>(std::clamp<size_t>(kStagingBytes / std::max<size_t>(1, slice_bytes), 2, 8));
 }
 
 } // namespace ibex::coll

@@ -22,6 +22,7 @@ struct CommOptions {
     // IBEX_COMM_SLICE was given; else the slice follows the device (comm_slice_bytes), and
     // the ranks agree on one at creation.
     bool slice_given = false;
+    bool slots_given = false; // IBEX_COMM_SLOTS was given; else comm_staging_slots
     int spin_us = 50;       // the progress thread's busy-poll after the last movement
     int wait_spin_us = -1;  // a waiting caller's; -1: 10 ms when this host's ranks fit its cores, else spin_us
     int handover_us = 200;  // the thread's pause after a caller hands the stream back
@@ -44,5 +45,7 @@ ibex_status_t comm_options(const ibex_comm_config_t *config, CommOptions *out);
 // The slice a communicator uses by default on `device` when peers are reached through it
 // (over_device; else they all go through shm): 512 KiB on the udp port, 128 KiB elsewhere.
 size_t comm_slice_bytes(const std::string &device, bool over_device);
+// Staging slots per peer for slices of slice_bytes: 1 MiB of them, two to eight.
+int comm_staging_slots(size_t slice_bytes);
 
 } // namespace ibex::coll

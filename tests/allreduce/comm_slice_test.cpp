@@ -23,6 +23,15 @@ TEST(CommSlice, TheUdpPortTakesLongerSlicesWhenPeersCrossIt) {
     EXPECT_EQ(ibex::coll::comm_slice_bytes("shm", true), size_t(128) << 10);
 }
 
+TEST(CommSlice, StagingStaysNearAMebibytePerPeer) {
+    EXPECT_EQ(ibex::coll::comm_staging_slots(size_t(128) << 10), 8);
+    EXPECT_EQ(ibex::coll::comm_staging_slots(size_t(512) << 10), 2);
+    EXPECT_EQ(ibex::coll::comm_staging_slots(size_t(256) << 10), 4);
+    // Two at least (one landing while the other is reduced), eight at most.
+    EXPECT_EQ(ibex::coll::comm_staging_slots(size_t(4) << 20), 2);
+    EXPECT_EQ(ibex::coll::comm_staging_slots(4096), 8);
+}
+
 // slices[r]: rank r's IBEX_COMM_SLICE ("" for none). Every rank must end with `want`, and
 // an allreduce long enough to take several slices of it (odd, so the last is short) must
 // give every rank the exact sums.
@@ -37,6 +46,8 @@ int agreeing_body(RankCtx &ctx, const std::vector<std::string> &slices, size_t w
     RANK_CHECK_OK(ctx, ibex::test::init_host_comm(ctx, &comm));
     RANK_CHECK(ctx, comm->opt.exec.slice_bytes == want, "rank %d slices by %zu bytes, expected %zu", ctx.rank,
                comm->opt.exec.slice_bytes, want);
+    RANK_CHECK(ctx, comm->exec.params().slots == ibex::coll::comm_staging_slots(want),
+               "rank %d has %d staging slots per peer for slices of %zu bytes", ctx.rank, comm->exec.params().slots, want);
     const size_t count = 3 * want / sizeof(int32_t) + 7;
     std::vector<int32_t> v(count);
     for (size_t i = 0; i < count; ++i) v[i] = static_cast<int32_t>(i % 1000) + ctx.rank;
