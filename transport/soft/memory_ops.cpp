@@ -1,4 +1,6 @@
 // Protection domains and memory regions.
+#include "runtime/base/cuda_memory.h"
+#include "runtime/base/prefault.h"
 #include "runtime/base/status.h"
 #include "transport/soft/engine/staging.h"
 #include "transport/soft/soft_ops.h"
@@ -47,6 +49,15 @@ ibex_status_t reg_mr(ibex_pd *pd, void *addr, size_t length, unsigned access, ib
         return fail(IBEX_ERR_NO_MEMORY, "memory region table full");
     }
     mr->lkey = mr->rkey = key;
+    // What the engine writes into gets its pages mapped now, as an RNIC's registration pins
+    // them: not a page fault per 4 KiB at the first packets that land there. Only memory
+    // the CPU owns (a GPU buffer's pinned shadow, never the device or managed memory).
+    if (access & (IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE)) {
+        if (mr->host)
+            base::prefault_range(mr->host, length);
+        else if (cuda::memory_kind(addr) == cuda::MemoryKind::kHost)
+            base::prefault_range(addr, length);
+    }
     ctx->port().memory_registered(mr->host ? mr->host : addr, length);
     ++static_cast<SoftPd *>(pd)->users;
     *out = mr;

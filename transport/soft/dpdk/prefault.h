@@ -3,8 +3,8 @@
 // ring buffers and the port's mbuf pools. The first pass over a 2048-slot memif ring then
 // costs a page fault per buffer on both sides, and a 2-byte ping-pong ran at ~5 us for
 // its first ~2000 round trips instead of ~0.6 us (perftest's default of 1000 iterations
-// never left that phase). Prefaulting keeps the contents as they are, so it is safe while
-// the peer uses the memory.
+// never left that phase). Prefaulting (runtime/base/prefault.h) keeps the contents as they
+// are, so it is safe while the peer uses the memory.
 #pragma once
 
 #include <cstddef>
@@ -14,10 +14,6 @@
 struct rte_mempool;
 
 namespace ibex::soft::dpdk {
-
-// Populates the page tables of [addr, addr + len) for writing (MADV_POPULATE_WRITE);
-// false where the kernel cannot (before Linux 5.14), which only costs speed.
-bool prefault_range(void *addr, size_t len);
 
 // The memif regions this process has mapped (its own and its peers'), by the inode of
 // their memfd: a connection's regions are one memfd per region, mapped by both ends.
