@@ -15,6 +15,12 @@ namespace ibex::coll {
 namespace {
 
 constexpr int kProbePings = 8;
+// Ping-only probes run before the measured ones on each link. The first laps of a new
+// channel's eager slots are slow on this VM (8-byte round trips of 25-48 us where later
+// ones take 11-13, with the slots' pages mapped at registration); alpha measured there
+// came out 19-23 us against 6.3-7.5 after four such rounds (32 pings each way, about a
+// millisecond), and 6.5 after eight.
+constexpr int kWarmPingRounds = 4;
 // Probes per link kind; each rank keeps the median. One probe's bulk transfer can meet a
 // reordering or a loss and its resend, or a peer off the CPU, which doubles it: across two
 // namespaces on this VM a single probe's beta between hosts ranged 1.3-3.8 ns/B.
@@ -55,6 +61,8 @@ ibex_status_t probe_once(ibex_comm *c, bool between_hosts, ProbeSize size, doubl
 // The median of kProbeRounds probes, alpha and beta each.
 ibex_status_t probe_link(ibex_comm *c, bool between_hosts, ProbeSize size, double *alpha, double *beta) {
     double a[kProbeRounds], b[kProbeRounds];
+    if (size.pings == kProbePings)
+        for (int k = 0; k < kWarmPingRounds; ++k) IBEX_TRY(probe_once(c, between_hosts, {kProbePings, 0}, &a[0], &b[0]));
     for (int k = 0; k < kProbeRounds; ++k) IBEX_TRY(probe_once(c, between_hosts, size, &a[k], &b[k]));
     *alpha = median(a);
     *beta = median(b);
@@ -155,11 +163,16 @@ ibex_status_t calibrate(ibex_comm *c) {
         // one zero page, which the sender then reads out of L1 (a 32 MiB exchange ran in
         // 10 ms from it, 16-19 ms from written memory, as a collective's does).
         std::memset(c->scratch, 0x5a, c->scratch_bytes);
-        IBEX_TRY(probe_link(c, false, small, &mine[3], &mine[4]));
+        // The big probes first: they take the links through their first laps (a memif
+        // ring's 2048 slots, 8 MiB at 4 KiB frames), which ran several times slower than
+        // the later ones and put alpha at 19-23 us and beta at 4.6-5.1 ns/B on memif
+        // where a warm link gives about a tenth of that; their median of three outlasts one
+        // slow round.
         IBEX_TRY(probe_link(c, false, big, &unused_alpha, &mine[7]));
+        IBEX_TRY(probe_link(c, false, small, &mine[3], &mine[4]));
         if (layout.hosts() > 1) {
-            IBEX_TRY(probe_link(c, true, small, &mine[0], &mine[1]));
             IBEX_TRY(probe_link(c, true, big, &unused_alpha, &mine[5]));
+            IBEX_TRY(probe_link(c, true, small, &mine[0], &mine[1]));
         }
         // The probes' exchanges reduce what lands, which the model prices apart (gamma per
         // byte reduced): their betas keep the transfer alone.

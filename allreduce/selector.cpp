@@ -118,6 +118,12 @@ double Selector::cost(Algo a, size_t bytes) const {
         // 2(n-1) steps of a chunk each; each rank reduces (n-1)/n of the data once.
         return 2 * (n - 1) * step(k, ring_crossing_, m / n) + (n - 1) / n * m * ga;
     case Algo::rhd: {
+        // Two ranks swap whole vectors and both reduce all of it (algorithms/rhd.cpp): one
+        // step of m bytes against ring's two of m/2, for twice the reduction. So it wins
+        // while alpha exceeds half the data's reduction time: up to 2 alpha / gamma
+        // (0.3-0.5 MiB at udp:lo's 6.5 us and 0.025-0.04 ns/B, where ring measured 10-20%
+        // faster from 1 MiB and the swap faster at 64 KiB).
+        if (n_ == 2) return model_.rhd_scale * (step(k, rhd_crossing_[0], m) + m * ga) + rhd_joins() * model_.rhd_join;
         const double p = static_cast<double>(1 << rhd_steps(n_));
         double c = 0, part = m;
         for (size_t crossing : rhd_crossing_) c += 2 * step(k, crossing, part /= 2); // halving, then doubling

@@ -418,6 +418,24 @@ TEST(Selector, BigCollectivesArePricedWithTheBigProbe) {
     EXPECT_NEAR(s.cost_reduce_scatter(false, 512 << 10), 10e-6 + small * 1e-9 + small * 0.1e-9, 1e-12);
 }
 
+// Two ranks: rhd swaps whole vectors (one step, all of it reduced), ring halves them (two
+// steps, half reduced); the swap pays while alpha exceeds half the reduction's time.
+TEST(Selector, TwoRanksSwapWholeVectorsOnlyWhileLatencyDominates) {
+    Selector s;
+    CostModel m = model(6.5e-6, 0.4e-9, 0.03e-9);
+    s.configure(2, 512 << 10, m);
+    const double mb = 1 << 20;
+    EXPECT_NEAR(s.cost(Algo::rhd, 1 << 20), 6.5e-6 + mb * 0.4e-9 + mb * 0.03e-9, 1e-12);
+    EXPECT_NEAR(s.cost(Algo::ring, 1 << 20), 2 * (6.5e-6 + mb / 2 * 0.4e-9) + mb / 2 * 0.03e-9, 1e-12);
+    // The crossing: 2 alpha / gamma, about 433 KB.
+    EXPECT_EQ(s.choose(256 << 10), Algo::rhd);
+    EXPECT_EQ(s.choose(1 << 20), Algo::ring);
+    EXPECT_EQ(s.choose(64 << 20), Algo::ring);
+    // A slower link per message keeps the swap longer.
+    s.configure(2, 512 << 10, model(50e-6, 0.4e-9, 0.03e-9));
+    EXPECT_EQ(s.choose(1 << 20), Algo::rhd);
+}
+
 TEST(Selector, ProbeArithmetic) {
     // Even side of 4 pings: (send, recv) x 4, then 2 bulk slices, then the ack.
     const int pings = 4;
