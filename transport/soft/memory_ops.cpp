@@ -41,6 +41,16 @@ ibex_status_t reg_mr(ibex_pd *pd, void *addr, size_t length, unsigned access, ib
         delete mr;
         return st;
     }
+    // What the engine writes into gets its pages mapped now, as an RNIC's registration pins
+    // them: not a page fault per 4 KiB at the first packets that land there. Before the
+    // context's lock, since a large region takes a while. Only memory the CPU owns (a GPU
+    // buffer's pinned shadow, never the device or managed memory).
+    if (access & (IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE)) {
+        if (mr->host)
+            base::prefault_range(mr->host, length);
+        else if (cuda::memory_kind(addr) == cuda::MemoryKind::kHost)
+            base::prefault_range(addr, length);
+    }
     Lock l(ctx->mutex());
     const uint32_t key = ctx->mrs().add(mr);
     if (!key) {
@@ -49,15 +59,6 @@ ibex_status_t reg_mr(ibex_pd *pd, void *addr, size_t length, unsigned access, ib
         return fail(IBEX_ERR_NO_MEMORY, "memory region table full");
     }
     mr->lkey = mr->rkey = key;
-    // What the engine writes into gets its pages mapped now, as an RNIC's registration pins
-    // them: not a page fault per 4 KiB at the first packets that land there. Only memory
-    // the CPU owns (a GPU buffer's pinned shadow, never the device or managed memory).
-    if (access & (IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE)) {
-        if (mr->host)
-            base::prefault_range(mr->host, length);
-        else if (cuda::memory_kind(addr) == cuda::MemoryKind::kHost)
-            base::prefault_range(addr, length);
-    }
     ctx->port().memory_registered(mr->host ? mr->host : addr, length);
     ++static_cast<SoftPd *>(pd)->users;
     *out = mr;
