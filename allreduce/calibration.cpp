@@ -58,11 +58,16 @@ ibex_status_t probe_once(ibex_comm *c, bool between_hosts, ProbeSize size, doubl
     return IBEX_OK;
 }
 
+// kWarmPingRounds ping-only probes on a link, their results dropped.
+ibex_status_t warm_link(ibex_comm *c, bool between_hosts) {
+    double alpha, beta;
+    for (int k = 0; k < kWarmPingRounds; ++k) IBEX_TRY(probe_once(c, between_hosts, {kProbePings, 0}, &alpha, &beta));
+    return IBEX_OK;
+}
+
 // The median of kProbeRounds probes, alpha and beta each.
 ibex_status_t probe_link(ibex_comm *c, bool between_hosts, ProbeSize size, double *alpha, double *beta) {
     double a[kProbeRounds], b[kProbeRounds];
-    if (size.pings == kProbePings)
-        for (int k = 0; k < kWarmPingRounds; ++k) IBEX_TRY(probe_once(c, between_hosts, {kProbePings, 0}, &a[0], &b[0]));
     for (int k = 0; k < kProbeRounds; ++k) IBEX_TRY(probe_once(c, between_hosts, size, &a[k], &b[k]));
     *alpha = median(a);
     *beta = median(b);
@@ -169,9 +174,11 @@ ibex_status_t calibrate(ibex_comm *c) {
         // where a warm link gives about a tenth of that; their median of three outlasts one
         // slow round.
         IBEX_TRY(probe_link(c, false, big, &unused_alpha, &mine[7]));
+        IBEX_TRY(warm_link(c, false));
         IBEX_TRY(probe_link(c, false, small, &mine[3], &mine[4]));
         if (layout.hosts() > 1) {
             IBEX_TRY(probe_link(c, true, big, &unused_alpha, &mine[5]));
+            IBEX_TRY(warm_link(c, true));
             IBEX_TRY(probe_link(c, true, small, &mine[0], &mine[1]));
         }
         // The probes' exchanges reduce what lands, which the model prices apart (gamma per

@@ -4,8 +4,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <rte_mempool.h>
 
