@@ -61,17 +61,29 @@ ibex_status_t ranks_fit_cores(ibex_comm *c, bool *out) {
     return IBEX_OK;
 }
 
-// The slice every rank uses: its own (IBEX_COMM_SLICE, else the device's default, given
-// the peers this rank reaches through the device), then the largest of all ranks', since
-// the ranks' schedules must cut transfers alike. A rank told another slice says so. Then
-// the staging slots that slice needs, unless IBEX_COMM_SLOTS says.
+// The longest efficient message (ibex_device_attr_t) of the devices this rank's peers are
+// reached through; 0 where none says (a provider without the query).
+uint64_t peers_efficient_message(const ibex_comm *c) {
+    bool used[Executor::kMaxLinks] = {};
+    for (int p : c->peers)
+        if (const int link = c->exec.link_of(p); link >= 0) used[link] = true;
+    uint64_t out = 0;
+    for (int link = 0; link < c->exec.links(); ++link) {
+        ibex_device_attr_t a{};
+        a.size = sizeof a;
+        if (used[link] && ibex_query_device(c->exec.context(link), &a) == IBEX_OK)
+            out = std::max(out, a.efficient_msg_bytes);
+    }
+    return out;
+}
+
+// The slice every rank uses: its own (IBEX_COMM_SLICE, else what the devices that carry its
+// peers' traffic want), then the largest of all ranks', since the ranks' schedules must cut
+// transfers alike. A rank told another slice says so. Then the staging slots that slice
+// needs, unless IBEX_COMM_SLOTS says. Runs once the links are open, before any staging.
 ibex_status_t agree_on_slice(ibex_comm *c) {
     size_t &slice = c->opt.exec.slice_bytes;
-    if (!c->opt.slice_given) {
-        bool over_device = false;
-        for (int p : c->peers) over_device = over_device || !c->topo.local[static_cast<size_t>(p)];
-        slice = comm_slice_bytes(c->opt.device, over_device);
-    }
+    if (!c->opt.slice_given) slice = comm_slice_bytes(peers_efficient_message(c));
     const uint64_t mine = slice;
     std::vector<uint64_t> all(static_cast<size_t>(c->nranks));
     IBEX_TRY(c->boot->allgather(&mine, sizeof mine, all.data(), c->opt.timeout_ms));
@@ -81,7 +93,7 @@ ibex_status_t agree_on_slice(ibex_comm *c) {
                  static_cast<unsigned long long>(mine), slice, slice);
     // Slots are this rank's own affair (a sender only follows the credits it is given).
     if (!c->opt.slots_given) c->opt.exec.slots = comm_staging_slots(slice);
-    return IBEX_OK;
+    return c->exec.set_slicing(slice, c->opt.exec.slots);
 }
 
 uint64_t fnv1a(const std::string &s) {
@@ -265,7 +277,6 @@ ibex_status_t comm_create(int nranks, const char *id_text, int rank, const CommO
         for (int p = 0; p < nranks; ++p)
             if (p != rank) c->peers.push_back(p);
     }
-    if (ibex_status_t st = agree_on_slice(c); st != IBEX_OK) return bail(st);
     if (ibex_status_t st = c->exec.open(c->opt.device.c_str(), c->topo.shm ? "shm" : nullptr, rank, nranks, c->peers,
                                         c->topo.local, c->opt.exec);
         st != IBEX_OK) {
@@ -276,6 +287,7 @@ ibex_status_t comm_create(int nranks, const char *id_text, int rank, const CommO
         fail(st, "%s", d.c_str());
         return bail(st);
     }
+    if (ibex_status_t st = agree_on_slice(c); st != IBEX_OK) return bail(st);
     for (int link = 0; link < c->exec.links(); ++link)
         c->caches.add_domain(c->exec.pd(link),
                              static_cast<size_t>(config::get_int("IBEX_COMM_REG_CACHE", 64, 4, 1 << 20)));

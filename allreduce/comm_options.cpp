@@ -75,15 +75,14 @@ ibex_status_t comm_options(const ibex_comm_config_t *config, CommOptions *out) {
     return IBEX_OK;
 }
 
-size_t comm_slice_bytes(const std::string &device, bool over_device) {
-    // Over the udp port every message costs datagrams of its own beyond its payload's GSO
-    // trains: its first and last packets (longer headers than the middle ones, so no train
-    // takes them), its ACK and its credit, each a trip through the kernel's stack on both
-    // ends. Slices of 512 KiB pay that four times less often than 128 KiB ones, which
-    // moved 2-rank allreduce busbw over udp:lo 10-20% from 1 to 16 MiB; over memif, where
-    // a message costs little beyond its bytes, 1 MiB lost pipelining at 512 KiB.
-    const bool udp = device.rfind("udp:", 0) == 0;
-    return over_device && udp ? size_t(512) << 10 : size_t(128) << 10;
+size_t comm_slice_bytes(uint64_t device_efficient) {
+    // 128 KiB pipelines a 1 MiB collective in eight steps, and is longer than what a
+    // message costs on memif, shm or an RNIC. A device whose messages cost more (the udp
+    // port: 512 KiB) lengthens it: over memif, where a message costs little beyond its
+    // bytes, 1 MiB lost its pipelining at 512 KiB. Capped at 4 MiB (two staging slots of
+    // it per peer) and cut to whole pages.
+    constexpr uint64_t kDefault = uint64_t(128) << 10, kMax = uint64_t(4) << 20;
+    return static_cast<size_t>(std::clamp(device_efficient, kDefault, kMax) & ~uint64_t(4095));
 }
 
 int comm_staging_slots(size_t slice_bytes) {

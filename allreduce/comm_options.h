@@ -19,8 +19,8 @@ struct CommOptions {
     bool forced = false;
     Algo algo = Algo::ring;
     ExecutorParams exec;
-    // IBEX_COMM_SLICE was given; else the slice follows the device (comm_slice_bytes), and
-    // the ranks agree on one at creation.
+    // IBEX_COMM_SLICE was given; else the slice follows the devices' message costs
+    // (comm_slice_bytes), and the ranks agree on one at creation.
     bool slice_given = false;
     bool slots_given = false; // IBEX_COMM_SLOTS was given; else comm_staging_slots
     int spin_us = 50;       // the progress thread's busy-poll after the last movement
@@ -42,9 +42,10 @@ struct CommOptions {
 // Reads config (may be NULL) and IBEX_* variables.
 ibex_status_t comm_options(const ibex_comm_config_t *config, CommOptions *out);
 
-// The slice a communicator uses by default on `device` when peers are reached through it
-// (over_device; else they all go through shm): 512 KiB on the udp port, 128 KiB elsewhere.
-size_t comm_slice_bytes(const std::string &device, bool over_device);
+// The slice a communicator uses by default, given the longest efficient message
+// (ibex_device_attr_t::efficient_msg_bytes) of the devices its peers are reached through
+// (0: none said): 128 KiB, or that length where it is longer (512 KiB on the udp port).
+size_t comm_slice_bytes(uint64_t device_efficient);
 // Staging slots per peer for slices of slice_bytes: 1 MiB of them, two to eight.
 int comm_staging_slots(size_t slice_bytes);
 

@@ -70,6 +70,9 @@ public:
         return connected_to(peer) ? chans_[static_cast<size_t>(chan_of_[static_cast<size_t>(peer)])].link : -1;
     }
     const ExecutorParams &params() const { return params_; }
+    // The slice and staging slots per peer, decided once the links are open (their devices
+    // say how long a message should be): before any channel has taken its staging.
+    ibex_status_t set_slicing(size_t slice_bytes, int slots);
     bool connected_to(int peer) const { return peer >= 0 && peer < nranks_ && chan_of_[peer] >= 0; }
     // The QP to a peer, or nullptr.
     ibex_qp_t *qp_to(int peer) const {

@@ -113,6 +113,15 @@ ibex_status_t Executor::open(const char *device, const char *local_device, int r
     return IBEX_OK;
 }
 
+ibex_status_t Executor::set_slicing(size_t slice_bytes, int slots) {
+    for (const Channel &c : chans_)
+        if (c.staging)
+            return fail(IBEX_ERR_INVALID_STATE, "the slice is set before any staging is taken (rank %d has some)", rank_);
+    params_.slice_bytes = slice_bytes;
+    params_.slots = slots;
+    return IBEX_OK;
+}
+
 ibex_status_t Executor::announce() {
     for (size_t ci = 0; ci < chans_.size(); ++ci) {
         Channel &c = chans_[ci];

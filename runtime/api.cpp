@@ -119,6 +119,22 @@ ibex_status_t ibex_query_counters(ibex_context_t *context, ibex_counters_t *coun
     return IBEX_DISPATCH(context->ops, query_counters, context, counters);
 }
 
+ibex_status_t ibex_query_device(ibex_context_t *context, ibex_device_attr_t *attr) {
+    IBEX_CHECK_NULL(context, "context");
+    IBEX_CHECK_NULL(attr, "attr");
+    if (attr->size < 2 * sizeof(uint32_t) || attr->size > sizeof(ibex_device_attr_t))
+        return fail(IBEX_ERR_INVALID_ARGUMENT, "ibex_device_attr_t: set size to sizeof(ibex_device_attr_t)");
+    // The provider fills a whole structure; the caller gets the fields its size holds, and
+    // nothing at all on failure.
+    ibex_device_attr_t full{};
+    full.size = sizeof full;
+    IBEX_TRY(IBEX_DISPATCH(context->ops, query_device, context, &full));
+    const uint32_t size = attr->size;
+    std::memcpy(attr, &full, size);
+    attr->size = size;
+    return IBEX_OK;
+}
+
 ibex_status_t ibex_progress(ibex_context_t *context) {
     IBEX_CHECK_NULL(context, "context");
     return IBEX_DISPATCH(context->ops, progress, context);

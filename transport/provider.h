@@ -66,6 +66,9 @@ struct DeviceEntry {
     X(ibex_status_t, close_device, (ibex_context * ctx))                                            \
     X(ibex_status_t, set_faults, (ibex_context * ctx, const ibex_fault_config_t *faults))           \
     X(ibex_status_t, query_counters, (ibex_context * ctx, ibex_counters_t *out))                    \
+    /* ibex_query_device: fills a whole structure (zeroed, size set); the runtime hands the */      \
+    /* caller as much of it as the caller's size holds. */                                          \
+    X(ibex_status_t, query_device, (ibex_context * ctx, ibex_device_attr_t *out))                   \
     X(ibex_status_t, progress, (ibex_context * ctx))                                                \
     X(ibex_status_t, alloc_pd, (ibex_context * ctx, ibex_pd **out))                                 \
     X(ibex_status_t, dealloc_pd, (ibex_pd * pd))                                                    \

@@ -14,13 +14,14 @@ namespace {
 
 using ibex::test::RankCtx;
 
-TEST(CommSlice, TheUdpPortTakesLongerSlicesWhenPeersCrossIt) {
-    EXPECT_EQ(ibex::coll::comm_slice_bytes("udp:lo", true), size_t(512) << 10);
-    EXPECT_EQ(ibex::coll::comm_slice_bytes("udp:eth0", true), size_t(512) << 10);
-    // Every peer on shm: the udp port carries nothing of the collectives.
-    EXPECT_EQ(ibex::coll::comm_slice_bytes("udp:lo", false), size_t(128) << 10);
-    EXPECT_EQ(ibex::coll::comm_slice_bytes("dpdk:memif", true), size_t(128) << 10);
-    EXPECT_EQ(ibex::coll::comm_slice_bytes("shm", true), size_t(128) << 10);
+TEST(CommSlice, ADeviceWhoseMessagesCostMoreLengthensTheSlice) {
+    using ibex::coll::comm_slice_bytes;
+    EXPECT_EQ(comm_slice_bytes(0), size_t(128) << 10) << "no device said";
+    EXPECT_EQ(comm_slice_bytes(16 << 10), size_t(128) << 10) << "shm";
+    EXPECT_EQ(comm_slice_bytes(64 << 10), size_t(128) << 10) << "memif, an RNIC";
+    EXPECT_EQ(comm_slice_bytes(512 << 10), size_t(512) << 10) << "the udp port with GSO";
+    EXPECT_EQ(comm_slice_bytes(300000), size_t(299008)) << "whole pages";
+    EXPECT_EQ(comm_slice_bytes(uint64_t(1) << 40), size_t(4) << 20) << "capped";
 }
 
 TEST(CommSlice, StagingStaysNearAMebibytePerPeer) {
@@ -35,8 +36,8 @@ TEST(CommSlice, StagingStaysNearAMebibytePerPeer) {
 // slices[r]: rank r's IBEX_COMM_SLICE ("" for none). Every rank must end with `want`, and
 // an allreduce long enough to take several slices of it (odd, so the last is short) must
 // give every rank the exact sums.
-int agreeing_body(RankCtx &ctx, const std::vector<std::string> &slices, size_t want) {
-    ::setenv("IBEX_SHM", "0", 1); // the ranks reach each other over the udp port
+int agreeing_body(RankCtx &ctx, const std::vector<std::string> &slices, size_t want, bool over_shm = false) {
+    ::setenv("IBEX_SHM", over_shm ? "1" : "0", 1); // else the ranks reach each other over the udp port
     ::setenv("IBEX_FASTBOX_MAX", "0", 1);
     if (slices[static_cast<size_t>(ctx.rank)].empty())
         ::unsetenv("IBEX_COMM_SLICE");
@@ -65,6 +66,13 @@ TEST(CommSlice, OverTheUdpPortTheDefaultIsHalfAMebibyte) {
     const std::vector<std::string> none{"", ""};
     ibex::test::expect_all_passed(
         ibex::test::run_ranks(2, [&](RankCtx &ctx) { return agreeing_body(ctx, none, size_t(512) << 10); }, 60));
+}
+
+TEST(CommSlice, PeersAllOnShmKeepTheShortSliceWhateverTheDevice) {
+    // The udp port is the communicator's device but carries none of its traffic.
+    const std::vector<std::string> none{"", ""};
+    ibex::test::expect_all_passed(ibex::test::run_ranks(
+        2, [&](RankCtx &ctx) { return agreeing_body(ctx, none, size_t(128) << 10, true); }, 60));
 }
 
 TEST(CommSlice, RanksToldDifferentSlicesAllTakeTheLargest) {

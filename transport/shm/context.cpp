@@ -13,6 +13,7 @@
 
 #include "runtime/base/config.h"
 #include "runtime/base/status.h"
+#include "transport/send_posting.h"
 #include "transport/shm/engine.h"
 #include "transport/shm/shm_ops.h"
 
@@ -201,6 +202,15 @@ ibex_status_t query_counters(ibex_context *c, ibex_counters_t *out) {
     ShmContext *ctx = to_shm(c);
     Lock l(ctx->mu);
     copy_counters(ctx->counters, out);
+    return IBEX_OK;
+}
+
+ibex_status_t query_device(ibex_context *, ibex_device_attr_t *out) {
+    out->max_msg_size = kMaxSoftMessage;
+    out->max_mtu = IBEX_MTU_4096; // what QPs announce; nothing here is cut into packets by it
+    // A message costs a work request and a completion through shared rings, a few hundred
+    // ns, beside its bytes' copy at some 10 GB/s a core: a sixteenth of a 16 KiB copy.
+    out->efficient_msg_bytes = size_t(16) << 10;
     return IBEX_OK;
 }
 

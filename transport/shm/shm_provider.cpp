@@ -13,6 +13,7 @@ const ProviderOps kShmProviderOps = {
     .close_device = shm::close_device,
     .set_faults = nullptr,
     .query_counters = shm::query_counters,
+    .query_device = shm::query_device,
     .progress = shm::progress,
     .alloc_pd = shm::alloc_pd,
     .dealloc_pd = shm::dealloc_pd,

@@ -9,6 +9,7 @@
 #include "runtime/base/cpuset.h"
 #include "runtime/base/log.h"
 #include "runtime/base/status.h"
+#include "transport/send_posting.h"
 #include "transport/soft/codec/roce.h"
 #include "transport/soft/dpdk/device_spec.h"
 #include "transport/soft/dpdk/dpdk_port.h"
@@ -116,6 +117,15 @@ ibex_status_t query_counters(ibex_context *c, ibex_counters_t *out) {
     SoftContext *ctx = to_soft(c);
     Lock l(ctx->mutex());
     copy_counters(ctx->snapshot(), out);
+    return IBEX_OK;
+}
+
+ibex_status_t query_device(ibex_context *c, ibex_device_attr_t *out) {
+    SoftContext *ctx = to_soft(c);
+    Lock l(ctx->mutex());
+    out->max_msg_size = kMaxSoftMessage;
+    out->max_mtu = ctx->port().max_mtu();
+    out->efficient_msg_bytes = ctx->port().efficient_message_bytes();
     return IBEX_OK;
 }
 

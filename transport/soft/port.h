@@ -107,6 +107,11 @@ public:
     virtual bool fills_icrc() const { return false; }
     // Bytes the path can hold for this port before it drops (0: no known limit).
     virtual size_t rx_buffer_bytes() const { return 0; }
+    // ibex_device_attr_t::efficient_msg_bytes: the message length from which what a message
+    // costs beyond its packets stays small. Where every packet is a frame of its own (the
+    // dpdk port, or udp without GSO), that is an ACK and a completion per message: about
+    // one packet's worth, a sixteenth of a 64 KiB message at a 4 KiB MTU.
+    virtual size_t efficient_message_bytes() const { return size_t(64) << 10; }
 
     // Hooks with do-nothing defaults (the udp port needs none of them); called with the
     // context lock held unless noted.

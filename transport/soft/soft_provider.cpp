@@ -17,6 +17,7 @@ const ProviderOps kSoftProviderOps = {
     .close_device = soft::ops::close_device,
     .set_faults = soft::ops::set_faults,
     .query_counters = soft::ops::query_counters,
+    .query_device = soft::ops::query_device,
     .progress = soft::ops::progress,
     .alloc_pd = soft::ops::alloc_pd,
     .dealloc_pd = soft::ops::dealloc_pd,

@@ -21,6 +21,7 @@ constexpr int kBacklog = 64; // completions req_notify/cq_wait may take ahead
 struct VerbsContext : ibex_context {
     ibv_context *ibv = nullptr;
     PortFacts port;
+    uint64_t max_msg_size = 0; // the port's max_msg_sz
     uint8_t traffic_class = 0; // IBEX_TRAFFIC_CLASS default for new QPs
     ibv_gid gid{};
     bool peermem = false;

@@ -15,6 +15,7 @@ const ProviderOps kVerbsProviderOps = {
     .close_device = verbs::close_device,
     .set_faults = nullptr,
     .query_counters = verbs::query_counters,
+    .query_device = verbs::query_device,
     .progress = verbs::progress,
     .alloc_pd = verbs::alloc_pd,
     .dealloc_pd = verbs::dealloc_pd,

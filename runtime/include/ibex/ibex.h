@@ -25,8 +25,8 @@ extern "C" {
 #endif
 
 #define IBEX_VERSION_MAJOR 0
-#define IBEX_VERSION_MINOR 6
-#define IBEX_VERSION_PATCH 2
+#define IBEX_VERSION_MINOR 7
+#define IBEX_VERSION_PATCH 0
 #define IBEX_VERSION_CODE(major, minor, patch) (((major) * 10000) + ((minor) * 100) + (patch))
 #define IBEX_VERSION IBEX_VERSION_CODE(IBEX_VERSION_MAJOR, IBEX_VERSION_MINOR, IBEX_VERSION_PATCH)
 
@@ -167,6 +167,24 @@ typedef struct ibex_counters {
 } ibex_counters_t;
 
 IBEX_API ibex_status_t ibex_query_counters(ibex_context_t *context, ibex_counters_t *counters);
+
+/* What a device offers (since 0.7), as ibv_query_device and ibv_query_port tell a verbs
+ * user. Fields a newer library adds go at the end; the caller's size says how many it
+ * knows, and only those are written. */
+typedef struct ibex_device_attr {
+    uint32_t size; /* set by the caller to sizeof(ibex_device_attr_t) */
+    uint32_t reserved;
+    uint64_t max_msg_size; /* longest message one work request may carry, in bytes */
+    uint32_t max_mtu;      /* ibex_mtu_t: the largest path MTU this device's link carries */
+    uint32_t reserved2;
+    /* The message length from which the device's own costs per message (headers sent
+     * alone, acknowledgements, completions, trips through a kernel) stay a small share of
+     * the message's time: split long transfers into pieces no shorter than this. The
+     * collectives cut their slices to at least this length. */
+    uint64_t efficient_msg_bytes;
+} ibex_device_attr_t;
+
+IBEX_API ibex_status_t ibex_query_device(ibex_context_t *context, ibex_device_attr_t *attr);
 
 /* Drives the progress engine once from the calling thread (receive, timers, transmit).
  * Useful with progress_thread = 0, or while spinning on memory written by a peer. */

@@ -239,6 +239,31 @@ TEST_F(ApiMisuse, ContextPdMrCqArguments) {
     ASSERT_OK(ibex_query_counters(ctx, &k));
 }
 
+TEST_F(ApiMisuse, DeviceQueryWritesOnlyWhatTheCallersSizeHolds) {
+    ibex_device_attr_t a{};
+    a.size = sizeof a;
+    EXPECT_FAILS(ibex_query_device(nullptr, &a), IBEX_ERR_INVALID_ARGUMENT);
+    EXPECT_FAILS(ibex_query_device(ctx, nullptr), IBEX_ERR_INVALID_ARGUMENT);
+    std::memset(&a, 0xab, sizeof a);
+    a.size = 4;
+    EXPECT_FAILS(ibex_query_device(ctx, &a), IBEX_ERR_INVALID_ARGUMENT);
+    a.size = sizeof a + 8;
+    EXPECT_FAILS(ibex_query_device(ctx, &a), IBEX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(a.max_msg_size, 0xababababababababull) << "a refused query writes nothing";
+    // A caller built against a layout that ended after max_msg_size.
+    a.size = offsetof(ibex_device_attr_t, max_mtu);
+    ASSERT_OK(ibex_query_device(ctx, &a));
+    EXPECT_EQ(a.size, offsetof(ibex_device_attr_t, max_mtu));
+    EXPECT_EQ(a.max_msg_size, uint64_t(1) << 31);
+    EXPECT_EQ(a.max_mtu, 0xababababu);
+    EXPECT_EQ(a.efficient_msg_bytes, 0xababababababababull);
+    a.size = sizeof a;
+    ASSERT_OK(ibex_query_device(ctx, &a));
+    EXPECT_GE(a.max_mtu, uint32_t(IBEX_MTU_256));
+    EXPECT_LE(a.max_mtu, uint32_t(IBEX_MTU_4096));
+    EXPECT_GT(a.efficient_msg_bytes, 0u);
+}
+
 TEST_F(ApiMisuse, QpCreationArguments) {
     ibex_qp_t *q = nullptr;
     ibex_qp_init_attr_t a = IBEX_QP_INIT_ATTR_INIT;

@@ -22,6 +22,11 @@ TEST(ProviderOps, MissingEntriesAnswerNotSupported) {
     ibex_counters_t c{};
     c.size = sizeof c;
     EXPECT_EQ(ibex_query_counters(&ctx, &c), IBEX_ERR_NOT_SUPPORTED);
+    ibex_device_attr_t d{};
+    d.size = sizeof d;
+    d.max_msg_size = 7;
+    EXPECT_EQ(ibex_query_device(&ctx, &d), IBEX_ERR_NOT_SUPPORTED);
+    EXPECT_EQ(d.max_msg_size, 7u) << "nothing is written when the provider cannot answer";
 
     ibex_cq cqh{&ctx, 16};
     int n = -1;
@@ -37,6 +42,23 @@ TEST(ProviderOps, MissingEntriesAnswerNotSupported) {
     ibex_recv_wr_t rwr{};
     EXPECT_EQ(ibex_post_recv(&qph, &rwr, nullptr), IBEX_ERR_NOT_SUPPORTED);
     EXPECT_EQ(ibex_close_device(&ctx), IBEX_ERR_NOT_SUPPORTED);
+}
+
+// Every provider built here answers the device query with what its QPs can do.
+TEST(ProviderOps, EveryOpenableProviderAnswersTheDeviceQuery) {
+    for (const char *device : {"udp:lo", "shm"}) {
+        ibex_context_t *ctx = nullptr;
+        ASSERT_EQ(ibex_open_device(device, nullptr, &ctx), IBEX_OK) << device << ": " << ibex_last_error();
+        ibex_device_attr_t d{};
+        d.size = sizeof d;
+        EXPECT_EQ(ibex_query_device(ctx, &d), IBEX_OK) << device << ": " << ibex_last_error();
+        EXPECT_EQ(d.size, sizeof d);
+        EXPECT_EQ(d.max_msg_size, uint64_t(1) << 31) << device;
+        EXPECT_GE(d.max_mtu, uint32_t(IBEX_MTU_256)) << device;
+        EXPECT_LE(d.max_mtu, uint32_t(IBEX_MTU_4096)) << device;
+        EXPECT_GE(d.efficient_msg_bytes, 4096u) << device;
+        EXPECT_EQ(ibex_close_device(ctx), IBEX_OK);
+    }
 }
 
 TEST(ProviderOps, DeviceNamesRouteToTheirProvider) {

@@ -102,6 +102,13 @@ public:
 
     // Long enough for a 64 KB train of 1 KiB packets: one trip through the stack each.
     size_t tx_batch() const override { return gso_ ? kMaxTxBatch : 32; }
+    // With GSO a message's middle packets leave and arrive as trains, one trip through the
+    // kernel's stack per train; its first and last packets (longer headers than the middle
+    // ones, so no train takes them), its ACK and the collective's credit each make a trip
+    // of their own, on both ends. A 1 MiB allreduce stream over udp:lo took 44 datagrams
+    // per rank and collective with 128 KiB messages and 31 with 512 KiB (perf stat), and
+    // 2-rank busbw rose 10-20% from 1 to 16 MiB; across namespaces on veth more.
+    size_t efficient_message_bytes() const override { return gso_ ? size_t(512) << 10 : Port::efficient_message_bytes(); }
     uint64_t tx_gso_trains() const override { return tx_trains_; }
     uint64_t rx_gro_trains() const override { return rx_trains_; }
     bool fills_icrc() const override { return copy_tx_; }

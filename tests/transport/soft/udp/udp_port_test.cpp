@@ -218,6 +218,23 @@ TEST(UdpPort, LoopbackContextsTakeDistinctAddresses) {
     EXPECT_EQ(x.gid[12], 127);
 }
 
+// What ibex_query_device says of the udp port: the MTU its QPs announce, and messages of
+// 512 KiB where GSO makes each message's own datagrams the dear part (64 KiB without).
+TEST(UdpPort, TheDeviceQueryNamesTheMtuAndTheMessageLengthThatPays) {
+    for (const bool gso : {true, false}) {
+        ::setenv("IBEX_UDP_GSO", gso ? "1" : "0", 1);
+        Endpoint a;
+        a.open(64, "udp:lo");
+        ::unsetenv("IBEX_UDP_GSO");
+        ibex_device_attr_t d{};
+        d.size = sizeof d;
+        IBEX_ASSERT_OK(ibex_query_device(a.ctx, &d));
+        EXPECT_EQ(d.max_mtu, a.addr().mtu);
+        EXPECT_EQ(d.max_msg_size, uint64_t(1) << 31);
+        EXPECT_EQ(d.efficient_msg_bytes, gso ? size_t(512) << 10 : size_t(64) << 10) << "gso " << gso;
+    }
+}
+
 TEST(UdpPort, ExplicitAddressInUseIsAnError) {
     ibex_context_attr_t attr = IBEX_CONTEXT_ATTR_INIT;
     attr.local_addr = "127.0.0.200";
