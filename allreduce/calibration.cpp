@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -15,12 +16,13 @@ namespace ibex::coll {
 namespace {
 
 constexpr int kProbePings = 8;
-// Ping-only probes run before the measured ones on each link. The first laps of a new
-// channel's eager slots are slow on this VM (8-byte round trips of 25-48 us where later
-// ones take 11-13, with the slots' pages mapped at registration); alpha measured there
-// came out 19-23 us against 6.3-7.5 after four such rounds (32 pings each way, about a
-// millisecond), and 6.5 after eight.
-constexpr int kWarmPingRounds = 4;
+// Ping-only probes run before the measured ones on each link: a lap of the channels' eager
+// rings at least, then until the round trip stops falling (link_warm), this many rounds
+// at most. The first lap of a new channel's eager slots is slow on this VM, with the
+// slots' pages mapped at registration: 2 ranks over udp:lo saw round trips per round of
+// 26 23 18 then 6.9 6.6 7.1 us, over memif 20 20 11 then 1.7 1.8 1.7 (the big probes'
+// pings had begun the lap); with 4 ranks on 2 cores the scheduler's 140-180 us hide it.
+constexpr int kWarmMaxRounds = 16;
 // Probes per link kind; each rank keeps the median. One probe's bulk transfer can meet a
 // reordering or a loss and its resend, or a peer off the CPU, which doubles it: across two
 // namespaces on this VM a single probe's beta between hosts ranged 1.3-3.8 ns/B.
@@ -58,10 +60,31 @@ ibex_status_t probe_once(ibex_comm *c, bool between_hosts, ProbeSize size, doubl
     return IBEX_OK;
 }
 
-// kWarmPingRounds ping-only probes on a link, their results dropped.
+// Ping-only probes on a link, their results dropped, until every rank that measures sees
+// the round trip stop falling (link_warm), kWarmMaxRounds at most. Every rank submits
+// every probe, so the ranks agree after each round through the bootstrap.
 ibex_status_t warm_link(ibex_comm *c, bool between_hosts) {
-    double alpha, beta;
-    for (int k = 0; k < kWarmPingRounds; ++k) IBEX_TRY(probe_once(c, between_hosts, {kProbePings, 0}, &alpha, &beta));
+    std::vector<double> alphas;
+    std::vector<uint8_t> votes(static_cast<size_t>(c->nranks));
+    const int eager = c->opt.exec.eager_bytes ? c->opt.exec.eager_slots : 0;
+    const int lap = std::min((eager + kProbePings - 1) / kProbePings, kWarmMaxRounds);
+    for (int k = 0; k < kWarmMaxRounds; ++k) {
+        double alpha = 0, beta = 0;
+        IBEX_TRY(probe_once(c, between_hosts, {kProbePings, 0}, &alpha, &beta));
+        alphas.push_back(alpha);
+        // A rank that led no pair measured nothing: it has no say.
+        const uint8_t warm = alpha <= 0 || link_warm(alphas, lap);
+        IBEX_TRY(c->boot->allgather(&warm, 1, votes.data(), c->opt.timeout_ms));
+        if (std::all_of(votes.begin(), votes.end(), [](uint8_t v) { return v != 0; })) {
+            std::string seen;
+            for (double a : alphas) seen += (seen.empty() ? "" : " ") + std::to_string(static_cast<int>(a * 1e7) / 10.0).substr(0, 5);
+            IBEX_LOG(debug, "rank %d: %s link warm after %d ping rounds (alpha us: %s)", c->rank,
+                     between_hosts ? "inter-host" : "local", k + 1, seen.c_str());
+            return IBEX_OK;
+        }
+    }
+    IBEX_LOG(info, "rank %d: %s link still warming after %d ping rounds; calibrating anyway", c->rank,
+             between_hosts ? "inter-host" : "local", kWarmMaxRounds);
     return IBEX_OK;
 }
 

@@ -321,6 +321,16 @@ double median(std::span<double> v) {
     return *mid;
 }
 
+bool link_warm(std::span<const double> alphas, int min_rounds) {
+    const size_t n = alphas.size();
+    if (n < static_cast<size_t>(std::max(min_rounds, kWarmMinRounds))) return false;
+    for (size_t k = n - kWarmSteady; k < n; ++k) {
+        const double best_before = *std::min_element(alphas.begin(), alphas.begin() + static_cast<long>(k));
+        if (alphas[k] < 0.9 * best_before) return false;
+    }
+    return true;
+}
+
 CostModel combine(const std::vector<double> &per_rank) {
     CostModel m;
     double *field[kModelFields] = {&m.alpha,       &m.beta,     &m.gamma,     &m.alpha_local,

@@ -147,6 +147,12 @@ size_t probe_crossing(const HostLayout &l);
 // alpha and beta, or 0 when this rank did not measure (it did not lead a pair).
 void probe_result(bool leads, int pings, size_t bulk, const std::vector<uint64_t> &done_ns, double *alpha,
                   double *beta);
+// Whether a link has warmed up, from the alphas of its ping-only rounds so far: once at
+// least min_rounds (never fewer than kWarmMinRounds) ran, the last kWarmSteady of them each
+// came within 10% of the lowest before it, i.e. the round trip stopped falling. The first
+// lap of a new link runs several times slower than later ones.
+constexpr int kWarmMinRounds = 3, kWarmSteady = 2;
+bool link_warm(std::span<const double> alphas, int min_rounds = kWarmMinRounds);
 // Seconds per byte of reduce_into() on f32 sums over buf (needs 3 * bytes).
 double measure_gamma(void *buf, size_t bytes);
 // The median of v (the upper one of an even count), reordering v; 0 when v is empty. The

@@ -332,6 +332,26 @@ TEST(Selector, Names) {
     EXPECT_FALSE(parse_algo("", &a));
 }
 
+// The calibration's warm-up ends once the ping round trip stops falling, not after a
+// fixed count of rounds (the round trips in us as this VM's udp:lo showed them).
+TEST(Selector, ALinkIsWarmOnceItsRoundTripStopsFalling) {
+    using V = std::vector<double>;
+    EXPECT_FALSE(link_warm(V{}));
+    EXPECT_FALSE(link_warm(V{12, 12})) << "fewer than kWarmMinRounds";
+    EXPECT_TRUE(link_warm(V{12, 12, 12}));
+    EXPECT_TRUE(link_warm(V{12, 12.5, 11.5})) << "noise within 10% of the best";
+    EXPECT_FALSE(link_warm(V{40, 41, 25})) << "the last round fell by a third";
+    EXPECT_FALSE(link_warm(V{40, 41, 25, 12})) << "still falling";
+    EXPECT_FALSE(link_warm(V{40, 41, 25, 12, 11})) << "one steady round is not two";
+    EXPECT_TRUE(link_warm(V{40, 41, 25, 12, 11, 11.5}));
+    EXPECT_FALSE(link_warm(V{40, 41, 25, 12, 11, 11.5, 7})) << "a new low restarts the count";
+    // A lap of a 32-slot eager ring at 8 pings a round: 4 rounds whatever the noise says.
+    EXPECT_FALSE(link_warm(V{140, 170, 145}, 4));
+    EXPECT_TRUE(link_warm(V{140, 170, 145, 150}, 4));
+    EXPECT_TRUE(link_warm(V{12, 12, 12}, 1)) << "never fewer than kWarmMinRounds";
+    EXPECT_FALSE(link_warm(V{12, 12}, 1));
+}
+
 TEST(Selector, MedianIsTheMiddleValueOrTheUpperOfTwo) {
     std::vector<double> odd{5, 1, 9, 3, 7};
     EXPECT_EQ(median(odd), 5);
