@@ -53,6 +53,18 @@ public:
         return d;
     }
 
+    // ibex_query_device, the MTU in bytes.
+    py::dict query_device() const {
+        ibex_device_attr_t a{};
+        a.size = sizeof(a);
+        check(ibex_query_device(ctx_, &a));
+        py::dict d;
+        d["max_msg_size"] = a.max_msg_size;
+        d["max_mtu"] = ibex_mtu_to_bytes(static_cast<ibex_mtu_t>(a.max_mtu));
+        d["efficient_msg_bytes"] = a.efficient_msg_bytes;
+        return d;
+    }
+
 private:
     ibex_context_t *ctx_ = nullptr;
     ibex_pd_t *pd_ = nullptr;
@@ -246,6 +258,7 @@ void bind_verbs(py::module_ &m) {
                                    return std::string(ibex_context_device_name(c.ctx()));
                                })
         .def("counters", &Context::counters)
+        .def("query_device", &Context::query_device)
         .def("progress", [](const Context &c) { check(ibex_progress(c.ctx())); })
         .def(
             "reg_mr",

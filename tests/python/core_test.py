@@ -305,6 +305,14 @@ class Errors(unittest.TestCase):
         self.assertIn(DEVICE, names)
 
 
+class Devices(unittest.TestCase):
+    def test_query_says_what_the_device_carries(self):
+        d = ibex.Context(DEVICE).query_device()
+        self.assertEqual(d["max_msg_size"], 1 << 31)
+        self.assertIn(d["max_mtu"], (256, 512, 1024, 2048, 4096))
+        self.assertGreaterEqual(d["efficient_msg_bytes"], 4096)
+
+
 class QueuePairs(unittest.TestCase):
     def test_send_and_rdma_write_between_two_contexts(self):
         a, b = ibex.Context(DEVICE), ibex.Context(DEVICE)
