@@ -199,6 +199,13 @@ int main(void) {
     REQUIRE_OK(ibex_query_counters(b.ctx, &kb));
     CHECK(ka.tx_packets > 0 && ka.rx_packets > 0 && kb.rx_bytes >= MSG);
     CHECK(ka.rx_icrc_errors == 0 && kb.rx_icrc_errors == 0);
+    {
+        ibex_device_attr_t da;
+        memset(&da, 0, sizeof da);
+        da.size = sizeof da;
+        REQUIRE_OK(ibex_query_device(a.ctx, &da));
+        CHECK(da.max_msg_size >= MSG && ibex_mtu_to_bytes((ibex_mtu_t)da.max_mtu) >= 256 && da.efficient_msg_bytes > 0);
+    }
 
     /* Error paths: each returns its status and leaves a detail message. */
     {
