@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -77,8 +78,12 @@ ibex_status_t warm_link(ibex_comm *c, bool between_hosts) {
         IBEX_TRY(c->boot->allgather(&warm, 1, votes.data(), c->opt.timeout_ms));
         if (std::all_of(votes.begin(), votes.end(), [](uint8_t v) { return v != 0; })) {
             std::string seen;
-            for (double a : alphas) seen += (seen.empty() ? "" : " ") + std::to_string(static_cast<int>(a * 1e7) / 10.0).substr(0, 5);
-            IBEX_LOG(debug, "rank %d: %s link warm after %d ping rounds (alpha us: %s)", c->rank,
+            char one[24];
+            for (double a : alphas) {
+                std::snprintf(one, sizeof one, " %.1f", a * 1e6);
+                seen += one;
+            }
+            IBEX_LOG(debug, "rank %d: %s link warm after %d ping rounds (alpha us:%s)", c->rank,
                      between_hosts ? "inter-host" : "local", k + 1, seen.c_str());
             return IBEX_OK;
         }
