@@ -172,6 +172,8 @@ ibex_status_t describe_topology(const ibex_comm_t *comm, ibex_comm_topology_t *t
     t->rhd_join_us = m.rhd_join * 1e6;
     t->hier_scale = m.hier_scale;
     t->rhd_scale = m.rhd_scale;
+    t->slice_bytes = comm->exec.params().slice_bytes;
+    t->staging_slots = comm->exec.params().slots;
     return IBEX_OK;
 }
 
@@ -182,14 +184,16 @@ ibex_status_t ibex_comm_query_topology(const ibex_comm_t *comm, ibex_comm_topolo
     IBEX_COLL_CHECK(comm && t, "ibex_comm_query_topology: NULL argument");
     // A caller built against an older release passes the struct as it was then: up to gamma
     // (0.4-0.5.0), up to the big collectives' costs (0.5.1-0.6.0), up to the hierarchical
-    // join (0.6.1).
+    // join (0.6.1), up to the timed scales (0.6.2).
     constexpr size_t kFirstSize = offsetof(ibex_comm_topology_t, gamma_ns_per_byte) + sizeof(double);
     constexpr size_t kBigSize = offsetof(ibex_comm_topology_t, hier_join_us);
     constexpr size_t kHierJoinSize = offsetof(ibex_comm_topology_t, rhd_join_us);
-    IBEX_COLL_CHECK(t->size == sizeof *t || t->size == kFirstSize || t->size == kBigSize || t->size == kHierJoinSize,
-                    "ibex_comm_query_topology: size %u, expected %zu (or %zu for 0.6.1, %zu before 0.6.1, %zu before "
-                    "0.5.1)",
-                    t->size, sizeof *t, kHierJoinSize, kBigSize, kFirstSize);
+    constexpr size_t kScalesSize = offsetof(ibex_comm_topology_t, slice_bytes);
+    IBEX_COLL_CHECK(t->size == sizeof *t || t->size == kFirstSize || t->size == kBigSize || t->size == kHierJoinSize ||
+                        t->size == kScalesSize,
+                    "ibex_comm_query_topology: size %u, expected %zu (or %zu for 0.6.2, %zu for 0.6.1, %zu before "
+                    "0.6.1, %zu before 0.5.1)",
+                    t->size, sizeof *t, kScalesSize, kHierJoinSize, kBigSize, kFirstSize);
     const size_t given = t->size;
     ibex_comm_topology_t all{};
     IBEX_TRY(describe_topology(comm, &all));

@@ -220,8 +220,9 @@ TEST(Comm, LargeLocalCopiesLandWhole) {
 
 // What the communicator measured at creation, asked for with the struct of this release and
 // with those of 0.4-0.5.0 (which ends at gamma), 0.5.1-0.6.0 (at the big collectives'
-// costs) and 0.6.1 (at the hierarchical join): an older caller gets its fields, and not a
-// byte past them; any other size is refused with the sizes it accepts.
+// costs), 0.6.1 (at the hierarchical join) and 0.6.2 (at the timed scales): an older caller
+// gets its fields, and not a byte past them; any other size is refused with the sizes it
+// accepts.
 int topology_body(RankCtx &ctx) {
     ibex_comm_t *comm = nullptr;
     RANK_CHECK_OK(ctx, ibex_comm_init_rank(&comm, ctx.nranks, &ctx.id, ctx.rank, nullptr));
@@ -245,7 +246,12 @@ int topology_body(RankCtx &ctx) {
     constexpr size_t kOld = offsetof(ibex_comm_topology_t, gamma_ns_per_byte) + sizeof(double);
     constexpr size_t kBig = offsetof(ibex_comm_topology_t, hier_join_us);
     constexpr size_t kHierJoin = offsetof(ibex_comm_topology_t, rhd_join_us);
-    for (size_t size : {kOld, kBig, kHierJoin}) {
+    constexpr size_t kScales = offsetof(ibex_comm_topology_t, slice_bytes);
+    // The slice the ranks agreed on, and this rank's staging slots of it: one host's ranks
+    // on shm keep the communicator's 128 KiB, eight slots (1 MiB) per peer.
+    RANK_CHECK(ctx, t.slice_bytes == (size_t(128) << 10) && t.staging_slots == 8, "slice %llu, %d slots",
+               static_cast<unsigned long long>(t.slice_bytes), t.staging_slots);
+    for (size_t size : {kOld, kBig, kHierJoin, kScales}) {
         alignas(ibex_comm_topology_t) unsigned char raw[sizeof(ibex_comm_topology_t)];
         std::memset(raw, 0xab, sizeof raw);
         auto *old = reinterpret_cast<ibex_comm_topology_t *>(raw);
@@ -256,8 +262,10 @@ int topology_body(RankCtx &ctx) {
         if (size >= kBig)
             RANK_CHECK(ctx, old->big_gamma_ns_per_byte == t.big_gamma_ns_per_byte, "%zu-byte struct: big gamma %g",
                        size, old->big_gamma_ns_per_byte);
-        if (size == kHierJoin)
-            RANK_CHECK(ctx, old->hier_join_us == t.hier_join_us, "0.6.1 struct: join %g", old->hier_join_us);
+        if (size >= kHierJoin)
+            RANK_CHECK(ctx, old->hier_join_us == t.hier_join_us, "%zu-byte struct: join %g", size, old->hier_join_us);
+        if (size == kScales)
+            RANK_CHECK(ctx, old->rhd_scale == t.rhd_scale, "0.6.2 struct: rhd scale %g", old->rhd_scale);
         for (size_t i = size; i < sizeof raw; ++i)
             RANK_CHECK(ctx, raw[i] == 0xab, "byte %zu past a %zu-byte caller's struct was written", i, size);
     }

@@ -221,6 +221,8 @@ void print_topology(FILE *f, ibex_comm_t *comm, const Options &o) {
                  t.hosts, t.hosts == 1 ? "" : "s", t.ranks_per_host ? std::to_string(t.ranks_per_host).c_str() : "uneven",
                  t.shm_peers, t.shm_peers == 1 ? "" : "s", t.net_peers, t.alpha_us, t.beta_ns_per_byte, t.local_alpha_us,
                  t.local_beta_ns_per_byte, t.gamma_ns_per_byte);
+    std::fprintf(f, "# Slice: %llu B, %d staging slots per peer\n", static_cast<unsigned long long>(t.slice_bytes),
+                 t.staging_slots);
     if (t.big_bytes > t.small_bytes)
         std::fprintf(f,
                      "# Cost model beyond the caches (those betas and gamma up to %llu B, these from %llu B): "

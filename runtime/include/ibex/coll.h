@@ -163,6 +163,12 @@ typedef struct ibex_comm_topology {
      * Scales of 1 and joins of 0: not timed. */
     double rhd_join_us;
     double hier_scale, rhd_scale;
+    /* Since 0.7.0: the length long transfers are cut into (every rank's the same: the
+     * largest of the ranks' IBEX_COMM_SLICE or device default, see ibex_query_device) and
+     * this rank's staging slots of it per peer. */
+    uint64_t slice_bytes;
+    int32_t staging_slots;
+    int32_t reserved;
 } ibex_comm_topology_t;
 IBEX_API ibex_status_t ibex_comm_query_topology(const ibex_comm_t *comm, ibex_comm_topology_t *topology);
 /* The device this rank reaches `peer` through ("shm", "udp:lo", ...), or NULL when it has

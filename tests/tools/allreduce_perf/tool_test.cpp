@@ -158,6 +158,8 @@ TEST(AllreducePerfTool, TwoForkedRanksPrintNcclTestsTable) {
     // Two ranks of one host: the sizes up to the fast boxes' 4 KiB go through them, the
     // larger ones read and write the peer's buffers directly.
     EXPECT_NE(r.out.find("# Algorithm: 8-2048 B fastbox, 8192-131072 B direct"), std::string::npos) << r.out;
+    // The slice the ranks agreed on: shm carries them, so the communicator's own 128 KiB.
+    EXPECT_NE(r.out.find("# Slice: 131072 B, 8 staging slots per peer"), std::string::npos) << r.out;
     const auto rows = table(r.out);
     ASSERT_EQ(rows.size(), 8u) << r.out; // 8 B, 32 B, ... 256 KiB
     double sum_bus = 0;
