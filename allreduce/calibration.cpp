@@ -77,6 +77,7 @@ ibex_status_t warm_link(ibex_comm *c, bool between_hosts) {
         const uint8_t warm = alpha <= 0 || link_warm(alphas, lap);
         IBEX_TRY(c->boot->allgather(&warm, 1, votes.data(), c->opt.timeout_ms));
         if (std::all_of(votes.begin(), votes.end(), [](uint8_t v) { return v != 0; })) {
+            if (!log_enabled(LogLevel::debug)) return IBEX_OK;
             std::string seen;
             char one[24];
             for (double a : alphas) {

@@ -48,16 +48,21 @@ T widen(const T *a, const T &defaults) {
 // way (a provider's own tests) goes through its context.
 inline const ibex::ProviderOps *qp_ops(const ibex_qp_t *qp) { return qp->ops ? qp->ops : qp->pd->context->ops; }
 
-// A per-QP query's arguments: both present, and the struct's leading size (the caller's
-// sizeof) no larger than this library's struct and at least its first two fields.
+// An output structure's leading size (the caller's sizeof): at least its first two fields,
+// and no larger than this library's structure (an older, smaller layout is served).
 template <typename T>
-ibex_status_t check_qp_query(const char *fn, const ibex_qp_t *qp, const T *out, const char *out_name, size_t max,
-                             const char *type) {
-    if (!qp) return fail(IBEX_ERR_INVALID_ARGUMENT, "%s: qp is NULL", fn);
-    if (!out) return fail(IBEX_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, out_name);
-    if (out->size < 2 * sizeof(uint32_t) || out->size > max)
+ibex_status_t check_out_size(const T *out, const char *type) {
+    if (out->size < 2 * sizeof(uint32_t) || out->size > sizeof(T))
         return fail(IBEX_ERR_INVALID_ARGUMENT, "%s: set size to sizeof(%s)", type, type);
     return IBEX_OK;
+}
+
+// A per-QP query's arguments: both present, and the structure's size as above.
+template <typename T>
+ibex_status_t check_qp_query(const char *fn, const ibex_qp_t *qp, const T *out, const char *out_name, const char *type) {
+    if (!qp) return fail(IBEX_ERR_INVALID_ARGUMENT, "%s: qp is NULL", fn);
+    if (!out) return fail(IBEX_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, out_name);
+    return check_out_size(out, type);
 }
 
 } // namespace
@@ -114,16 +119,14 @@ ibex_status_t ibex_set_faults(ibex_context_t *context, const ibex_fault_config_t
 ibex_status_t ibex_query_counters(ibex_context_t *context, ibex_counters_t *counters) {
     IBEX_CHECK_NULL(context, "context");
     IBEX_CHECK_NULL(counters, "counters");
-    if (counters->size < 2 * sizeof(uint32_t) || counters->size > sizeof(ibex_counters_t))
-        return fail(IBEX_ERR_INVALID_ARGUMENT, "ibex_counters_t: set size to sizeof(ibex_counters_t)");
+    IBEX_TRY(check_out_size(counters, "ibex_counters_t"));
     return IBEX_DISPATCH(context->ops, query_counters, context, counters);
 }
 
 ibex_status_t ibex_query_device(ibex_context_t *context, ibex_device_attr_t *attr) {
     IBEX_CHECK_NULL(context, "context");
     IBEX_CHECK_NULL(attr, "attr");
-    if (attr->size < 2 * sizeof(uint32_t) || attr->size > sizeof(ibex_device_attr_t))
-        return fail(IBEX_ERR_INVALID_ARGUMENT, "ibex_device_attr_t: set size to sizeof(ibex_device_attr_t)");
+    IBEX_TRY(check_out_size(attr, "ibex_device_attr_t"));
     // The provider fills a whole structure; the caller gets the fields its size holds, and
     // nothing at all on failure.
     ibex_device_attr_t full{};
@@ -310,12 +313,12 @@ ibex_status_t ibex_post_recv(ibex_qp_t *qp, ibex_recv_wr_t *wr, ibex_recv_wr_t *
 // ---- per-QP queries (DCQCN, loss recovery)
 
 ibex_status_t ibex_query_qp_cc(ibex_qp_t *qp, ibex_qp_cc_t *cc) {
-    IBEX_TRY(check_qp_query(__func__, qp, cc, "cc", sizeof *cc, "ibex_qp_cc_t"));
+    IBEX_TRY(check_qp_query(__func__, qp, cc, "cc", "ibex_qp_cc_t"));
     return IBEX_DISPATCH(qp->pd->context->ops, query_qp_cc, qp, cc);
 }
 
 ibex_status_t ibex_query_qp_retransmit(ibex_qp_t *qp, ibex_qp_retransmit_t *rt) {
-    IBEX_TRY(check_qp_query(__func__, qp, rt, "rt", sizeof *rt, "ibex_qp_retransmit_t"));
+    IBEX_TRY(check_qp_query(__func__, qp, rt, "rt", "ibex_qp_retransmit_t"));
     return IBEX_DISPATCH(qp->pd->context->ops, query_qp_retransmit, qp, rt);
 }
 
