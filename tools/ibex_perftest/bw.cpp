@@ -23,7 +23,8 @@ constexpr uint64_t kQuietNs = 200'000'000; // a timed receiver's end: this long 
 // One size on this side: posting (sends), taking SENDs (receives), or both.
 class BwFlow {
 public:
-    BwFlow(Session &s, uint32_t depth, uint32_t cq_mod) : s_(s), o_(s.o_), depth_(depth), cq_mod_(cq_mod) {}
+    BwFlow(Session &s, uint32_t depth, uint32_t cq_mod, uint32_t list)
+        : s_(s), o_(s.o_), depth_(depth), cq_mod_(cq_mod), list_(list) {}
 
     std::string err;
 
@@ -47,10 +48,14 @@ public:
         std::vector<ibex_send_wr_t> wrs(nq);
         for (uint32_t q = 0; q < nq; ++q)
             wrs[q] = measured_wr(o_, s_.header.remote[q], s_.res.region(q), size, ibex_mr_lkey(s_.res.mr), &sges[q]);
+        base_flags_ = size <= o_.inline_size ? IBEX_SEND_INLINE : 0;
+        chains_.assign(nq, {});
+        for (uint32_t q = 0; q < nq && list_ > 1; ++q) chains_[q].assign(list_, wrs[q]);
         posted_.assign(nq, 0);
         completed_.assign(nq, 0);
         last_signaled_.assign(nq, UINT64_MAX);
-        const bool keep_times = sends && !timed; // peak needs every post and signaled completion
+        // The peak needs every post and signaled completion (-N: no peak, no stamps).
+        const bool keep_times = sends && !timed && !o_.no_peak;
         gof_.assign(keep_times ? nq : 0, std::vector<uint64_t>(keep_times ? per_qp : 0));
         tposted_.clear();
         tcompleted_.clear();
@@ -83,19 +88,21 @@ public:
         last_progress_ = start;
         for (uint64_t spin = 0;; ++spin) {
             if (!stop) {
-                // Round robin over the QPs, each up to its depth.
+                // Round robin over the QPs, each up to its depth, one list (-l) per call.
                 for (uint32_t q = 0; q < nq; ++q) {
-                    while (posted_[q] < per_qp && posted_[q] - completed_[q] < depth_) {
+                    uint32_t n;
+                    while ((n = next_list(q, per_qp)) != 0) {
                         const uint64_t k = posted_[q];
-                        const bool last = k + 1 == per_qp;
-                        const bool signaled = (k + 1) % cq_mod_ == 0 || last;
-                        if (!post(wrs[q], q, k, signaled)) return false;
+                        if (!post_list(wrs[q], q, k, n, per_qp)) return false;
                         if (!total_posted) first_post = now_ns();
-                        if (!timed) {
-                            gof_[q][k] = stamped;
-                            tposted_[stamped++] = ticks.read();
+                        if (keep_times) {
+                            const uint64_t tick = ticks.read();
+                            for (uint32_t j = 0; j < n; ++j) {
+                                gof_[q][k + j] = stamped;
+                                tposted_[stamped++] = tick;
+                            }
                         }
-                        ++total_posted;
+                        total_posted += n;
                     }
                 }
                 const uint64_t t = now_ns();
@@ -152,7 +159,7 @@ public:
 
         *sent = BwResult{size, 0, 0, 0, 0};
         if (sends) {
-            if (timed) {
+            if (!keep_times) {
                 *sent = bw_result_avg(size, posted_total(), first_post, last_completion_, o_.report_gbits);
             } else {
                 std::sort(signaled_.begin(), signaled_.end());
@@ -188,10 +195,36 @@ private:
 
     bool post(ibex_send_wr_t &wr, uint32_t q, uint64_t k, bool signaled) {
         wr.wr_id = k << 8 | q;
-        wr.send_flags = signaled ? IBEX_SEND_SIGNALED : 0;
+        wr.send_flags = base_flags_ | (signaled ? IBEX_SEND_SIGNALED : 0);
         if (!post_send_one(s_.res.qps[q], wr, &err)) return false;
         if (signaled) last_signaled_[q] = k;
         posted_[q] = k + 1;
+        return true;
+    }
+
+    // How many requests QP q may post in its next call: a whole list (the rest of the
+    // run at its end) when the depth has room for it, else 0.
+    uint32_t next_list(uint32_t q, uint64_t per_qp) const {
+        if (posted_[q] >= per_qp) return 0;
+        const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(list_, per_qp - posted_[q]));
+        return posted_[q] - completed_[q] + n <= depth_ ? n : 0;
+    }
+
+    // Requests k .. k+n-1 of QP q: one post, chained when n > 1. Every cq_mod-th request
+    // and the run's last are signaled (with a list, cq_mod is its length: its last).
+    bool post_list(ibex_send_wr_t &wr, uint32_t q, uint64_t k, uint32_t n, uint64_t per_qp) {
+        auto signaled = [&](uint64_t i) { return (i + 1) % cq_mod_ == 0 || i + 1 == per_qp; };
+        if (n == 1) return post(wr, q, k, signaled(k));
+        std::vector<ibex_send_wr_t> &chain = chains_[q];
+        for (uint32_t j = 0; j < n; ++j) {
+            chain[j].wr_id = (k + j) << 8 | q;
+            chain[j].send_flags = base_flags_ | (signaled(k + j) ? IBEX_SEND_SIGNALED : 0);
+            chain[j].next = j + 1 < n ? &chain[j + 1] : nullptr;
+        }
+        if (!post_send_one(s_.res.qps[q], chain[0], &err)) return false;
+        for (uint32_t j = 0; j < n; ++j)
+            if (signaled(k + j)) last_signaled_[q] = k + j;
+        posted_[q] = k + n;
         return true;
     }
 
@@ -201,8 +234,8 @@ private:
     }
 
     bool can_post(uint64_t per_qp) const {
-        for (size_t q = 0; q < posted_.size(); ++q)
-            if (posted_[q] < per_qp && posted_[q] - completed_[q] < depth_) return true;
+        for (uint32_t q = 0; q < posted_.size(); ++q)
+            if (next_list(q, per_qp)) return true;
         return false;
     }
 
@@ -259,7 +292,9 @@ private:
 
     Session &s_;
     const Options &o_;
-    uint32_t depth_, cq_mod_;
+    uint32_t depth_, cq_mod_, list_;
+    unsigned base_flags_ = 0;                   // IBEX_SEND_INLINE up to -I
+    std::vector<std::vector<ibex_send_wr_t>> chains_; // [qp]: a post list's requests (-l)
     std::vector<uint64_t> posted_, completed_, last_signaled_;
     std::vector<std::vector<uint64_t>> gof_; // [qp][k] -> global post index (iteration mode)
     std::vector<uint64_t> tposted_, tcompleted_, signaled_;
@@ -287,7 +322,8 @@ int run_bw(const Options &o) {
     const uint64_t max_size = *std::max_element(sizes.begin(), sizes.end());
     const bool timed = o.duration > 0;
     const uint32_t depth = static_cast<uint32_t>(std::min<uint64_t>(o.tx_depth, timed ? o.tx_depth : o.iters));
-    const uint32_t cq_mod = std::min(kCqModeration, depth);
+    const uint32_t list = std::min(o.post_list, depth);
+    const uint32_t cq_mod = std::min(o.cq_mod, depth);
     const bool send = o.test.verb == Verb::send;
     if (o.run_infinitely && o.bidirectional) return fail(o, "--run_infinitely measures one direction: drop -b");
     if (o.run_infinitely) catch_interrupts();
@@ -306,7 +342,7 @@ int run_bw(const Options &o) {
     // receiving side of a SEND test takes messages.
     const bool sends = s.client() || o.bidirectional;
     const bool receives = send && (!s.client() || o.bidirectional);
-    BwFlow flow(s, depth, cq_mod);
+    BwFlow flow(s, depth, cq_mod, list);
     if (receives && !flow.post_receives()) return fail(s, flow.err);
 
     // The TCP exchange follows stock perftest's (see README.md): SEND tests meet before
@@ -382,6 +418,8 @@ int run_bw(const Options &o) {
     std::fflush(out);
     if (!s.finish(kPeerTimeoutMs, &err)) return fail(s, "finishing: " + err);
     if (o.json && !write_json(o, bw_json(o, s.header, rows, local_rows, remote_rows, cc), &err)) return fail(o, err);
+    print_output(o, rows);
+    if (const std::string missed = limits_missed(o, rows); !missed.empty()) return fail(o, missed);
     return 0;
 }
 

@@ -77,7 +77,7 @@ private:
         const bool lands_locally = o_.test.verb == Verb::read || o_.test.verb == Verb::atomic;
         ibex_send_wr_t wr = measured_wr(o_, s_.header.remote[0], s_.res.region(0) + (lands_locally ? recv_offset_ : 0),
                                         size, ibex_mr_lkey(s_.res.mr), sge);
-        wr.send_flags = IBEX_SEND_SIGNALED;
+        wr.send_flags = IBEX_SEND_SIGNALED | (size <= o_.inline_size ? IBEX_SEND_INLINE : 0);
         return wr;
     }
 
@@ -317,6 +317,7 @@ int run_lat(const Options &o) {
     print_cc(out, cc);
     std::fflush(out);
     if (o.json && !write_json(o, lat_json(o, s.header, rows, cc), &err)) return fail(o, err);
+    print_output(o, rows);
     return 0;
 }
 

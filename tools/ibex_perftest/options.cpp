@@ -1,9 +1,13 @@
 #include "tools/ibex_perftest/options.h"
 
+#include <ibex/ibex.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
+
+#include "tools/ibex_perftest/oob.h"
 
 namespace ibex::perftest {
 
@@ -17,6 +21,7 @@ enum Scope : unsigned {
     kSend = 2,    // send tests
     kRdAtom = 4,  // read and atomic tests
     kAtomic = 8,  // atomic tests
+    kInline = 16, // tests that can carry their payload inline (write, send)
 };
 
 struct Flag {
@@ -41,6 +46,11 @@ constexpr Flag kFlags[] = {
     {0, "run_infinitely", false, kBw},   {0, "json", false, kAll},
     {0, "use_cuda", true, kAll},         {0, "disable_numa", false, kAll},
     {0, "use_malloc", false, kAll},
+    {'Q', "cq-mod", true, kBw},          {'l', "post_list", true, kBw},
+    {'N', "noPeak", false, kBw},         {'T', "tos", true, kAll},
+    {'u', "qp-timeout", true, kAll},     {'I', "inline_size", true, kInline},
+    {'w', "limit_bw", true, kBw},        {'y', "limit_msgrate", true, kBw},
+    {0, "output", true, kAll},           {'V', "version", false, kAll},
 };
 
 unsigned scope_of(Test t) {
@@ -49,6 +59,7 @@ unsigned scope_of(Test t) {
     if (t.verb == Verb::send) s |= kSend;
     if (t.verb == Verb::read || t.verb == Verb::atomic) s |= kRdAtom;
     if (t.verb == Verb::atomic) s |= kAtomic;
+    if (t.verb == Verb::write || t.verb == Verb::send) s |= kInline;
     return s;
 }
 
@@ -68,6 +79,12 @@ const Flag *find_long(std::string_view name) {
     if (name == "use-cuda") return find_long("use_cuda");
     if (name == "disable-numa") return find_long("disable_numa");
     if (name == "atomic-type") return find_long("atomic_type");
+    if (name == "cq_mod") return find_long("cq-mod");
+    if (name == "post-list") return find_long("post_list");
+    if (name == "qp_timeout") return find_long("qp-timeout");
+    if (name == "inline-size") return find_long("inline_size");
+    if (name == "limit-bw") return find_long("limit_bw");
+    if (name == "limit-msgrate") return find_long("limit_msgrate");
     return nullptr;
 }
 
@@ -77,6 +94,16 @@ bool parse_u64(const char *s, uint64_t *out) {
     char *end = nullptr;
     unsigned long long v = std::strtoull(s, &end, 10);
     if (errno || *end) return false;
+    *out = v;
+    return true;
+}
+
+bool parse_positive(const char *s, double *out) {
+    if (!s || !*s) return false;
+    errno = 0;
+    char *end = nullptr;
+    const double v = std::strtod(s, &end);
+    if (errno || *end || !(v > 0) || v > 1e12) return false;
     *out = v;
     return true;
 }
@@ -182,6 +209,36 @@ public:
             o_->gid_index = static_cast<int>(x);
             return true;
         case 'h': help_ = true; return true;
+        case 'V': version_ = true; return true;
+        case 'Q':
+            if (!number(f, v, 1, kMaxTxDepth, &x)) return false;
+            o_->cq_mod = static_cast<uint32_t>(x);
+            return true;
+        case 'l':
+            if (!number(f, v, 1, kMaxTxDepth, &x)) return false;
+            o_->post_list = static_cast<uint32_t>(x);
+            return true;
+        case 'N': o_->no_peak = true; return true;
+        case 'T':
+            if (!number(f, v, 0, 255, &x)) return false;
+            o_->traffic_class = static_cast<uint8_t>(x);
+            return true;
+        case 'u':
+            if (!number(f, v, 0, 31, &x)) return false;
+            o_->qp_timeout = static_cast<uint8_t>(x);
+            return true;
+        case 'I':
+            if (!number(f, v, 0, kMaxInline, &x)) return false;
+            o_->inline_size = static_cast<uint32_t>(x);
+            return true;
+        case 'w':
+            if (!parse_positive(v, &o_->limit_bw))
+                return error(std::string("option -w expects a bandwidth above 0, got \"") + v + "\"");
+            return true;
+        case 'y':
+            if (!parse_positive(v, &o_->limit_msgrate))
+                return error(std::string("option -y expects a message rate (Mpps) above 0, got \"") + v + "\"");
+            return true;
         default: return error("internal: unhandled option " + flag_text(f));
         }
     }
@@ -196,6 +253,15 @@ public:
         else if (n == "run_infinitely") o_->run_infinitely = true;
         else if (n == "disable_numa") o_->numa = false;
         else if (n == "use_malloc") o_->ibex_alloc = false;
+        else if (n == "output") {
+            const bool bw = t_.kind == Kind::bw;
+            if (bw && !std::strcmp(v, "bandwidth")) o_->output = Output::bandwidth;
+            else if (bw && !std::strcmp(v, "message_rate")) o_->output = Output::message_rate;
+            else if (!bw && !std::strcmp(v, "latency")) o_->output = Output::latency;
+            else
+                return error(std::string("--output=") + v + " is not one of " +
+                             (bw ? "bandwidth, message_rate" : "latency") + " for " + tool_name(t_));
+        }
         else if (n == "json") {
             o_->json = true;
             if (v) o_->json_path = v;
@@ -263,6 +329,7 @@ public:
 
     bool size_set_ = false;
     bool help_ = false;
+    bool version_ = false;
 
 private:
     Test t_;
@@ -327,8 +394,20 @@ void print_usage(Test t, FILE *out) {
                           "  -e, --events            sleep on completion events while no more can be posted,\n"
                           "                          instead of polling (the progress thread moves the packets)\n"
                           "      --run_infinitely    print a line every -D seconds (default 5) until Ctrl-C\n"
-                          "      --report_gbits      bandwidth in Gb/sec (10^9 bits) instead of MiB/sec (2^20 bytes)\n");
+                          "      --report_gbits      bandwidth in Gb/sec (10^9 bits) instead of MiB/sec (2^20 bytes)\n"
+                          "  -Q, --cq-mod=<n>        one signaled completion every <n> posts (default 100)\n"
+                          "  -l, --post_list=<n>     post <n> chained work requests per call; each list ends\n"
+                          "                          with the signaled one (the CQ moderation is <n>)\n"
+                          "  -N, --noPeak            no peak bandwidth (no time stamp per post); prints 0.00\n"
+                          "  -w, --limit_bw=<bw>     exit 1 when a BW average is below <bw> (the table's unit)\n"
+                          "  -y, --limit_msgrate=<r> exit 1 when a MsgRate is below <r> Mpps\n"
+                          "      --output=<what>     print only bandwidth or message_rate, one line per size\n");
+    } else {
+        std::fprintf(out, "      --output=latency    print only t_typical (usec), one line per size\n");
     }
+    if (t.verb == Verb::write || t.verb == Verb::send)
+        std::fprintf(out, "  -I, --inline_size=<n>   post messages of up to <n> bytes inline (at most %u; default 0)\n",
+                     kMaxInline);
     if (t.verb == Verb::send) std::fprintf(out, "  -r, --rx-depth=<n>      receives posted per QP (default 512)\n");
     if (t.verb == Verb::read || t.verb == Verb::atomic)
         std::fprintf(out, "  -o, --outs=<n>          outstanding reads/atomics per QP, 1..16 (default 16)\n");
@@ -338,6 +417,8 @@ void print_usage(Test t, FILE *out) {
                  "  -i, --ib-port=1         accepted for compatibility (one port per ibex device)\n"
                  "  -x, --gid-index=<n>     accepted; ibex picks the device's GID (soft: its IPv4 address)\n"
                  "  -F, --CPU-freq          accepted; ibex times with a monotonic clock, not CPU cycles\n"
+                 "  -T, --tos=<0-255>       the QPs' traffic class: DSCP << 2 (ECN is the provider's)\n"
+                 "  -u, --qp-timeout=<n>    transport timeout, 4.096 us * 2^<n>, 0..31 (default 14)\n"
                  "      --use_cuda=<id>     buffers in the memory of GPU <id> (needs ibex built with CUDA)\n"
                  "      --disable_numa      do not bind memory and this thread to the NIC's NUMA node\n"
                  "      --use_malloc        ordinary (NUMA-placed) memory for the buffer instead of\n"
@@ -345,6 +426,7 @@ void print_usage(Test t, FILE *out) {
                  "      --json[=FILE]       also write the results as JSON to FILE, or alone on stdout\n"
                  "                          (the tables then go to stderr); \"--json FILE\" works when\n"
                  "                          FILE contains '/' or ends in .json\n"
+                 "  -V, --version           ibex's version and the perftest exchange it speaks\n"
                  "  -h, --help              this text\n"
                  "\n"
                  "Environment: IBEX_LOG_LEVEL (error, warn, info, debug), IBEX_PERFTEST_COUNTERS=1 (engine\n"
@@ -358,6 +440,12 @@ ParseResult parse_options(Test t, int argc, char **argv, Options *o) {
     if (!p.run(argc, argv)) return ParseResult::error;
     if (p.help_) {
         print_usage(t, stdout);
+        return ParseResult::help;
+    }
+    if (p.version_) {
+        const int v = ibex_version();
+        std::printf("%s: ibex %d.%d.%d, perftest's flags and out-of-band exchange (version field \"%s\")\n",
+                    tool_name(t).c_str(), v / 10000, v / 100 % 100, v % 100, version_field().c_str());
         return ParseResult::help;
     }
     const bool bw = t.kind == Kind::bw;
@@ -380,6 +468,17 @@ ParseResult parse_options(Test t, int argc, char **argv, Options *o) {
     if (o->duration && o->all && !o->run_infinitely) return bad("duration mode (-D) does not support all sizes (-a)");
     if (o->duration && iters_set) return bad("-D and -n exclude each other");
     if (o->device.empty()) return bad("empty device name");
+    if (o->output != Output::table && o->json && (o->json_path.empty() || o->json_path == "-"))
+        return bad("--output and --json both want stdout: give --json a file");
+    if (o->post_list > 1) {
+        // As perftest: each list ends with the one signaled request of its posts, so the
+        // moderation is the list's length.
+        if (o->cq_mod && o->cq_mod != o->post_list)
+            return bad("-Q and -l: with a post list the CQ moderation is the list's length (drop -Q)");
+        if (o->post_list > o->tx_depth) return bad("-l: a post list must fit in the tx depth (-t)");
+        o->cq_mod = o->post_list;
+    }
+    if (!o->cq_mod) o->cq_mod = kCqModeration;
     return ParseResult::ok;
 }
 

@@ -12,6 +12,8 @@ namespace ibex::perftest {
 enum class Verb { send, write, read, atomic };
 enum class Kind { bw, lat };
 enum class AtomicType { fetch_and_add, cmp_and_swap };
+// --output: the whole report (table), or only one figure per size for scripts.
+enum class Output { table, bandwidth, message_rate, latency };
 
 struct Test {
     Verb verb = Verb::write;
@@ -28,6 +30,8 @@ inline constexpr uint32_t kMaxRxDepth = 16384;
 inline constexpr uint32_t kMaxQps = 256;
 inline constexpr uint64_t kMinIters = 5;
 inline constexpr uint32_t kCqModeration = 100; // perftest's default CQ moderation
+inline constexpr uint32_t kMaxInline = 64;      // -I: what every ibex provider takes inline
+inline constexpr uint8_t kDefaultQpTimeout = 14; // -u: 4.096 us * 2^14 = 67 ms
 inline constexpr int kDefaultDuration = 5;     // perftest's -D default (run_infinitely's interval)
 
 struct Options {
@@ -57,6 +61,15 @@ struct Options {
     int use_cuda = -1;         // --use_cuda=<id>; -1: host memory
     bool numa = true;          // bind to the NIC's NUMA node; --disable_numa turns it off
     bool ibex_alloc = true;    // host buffer from ibex_mem_alloc; --use_malloc: ordinary memory
+    uint32_t cq_mod = 0;       // -Q: one signaled completion every cq_mod posts; 0: kCqModeration
+    uint32_t post_list = 1;    // -l: work requests chained into one ibex_post_send
+    bool no_peak = false;      // -N: no peak (no time stamp per post)
+    uint8_t traffic_class = 0; // -T: the QPs' traffic class (DSCP << 2)
+    uint8_t qp_timeout = kDefaultQpTimeout; // -u
+    uint32_t inline_size = 0;  // -I: messages up to this size are posted inline
+    Output output = Output::table; // --output
+    double limit_bw = 0;       // -w: fail when BW average is below (the report's unit)
+    double limit_msgrate = 0;  // -y: fail when MsgRate (Mpps) is below
 
     bool is_server() const { return server.empty(); }
     bool is_bw() const { return test.kind == Kind::bw; }

@@ -177,30 +177,62 @@ KeyRecord Resources::local_key(uint32_t i, size_t remote_offset) const {
     return k;
 }
 
-bool Resources::connect(uint32_t i, const KeyRecord &remote, int mtu_bytes, uint32_t out_reads, std::string *err) {
-    ibex_ep_addr_t r{};
-    std::memcpy(r.gid, remote.gid, sizeof r.gid);
-    r.udp_port = kRoceUdpPort;
-    r.mtu = mtu_bytes ? static_cast<uint8_t>(mtu_enum(mtu_bytes)) : local[i].mtu;
-    r.qpn = remote.qpn;
-    r.psn = remote.psn;
-    ibex_status_t st = ibex_qp_connect(qps[i], &r);
-    if (st != IBEX_OK) {
-        *err = ibex_error("cannot connect the QP to the peer", st);
-        return false;
+std::array<QpStep, 3> connect_steps(const ibex_ep_addr_t &local, const KeyRecord &remote, const ConnectParams &p) {
+    std::array<QpStep, 3> steps{};
+    for (QpStep &s : steps) s.attr = IBEX_QP_ATTR_INIT;
+    ibex_qp_attr_t &init = steps[0].attr;
+    init.qp_state = IBEX_QPS_INIT;
+    init.qp_access_flags =
+        IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE | IBEX_ACCESS_REMOTE_READ | IBEX_ACCESS_REMOTE_ATOMIC;
+    steps[0].mask = IBEX_QP_STATE | IBEX_QP_ACCESS_FLAGS;
+
+    ibex_qp_attr_t &rtr = steps[1].attr;
+    rtr.qp_state = IBEX_QPS_RTR;
+    std::memcpy(rtr.dest.gid, remote.gid, sizeof rtr.dest.gid);
+    rtr.dest.udp_port = kRoceUdpPort;
+    rtr.dest.qpn = remote.qpn;
+    rtr.dest.psn = remote.psn;
+    const uint8_t agreed = p.mtu_bytes ? static_cast<uint8_t>(mtu_enum(p.mtu_bytes)) : 0;
+    rtr.path_mtu = static_cast<ibex_mtu_t>(agreed && agreed < local.mtu ? agreed : local.mtu);
+    rtr.dest.mtu = static_cast<uint8_t>(rtr.path_mtu);
+    rtr.rq_psn = remote.psn;
+    // Responder resources: the READs/atomics this side serves at once (-o).
+    rtr.max_rd_atomic = static_cast<uint8_t>(std::min<uint32_t>(p.out_reads, 255));
+    rtr.traffic_class = p.traffic_class;
+    steps[1].mask = IBEX_QP_STATE | IBEX_QP_DEST | IBEX_QP_PATH_MTU | IBEX_QP_RQ_PSN | IBEX_QP_MAX_RD_ATOMIC |
+                    IBEX_QP_TRAFFIC_CLASS;
+
+    ibex_qp_attr_t &rts = steps[2].attr;
+    rts.qp_state = IBEX_QPS_RTS;
+    rts.sq_psn = local.psn;
+    rts.timeout = p.timeout;
+    rts.retry_cnt = 7;
+    rts.rnr_retry = 7;
+    // Initiator depth: ours (-o), never more than the peer said it serves.
+    rts.max_rd_atomic = static_cast<uint8_t>(
+        std::min<uint32_t>({p.out_reads, remote.out_reads ? remote.out_reads : 16u, 255u}));
+    steps[2].mask =
+        IBEX_QP_STATE | IBEX_QP_SQ_PSN | IBEX_QP_TIMEOUT | IBEX_QP_RETRY_CNT | IBEX_QP_RNR_RETRY | IBEX_QP_MAX_RD_ATOMIC;
+    return steps;
+}
+
+bool Resources::connect(uint32_t i, const KeyRecord &remote, const ConnectParams &p, std::string *err) {
+    static constexpr const char *kTo[] = {"INIT", "RTR", "RTS"};
+    const std::array<QpStep, 3> steps = connect_steps(local[i], remote, p);
+    for (size_t k = 0; k < steps.size(); ++k) {
+        const ibex_status_t st = ibex_modify_qp(qps[i], &steps[k].attr, steps[k].mask);
+        if (st != IBEX_OK) {
+            *err = ibex_error(("cannot connect the QP to the peer (to " + std::string(kTo[k]) + ")").c_str(), st);
+            return false;
+        }
     }
     ibex_qp_attr_t qa = IBEX_QP_ATTR_INIT;
-    // Outstanding READs/atomics: ours (-o), never more than the peer said it serves.
-    qa.max_rd_atomic = static_cast<uint8_t>(std::min<uint32_t>(out_reads, remote.out_reads ? remote.out_reads : 16));
-    if ((st = ibex_modify_qp(qps[i], &qa, IBEX_QP_MAX_RD_ATOMIC)) != IBEX_OK) {
-        *err = ibex_error("setting the outstanding reads (-o)", st);
-        return false;
-    }
-    if ((st = ibex_query_qp(qps[i], &qa)) != IBEX_OK) {
+    if (const ibex_status_t st = ibex_query_qp(qps[i], &qa); st != IBEX_OK) {
         *err = ibex_error("ibex_query_qp", st);
         return false;
     }
     path_mtu_ = ibex_mtu_to_bytes(qa.path_mtu);
+    traffic_class_ = qa.traffic_class;
     return true;
 }
 

@@ -5,6 +5,7 @@
 
 #include <ibex/ibex.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -29,6 +30,26 @@ struct ResourceSpec {
     bool ibex_alloc = true;   // host buffer from ibex_mem_alloc (shm shares it with the peer)
 };
 
+// How a QP is brought up towards its peer (the flags -m, -o, -T and -u).
+struct ConnectParams {
+    int mtu_bytes = 0;         // the agreed MTU; 0: this port's
+    uint32_t out_reads = 16;   // READs/atomics this side keeps outstanding and serves
+    uint8_t traffic_class = 0; // DSCP << 2 (-T); the ECN bits are the provider's
+    uint8_t timeout = 14;      // transport timeout, 4.096 us * 2^timeout (-u)
+};
+
+// One ibex_modify_qp call of the bring-up.
+struct QpStep {
+    ibex_qp_attr_t attr;
+    unsigned mask;
+};
+
+// RESET -> INIT -> RTR -> RTS of a QP whose own address is `local` towards `remote`, each
+// attribute at the transition where verbs takes it (responder resources and the traffic
+// class at RTR, the initiator depth and the timers at RTS), as perftest brings up its QPs:
+// an RNIC refuses them once the QP is in RTS.
+std::array<QpStep, 3> connect_steps(const ibex_ep_addr_t &local, const KeyRecord &remote, const ConnectParams &p);
+
 // Whether --use_cuda=<id> can work in this build on this host; *err says why not.
 bool cuda_usable(int device, std::string *err);
 
@@ -47,10 +68,11 @@ public:
     uint8_t *region(uint32_t i) const { return buf + size_t(i) * region_len; }
     // The key record of QP i for the peer, advertising region(i) + remote_offset.
     KeyRecord local_key(uint32_t i, size_t remote_offset) const;
-    // RESET -> INIT -> RTR -> RTS of QP i towards its peer; mtu_bytes 0 keeps the device's
-    // MTU; out_reads limits the READs/atomics it keeps outstanding.
-    bool connect(uint32_t i, const KeyRecord &remote, int mtu_bytes, uint32_t out_reads, std::string *err);
+    // QP i through connect_steps() towards its peer.
+    bool connect(uint32_t i, const KeyRecord &remote, const ConnectParams &p, std::string *err);
     int path_mtu_bytes() const { return path_mtu_; }
+    // The traffic class the provider reports for the last QP connected.
+    int traffic_class() const { return traffic_class_; }
     bool on_gpu() const { return cuda_ >= 0; }
 
     ibex_context_t *ctx = nullptr;
@@ -65,6 +87,7 @@ public:
 
 private:
     int path_mtu_ = 0;
+    int traffic_class_ = 0;
     int cuda_ = -1;
     bool ibex_alloc_ = false; // buf came from ibex_mem_alloc
 };

@@ -80,6 +80,11 @@ std::string common_json(const Options &o, const HeaderInfo &h) {
     s += "  \"tx_depth\": " + std::to_string(o.tx_depth) + ",\n";
     s += "  \"bidirectional\": " + std::string(o.bidirectional ? "true" : "false") + ",\n";
     s += "  \"duration_s\": " + std::to_string(o.duration) + ",\n";
+    s += "  \"cq_mod\": " + std::to_string(h.cq_mod) + ",\n";
+    s += "  \"post_list\": " + std::to_string(h.post_list) + ",\n";
+    s += "  \"inline_size\": " + std::to_string(h.inline_size) + ",\n";
+    s += "  \"traffic_class\": " + std::to_string(h.traffic_class) + ",\n";
+    s += "  \"qp_timeout\": " + std::to_string(o.qp_timeout) + ",\n";
     s += "  \"numa\": " + str(h.numa) + ",\n";
     s += "  \"memory\": " + str(h.memory) + ",\n";
     s += "  \"local\": " + keys_json(h.local) + ",\n";
@@ -253,7 +258,9 @@ void print_header(FILE *out, const HeaderInfo &h) {
     std::fprintf(out, " Link type       : Ethernet\n");
     std::fprintf(out, " GID index       : 0\n");
     if (h.out_reads) std::fprintf(out, " Outstand reads  : %u\n", h.out_reads);
-    else std::fprintf(out, " Max inline data : 0[B]\n");
+    else std::fprintf(out, " Max inline data : %u[B]\n", h.inline_size);
+    if (h.post_list > 1) std::fprintf(out, " Post List       : %u\n", h.post_list);
+    if (h.traffic_class) std::fprintf(out, " Traffic class   : %d (DSCP %d)\n", h.traffic_class, h.traffic_class >> 2);
     std::fprintf(out, " rdma_cm QPs\t : OFF\n");
     std::fprintf(out, " Data ex. method : Ethernet\n");
     std::fprintf(out, " NUMA binding    : %s\n", h.numa.c_str());
@@ -423,6 +430,36 @@ bool write_json(const Options &o, const std::string &doc, std::string *err) {
         return false;
     }
     return true;
+}
+
+void print_output(const Options &o, const std::vector<BwResult> &rows) {
+    if (o.output != Output::bandwidth && o.output != Output::message_rate) return;
+    for (const BwResult &r : rows) std::printf("%.2f\n", o.output == Output::bandwidth ? r.avg : r.msg_rate_mpps);
+    std::fflush(stdout);
+}
+
+void print_output(const Options &o, const std::vector<LatResult> &rows) {
+    if (o.output != Output::latency) return;
+    for (const LatResult &r : rows) std::printf("%.2f\n", r.t_typical);
+    std::fflush(stdout);
+}
+
+std::string limits_missed(const Options &o, const std::vector<BwResult> &rows) {
+    const char *unit = o.report_gbits ? "Gb/sec" : "MiB/sec";
+    char buf[256];
+    for (const BwResult &r : rows) {
+        if (o.limit_bw > 0 && r.avg < o.limit_bw) {
+            std::snprintf(buf, sizeof buf, "%" PRIu64 " B: BW average %.2f %s is below the limit -w %.2f", r.bytes, r.avg,
+                          unit, o.limit_bw);
+            return buf;
+        }
+        if (o.limit_msgrate > 0 && r.msg_rate_mpps < o.limit_msgrate) {
+            std::snprintf(buf, sizeof buf, "%" PRIu64 " B: MsgRate %.6f Mpps is below the limit -y %.6f", r.bytes,
+                          r.msg_rate_mpps, o.limit_msgrate);
+            return buf;
+        }
+    }
+    return "";
 }
 
 } // namespace ibex::perftest

@@ -65,6 +65,9 @@ struct HeaderInfo {
     uint32_t rx_depth = 0; // 0: not printed
     uint32_t cq_mod = 0;   // 0: not printed (latency)
     uint32_t out_reads = 0; // read/atomic: "Outstand reads" instead of "Max inline data"
+    uint32_t inline_size = 0;
+    uint32_t post_list = 1; // > 1: printed
+    int traffic_class = 0;  // as the provider reports QP 0's; printed when not 0
     int mtu = 0;
     std::string numa;   // NUMA placement summary
     std::string memory; // "host" or "GPU <n>"
@@ -101,6 +104,14 @@ void print_cc(FILE *out, const CcReport &cc);
 std::string bw_json(const Options &o, const HeaderInfo &h, const std::vector<BwResult> &rows,
                     const std::vector<BwResult> &local, const std::vector<BwResult> &remote, const CcReport &cc);
 std::string lat_json(const Options &o, const HeaderInfo &h, const std::vector<LatResult> &rows, const CcReport &cc);
+
+// --output: one figure per row on stdout (BW average in the table's unit, MsgRate in Mpps,
+// or t_typical in usec); nothing for Output::table.
+void print_output(const Options &o, const std::vector<BwResult> &rows);
+void print_output(const Options &o, const std::vector<LatResult> &rows);
+
+// -w and -y: empty when every row meets them, else which row missed which limit.
+std::string limits_missed(const Options &o, const std::vector<BwResult> &rows);
 
 // Writes the JSON to o.json_path or stdout; false (with *err) if the file cannot be written.
 bool write_json(const Options &o, const std::string &doc, std::string *err);

@@ -102,7 +102,14 @@ int fail(Session &s, const std::string &msg) {
     return fail(s.o_, msg);
 }
 
-Session::Session(const Options &o) : o_(o), out_(o.json && (o.json_path.empty() || o.json_path == "-") ? stderr : stdout) {}
+Session::Session(const Options &o) : o_(o), out_(o.json && (o.json_path.empty() || o.json_path == "-") ? stderr : stdout) {
+    // --output: stdout carries the figures alone.
+    if (o.output != Output::table && (null_out_ = std::fopen("/dev/null", "w"))) out_ = null_out_;
+}
+
+Session::~Session() {
+    if (null_out_) std::fclose(null_out_);
+}
 
 bool Session::expect(std::string *msg, int timeout_ms, std::string *err) {
     if (!oob.recv_msg(msg, timeout_ms, err)) return false;
@@ -184,8 +191,13 @@ bool Session::setup(const ResourceSpec &spec_in, size_t remote_offset, uint32_t 
         *err = "the two sides' GIDs are of different types (one IPv4-mapped, one IPv6); use the same IP version";
         return false;
     }
+    ConnectParams cp;
+    cp.mtu_bytes = ibex_mtu_to_bytes(mtu);
+    cp.out_reads = o_.out_reads;
+    cp.traffic_class = o_.traffic_class;
+    cp.timeout = o_.qp_timeout;
     for (uint32_t i = 0; i < spec.num_qps; ++i)
-        if (!res.connect(i, theirs[i], ibex_mtu_to_bytes(mtu), o_.out_reads, err)) return false;
+        if (!res.connect(i, theirs[i], cp, err)) return false;
     if (!oob.exchange_keys(client(), mine, &again, err)) return false;
     if (!sync(kPeerTimeoutMs, err)) return false;
 
@@ -198,6 +210,9 @@ bool Session::setup(const ResourceSpec &spec_in, size_t remote_offset, uint32_t 
     header.rx_depth = o_.test.verb == Verb::send && (!client() || o_.bidirectional) ? o_.rx_depth : 0;
     header.cq_mod = cq_mod;
     header.out_reads = rd_atomic ? o_.out_reads : 0;
+    header.inline_size = o_.inline_size;
+    header.post_list = o_.is_bw() ? o_.post_list : 1;
+    header.traffic_class = res.traffic_class();
     header.mtu = res.path_mtu_bytes();
     header.numa = numa.summary;
     header.memory = o_.use_cuda >= 0 ? "GPU " + std::to_string(o_.use_cuda)

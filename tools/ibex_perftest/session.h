@@ -33,6 +33,9 @@ std::vector<uint64_t> run_sizes(const Options &o);
 class Session {
 public:
     explicit Session(const Options &o);
+    ~Session();
+    Session(const Session &) = delete;
+    Session &operator=(const Session &) = delete;
 
     // The peer writes/reads at region(i) + remote_offset of QP i. cq_mod (bandwidth) is
     // only printed.
@@ -76,6 +79,7 @@ private:
     ibex_mtu_t agree_mtu(std::string *err);
 
     FILE *out_;
+    FILE *null_out_ = nullptr; // where the tables go with --output
 };
 
 // Prints "<tool>: <msg>" on stderr, tells the peer (if connected) and returns 1, the

@@ -103,6 +103,77 @@ TEST(PerftestOptions, RefusesWhatPerftestRefuses) {
     EXPECT_EQ(parse({Verb::write, Kind::bw}, {"-h"}, &o), ParseResult::help);
 }
 
+TEST(PerftestOptions, TheFlagsOfPerftestsCommandLinesFromTheField) {
+    Options o;
+    // Defaults: moderation 100, single posts, peak measured, traffic class 0, timeout 14.
+    ASSERT_EQ(parse({Verb::write, Kind::bw}, {}, &o), ParseResult::ok);
+    EXPECT_EQ(o.cq_mod, 100u);
+    EXPECT_EQ(o.post_list, 1u);
+    EXPECT_FALSE(o.no_peak);
+    EXPECT_EQ(o.traffic_class, 0);
+    EXPECT_EQ(o.qp_timeout, 14);
+    EXPECT_EQ(o.inline_size, 0u);
+    EXPECT_EQ(o.output, Output::table);
+
+    ASSERT_EQ(parse({Verb::write, Kind::bw},
+                    {"-Q", "16", "-N", "-T", "106", "-u", "20", "-I", "64", "-w", "12.5", "-y", "0.25",
+                     "--output=bandwidth"},
+                    &o),
+              ParseResult::ok);
+    EXPECT_EQ(o.cq_mod, 16u);
+    EXPECT_TRUE(o.no_peak);
+    EXPECT_EQ(o.traffic_class, 106);
+    EXPECT_EQ(o.qp_timeout, 20);
+    EXPECT_EQ(o.inline_size, 64u);
+    EXPECT_DOUBLE_EQ(o.limit_bw, 12.5);
+    EXPECT_DOUBLE_EQ(o.limit_msgrate, 0.25);
+    EXPECT_EQ(o.output, Output::bandwidth);
+
+    // A post list sets the moderation to its length, as perftest does.
+    ASSERT_EQ(parse({Verb::send, Kind::bw}, {"-l", "8", "--cq-mod=8", "--output=message_rate"}, &o), ParseResult::ok);
+    EXPECT_EQ(o.post_list, 8u);
+    EXPECT_EQ(o.cq_mod, 8u);
+    EXPECT_EQ(o.output, Output::message_rate);
+    ASSERT_EQ(parse({Verb::send, Kind::lat}, {"--inline_size=32", "--tos=32", "--output=latency"}, &o), ParseResult::ok);
+    EXPECT_EQ(o.inline_size, 32u);
+    EXPECT_EQ(o.traffic_class, 32);
+    EXPECT_EQ(o.output, Output::latency);
+    ASSERT_EQ(parse({Verb::read, Kind::lat}, {"-T", "0", "-u", "0"}, &o), ParseResult::ok);
+    EXPECT_EQ(o.qp_timeout, 0);
+    EXPECT_EQ(parse({Verb::write, Kind::bw}, {"-V"}, &o), ParseResult::help);
+
+    const struct {
+        perftest::Test t;
+        std::vector<std::string> args;
+    } bad[] = {
+        {{Verb::write, Kind::bw}, {"-l", "4", "-Q", "100"}},   // the list sets the moderation
+        {{Verb::write, Kind::bw}, {"-l", "256", "-t", "128"}}, // a list must fit the depth
+        {{Verb::write, Kind::lat}, {"-l", "4"}},               // bandwidth tests only
+        {{Verb::write, Kind::lat}, {"-Q", "4"}},
+        {{Verb::write, Kind::lat}, {"-N"}},
+        {{Verb::write, Kind::bw}, {"-Q", "0"}},
+        {{Verb::write, Kind::bw}, {"-T", "256"}},
+        {{Verb::write, Kind::bw}, {"-u", "32"}},
+        {{Verb::write, Kind::bw}, {"-I", "65"}},               // above what ibex posts inline
+        {{Verb::read, Kind::bw}, {"-I", "16"}},                // READs carry no payload out
+        {{Verb::atomic, Kind::lat}, {"-I", "8"}},
+        {{Verb::write, Kind::bw}, {"-w", "0"}},
+        {{Verb::write, Kind::bw}, {"-w", "fast"}},
+        {{Verb::write, Kind::bw}, {"-y", "-1"}},
+        {{Verb::write, Kind::lat}, {"-w", "10"}},
+        {{Verb::write, Kind::bw}, {"--output=latency"}},
+        {{Verb::write, Kind::lat}, {"--output=bandwidth"}},
+        {{Verb::write, Kind::bw}, {"--output=all"}},
+        {{Verb::write, Kind::bw}, {"--output=bandwidth", "--json"}}, // both on stdout
+    };
+    for (const auto &b : bad) {
+        std::string joined;
+        for (const auto &a : b.args) joined += a + " ";
+        EXPECT_EQ(parse(b.t, b.args, &o), ParseResult::error) << tool_name(b.t) << " " << joined;
+    }
+    ASSERT_EQ(parse({Verb::write, Kind::bw}, {"--output=bandwidth", "--json=/tmp/x.json"}, &o), ParseResult::ok);
+}
+
 TEST(PerftestOptions, NicNameOfADevice) {
     EXPECT_EQ(nic_name("udp:eth0"), "eth0");
     EXPECT_EQ(nic_name("udp:eth0:4791"), "eth0");

@@ -403,5 +403,90 @@ TEST(PerftestTools, LossRecoveryLineAfterTheTable) {
     EXPECT_EQ(c2.err.find("Loss recovery"), std::string::npos) << c2.err;
 }
 
+// -l chains the posts (a last list shorter when the count is not a multiple), its length
+// is the moderation, and -N leaves the peak at 0.00 while every iteration is counted.
+TEST(PerftestTools, PostListsAndNoPeak) {
+    for (const char *name : {"ibex_write_bw", "ibex_send_bw"}) {
+        auto [server, client] = run_pair(name, {"-l", "8", "-N", "-n", "1001", "-s", "4096"}, 60);
+        ASSERT_EQ(client.status, 0) << name << ": " << client.err;
+        ASSERT_EQ(server.status, 0) << name << ": " << server.err;
+        const std::string &sender = client.out;
+        EXPECT_NE(sender.find("Post List       : 8"), std::string::npos) << sender;
+        EXPECT_NE(sender.find("CQ Moderation   : 8"), std::string::npos) << sender;
+        const auto rows = table(sender, kBwHeaderMiB, 5);
+        ASSERT_EQ(rows.size(), 1u) << sender;
+        EXPECT_EQ(rows[0][1], 1001) << sender;
+        EXPECT_EQ(rows[0][2], 0) << "-N: no peak";
+        EXPECT_GT(rows[0][3], 0);
+    }
+}
+
+// -T, -u and -I reach the QPs: the header and the JSON say what the provider reports.
+TEST(PerftestTools, TrafficClassTimeoutAndInlineReachTheQps) {
+    char tmpl[] = "/tmp/ibex_perftest_tc_XXXXXX";
+    const std::string dir = mkdtemp(tmpl);
+    const std::string file = dir + "/lat.json";
+    auto [server, client] =
+        run_pair("ibex_write_lat", {"-T", "104", "-u", "16", "-I", "64", "-n", "100"}, 60, {"--json", file});
+    ASSERT_EQ(client.status, 0) << client.err;
+    ASSERT_EQ(server.status, 0) << server.err;
+    for (const std::string *out : {&client.out, &server.out}) {
+        EXPECT_NE(out->find("Traffic class   : 104 (DSCP 26)"), std::string::npos) << *out;
+        EXPECT_NE(out->find("Max inline data : 64[B]"), std::string::npos) << *out;
+    }
+    const std::string doc = slurp(file);
+    for (const char *key : {"\"traffic_class\": 104", "\"qp_timeout\": 16", "\"inline_size\": 64"})
+        EXPECT_NE(doc.find(key), std::string::npos) << key << " missing in " << doc;
+    EXPECT_FALSE(table(client.out, kLatHeader, 9).empty()) << client.out;
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+}
+
+// --output: stdout carries one number per size and nothing else.
+TEST(PerftestTools, OutputPrintsOneFigurePerSize) {
+    auto numbers = [](const std::string &out, size_t *lines) {
+        std::istringstream in(out);
+        std::string line;
+        std::vector<double> v;
+        *lines = 0;
+        while (std::getline(in, line)) {
+            ++*lines;
+            char *end = nullptr;
+            const double x = std::strtod(line.c_str(), &end);
+            if (end && *end == 0 && !line.empty()) v.push_back(x);
+        }
+        return v;
+    };
+    auto [server, client] =
+        run_pair("ibex_write_bw", {"-a", "-n", "20", "--output=bandwidth", "--report_gbits"}, 120);
+    ASSERT_EQ(client.status, 0) << client.err;
+    ASSERT_EQ(server.status, 0) << server.err;
+    size_t lines = 0;
+    const auto bw = numbers(client.out, &lines);
+    EXPECT_EQ(bw.size(), 23u) << client.out; // 2 B .. 8 MiB
+    EXPECT_EQ(lines, bw.size()) << "stdout holds the figures alone:\n" << client.out;
+    ASSERT_FALSE(bw.empty());
+    EXPECT_GT(bw.back(), 0);
+
+    auto [lserver, lclient] = run_pair("ibex_send_lat", {"-n", "200", "--output=latency"}, 60);
+    ASSERT_EQ(lclient.status, 0) << lclient.err;
+    const auto lat = numbers(lclient.out, &lines);
+    ASSERT_EQ(lat.size(), 1u) << lclient.out;
+    EXPECT_EQ(lines, 1u) << lclient.out;
+    EXPECT_GT(lat[0], 0);
+}
+
+// -w and -y: a run below its limit ends with status 1 and says which figure missed.
+TEST(PerftestTools, LimitsFailARunThatMissesThem) {
+    auto [server, client] = run_pair("ibex_write_bw", {"-n", "100", "-s", "4096", "-w", "1e9"}, 60);
+    EXPECT_EQ(client.status, 1) << client.out;
+    EXPECT_NE(client.err.find("BW average"), std::string::npos) << client.err;
+    EXPECT_NE(client.err.find("below the limit -w"), std::string::npos) << client.err;
+    EXPECT_FALSE(table(client.out, kBwHeaderMiB, 5).empty()) << "the table is still printed:\n" << client.out;
+
+    auto [s2, c2] = run_pair("ibex_write_bw", {"-n", "100", "-s", "4096", "-y", "0.000001"}, 60);
+    EXPECT_EQ(c2.status, 0) << c2.err;
+}
+
 } // namespace
 } // namespace ibex::test::perftest
