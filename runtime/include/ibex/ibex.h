@@ -406,6 +406,11 @@ typedef struct ibex_qp_attr {
 
 IBEX_API ibex_status_t ibex_create_qp(ibex_pd_t *pd, const ibex_qp_init_attr_t *attr, ibex_qp_t **qp);
 IBEX_API ibex_status_t ibex_destroy_qp(ibex_qp_t *qp);
+/* Portable programs set each attribute on the transition verbs takes it at: responder
+ * resources (max_rd_atomic), traffic class, path MTU and the peer at INIT -> RTR; the
+ * timers, retry counts, initiator depth and sq_psn at RTR -> RTS. An RTS QP on the verbs
+ * provider changes only its access flags and min_rnr_timer (NOT_SUPPORTED otherwise);
+ * the software providers (soft, shm) also let an RTS QP change its timers and limits. */
 IBEX_API ibex_status_t ibex_modify_qp(ibex_qp_t *qp, const ibex_qp_attr_t *attr, unsigned attr_mask);
 IBEX_API ibex_status_t ibex_query_qp(ibex_qp_t *qp, ibex_qp_attr_t *attr);
 IBEX_API uint32_t ibex_qp_num(const ibex_qp_t *qp);

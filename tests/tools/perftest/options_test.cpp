@@ -19,6 +19,21 @@ ParseResult parse(Test t, std::vector<std::string> args, Options *o) {
     return parse_options(t, static_cast<int>(argv.size()), argv.data(), o);
 }
 
+// A command line each tool must refuse.
+struct Refused {
+    perftest::Test t;
+    std::vector<std::string> args;
+};
+
+template <size_t N> void expect_refused(const Refused (&bad)[N]) {
+    for (const Refused &b : bad) {
+        Options o;
+        std::string joined;
+        for (const auto &a : b.args) joined += a + " ";
+        EXPECT_EQ(parse(b.t, b.args, &o), ParseResult::error) << tool_name(b.t) << " " << joined;
+    }
+}
+
 TEST(PerftestOptions, DefaultsFollowPerftest) {
     Options o;
     ASSERT_EQ(parse({Verb::write, Kind::bw}, {}, &o), ParseResult::ok);
@@ -72,10 +87,7 @@ TEST(PerftestOptions, GetoptSpellings) {
 
 TEST(PerftestOptions, RefusesWhatPerftestRefuses) {
     Options o;
-    const struct {
-        perftest::Test t;
-        std::vector<std::string> args;
-    } bad[] = {
+    const Refused bad[] = {
         {{Verb::write, Kind::lat}, {"-q", "2"}},          // no QPs option on latency tests
         {{Verb::read, Kind::lat}, {"-b"}},                // nor bidirectional
         {{Verb::write, Kind::bw}, {"-r", "64"}},          // rx depth: send tests only
@@ -95,11 +107,7 @@ TEST(PerftestOptions, RefusesWhatPerftestRefuses) {
         {{Verb::write, Kind::bw}, {"host1", "host2"}},
         {{Verb::send, Kind::bw}, {"--out_json"}},        // perftest's, not ibex's (--json)
     };
-    for (const auto &b : bad) {
-        std::string joined;
-        for (const auto &a : b.args) joined += a + " ";
-        EXPECT_EQ(parse(b.t, b.args, &o), ParseResult::error) << tool_name(b.t) << " " << joined;
-    }
+    expect_refused(bad);
     EXPECT_EQ(parse({Verb::write, Kind::bw}, {"-h"}, &o), ParseResult::help);
 }
 
@@ -142,10 +150,7 @@ TEST(PerftestOptions, TheFlagsOfPerftestsCommandLinesFromTheField) {
     EXPECT_EQ(o.qp_timeout, 0);
     EXPECT_EQ(parse({Verb::write, Kind::bw}, {"-V"}, &o), ParseResult::help);
 
-    const struct {
-        perftest::Test t;
-        std::vector<std::string> args;
-    } bad[] = {
+    const Refused bad[] = {
         {{Verb::write, Kind::bw}, {"-l", "4", "-Q", "100"}},   // the list sets the moderation
         {{Verb::write, Kind::bw}, {"-l", "256", "-t", "128"}}, // a list must fit the depth
         {{Verb::write, Kind::lat}, {"-l", "4"}},               // bandwidth tests only
@@ -166,11 +171,7 @@ TEST(PerftestOptions, TheFlagsOfPerftestsCommandLinesFromTheField) {
         {{Verb::write, Kind::bw}, {"--output=all"}},
         {{Verb::write, Kind::bw}, {"--output=bandwidth", "--json"}}, // both on stdout
     };
-    for (const auto &b : bad) {
-        std::string joined;
-        for (const auto &a : b.args) joined += a + " ";
-        EXPECT_EQ(parse(b.t, b.args, &o), ParseResult::error) << tool_name(b.t) << " " << joined;
-    }
+    expect_refused(bad);
     ASSERT_EQ(parse({Verb::write, Kind::bw}, {"--output=bandwidth", "--json=/tmp/x.json"}, &o), ParseResult::ok);
 }
 
