@@ -51,6 +51,7 @@ constexpr Flag kFlags[] = {
     {'u', "qp-timeout", true, kAll},     {'I', "inline_size", true, kInline},
     {'w', "limit_bw", true, kBw},        {'y', "limit_msgrate", true, kBw},
     {0, "output", true, kAll},           {'V', "version", false, kAll},
+    {'S', "sl", true, kAll},
 };
 
 unsigned scope_of(Test t) {
@@ -219,6 +220,11 @@ public:
             o_->post_list = static_cast<uint32_t>(x);
             return true;
         case 'N': o_->no_peak = true; return true;
+        case 'S':
+            // RoCE carries the service level in the VLAN header's 3 priority bits.
+            if (!number(f, v, 0, 7, &x)) return false;
+            o_->sl = static_cast<int>(x);
+            return true;
         case 'T':
             if (!number(f, v, 0, 255, &x)) return false;
             o_->traffic_class = static_cast<uint8_t>(x);
@@ -350,6 +356,10 @@ uint64_t default_iters(Test t) { return t.verb == Verb::write && t.kind == Kind:
 
 } // namespace
 
+void apply_environment(const Options &o) {
+    if (o.sl >= 0) setenv("IBEX_SL", std::to_string(o.sl).c_str(), 1);
+}
+
 std::string test_tag(Test t) { return std::string(verb_word(t.verb)) + (t.kind == Kind::bw ? "_bw" : "_lat"); }
 
 std::string tool_name(Test t) { return "ibex_" + test_tag(t); }
@@ -419,6 +429,8 @@ void print_usage(Test t, FILE *out) {
                  "  -F, --CPU-freq          accepted; ibex times with a monotonic clock, not CPU cycles\n"
                  "  -T, --tos=<0-255>       the QPs' traffic class: DSCP << 2 (ECN is the provider's)\n"
                  "  -u, --qp-timeout=<n>    transport timeout, 4.096 us * 2^<n>, 0..31 (default 14)\n"
+                 "  -S, --sl=<0-7>          service level (the VLAN priority) on an RNIC; the soft\n"
+                 "                          ports send untagged frames and keep no priority\n"
                  "      --use_cuda=<id>     buffers in the memory of GPU <id> (needs ibex built with CUDA)\n"
                  "      --disable_numa      do not bind memory and this thread to the NIC's NUMA node\n"
                  "      --use_malloc        ordinary (NUMA-placed) memory for the buffer instead of\n"

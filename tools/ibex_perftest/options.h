@@ -66,6 +66,7 @@ struct Options {
     bool no_peak = false;      // -N: no peak (no time stamp per post)
     uint8_t traffic_class = 0; // -T: the QPs' traffic class (DSCP << 2)
     uint8_t qp_timeout = kDefaultQpTimeout; // -u
+    int sl = -1;               // -S: service level (RoCE: the VLAN priority); -1: the provider's
     uint32_t inline_size = 0;  // -I: messages up to this size are posted inline
     Output output = Output::table; // --output
     double limit_bw = 0;       // -w: fail when BW average is below (the report's unit)
@@ -74,6 +75,10 @@ struct Options {
     bool is_server() const { return server.empty(); }
     bool is_bw() const { return test.kind == Kind::bw; }
 };
+
+// What the options ask of the environment the device opens in: -S is the verbs
+// provider's IBEX_SL (its service level comes from there, for every QP of the context).
+void apply_environment(const Options &o);
 
 // "ibex_read_lat", ...
 std::string tool_name(Test t);

@@ -135,6 +135,7 @@ bool Session::setup(const ResourceSpec &spec_in, size_t remote_offset, uint32_t 
     spec.cuda_device = o_.use_cuda;
     spec.ibex_alloc = o_.ibex_alloc;
     // The device first: a bad -d fails at once, before any waiting.
+    apply_environment(o_);
     if (!res.open(o_.device, spec, err)) return false;
     // An engine without a progress thread moves only when this process calls ibex, also
     // while it meets the peer over TCP (between sizes, at the end). With a thread, the

@@ -3,6 +3,7 @@
 // NUMA placement looks up.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -149,6 +150,18 @@ TEST(PerftestOptions, TheFlagsOfPerftestsCommandLinesFromTheField) {
     ASSERT_EQ(parse({Verb::read, Kind::lat}, {"-T", "0", "-u", "0"}, &o), ParseResult::ok);
     EXPECT_EQ(o.qp_timeout, 0);
     EXPECT_EQ(parse({Verb::write, Kind::bw}, {"-V"}, &o), ParseResult::help);
+    // -S reaches the verbs provider as IBEX_SL, which it reads when the device opens.
+    ASSERT_EQ(parse({Verb::write, Kind::lat}, {"-S", "3"}, &o), ParseResult::ok);
+    EXPECT_EQ(o.sl, 3);
+    unsetenv("IBEX_SL");
+    apply_environment(o);
+    ASSERT_NE(getenv("IBEX_SL"), nullptr);
+    EXPECT_STREQ(getenv("IBEX_SL"), "3");
+    ASSERT_EQ(parse({Verb::write, Kind::lat}, {}, &o), ParseResult::ok);
+    EXPECT_EQ(o.sl, -1);
+    unsetenv("IBEX_SL");
+    apply_environment(o);
+    EXPECT_EQ(getenv("IBEX_SL"), nullptr) << "without -S the environment is left alone";
 
     const Refused bad[] = {
         {{Verb::write, Kind::bw}, {"-l", "4", "-Q", "100"}},   // the list sets the moderation
@@ -159,6 +172,7 @@ TEST(PerftestOptions, TheFlagsOfPerftestsCommandLinesFromTheField) {
         {{Verb::write, Kind::bw}, {"-Q", "0"}},
         {{Verb::write, Kind::bw}, {"-T", "256"}},
         {{Verb::write, Kind::bw}, {"-u", "32"}},
+        {{Verb::write, Kind::bw}, {"-S", "8"}},                // 3 bits of VLAN priority
         {{Verb::write, Kind::bw}, {"-I", "65"}},               // above what ibex posts inline
         {{Verb::read, Kind::bw}, {"-I", "16"}},                // READs carry no payload out
         {{Verb::atomic, Kind::lat}, {"-I", "8"}},
