@@ -50,7 +50,7 @@ public:
             wrs[q] = measured_wr(o_, s_.header.remote[q], s_.res.region(q), size, ibex_mr_lkey(s_.res.mr), &sges[q]);
         base_flags_ = size <= o_.inline_size ? IBEX_SEND_INLINE : 0;
         chains_.assign(nq, {});
-        for (uint32_t q = 0; q < nq && list_ > 1; ++q) chains_[q].assign(list_, wrs[q]);
+        for (uint32_t q = 0; q < nq; ++q) chains_[q].assign(list_, wrs[q]);
         posted_.assign(nq, 0);
         completed_.assign(nq, 0);
         last_signaled_.assign(nq, UINT64_MAX);
@@ -98,7 +98,7 @@ public:
                         // time it returns.
                         const uint64_t tick = keep_times ? ticks.read() : 0;
                         if (!total_posted) first_post = now_ns();
-                        if (!post_list(wrs[q], q, k, n, per_qp)) return false;
+                        if (!post_list(q, k, n, per_qp)) return false;
                         if (keep_times) {
                             for (uint32_t j = 0; j < n; ++j) {
                                 gof_[q][k + j] = stamped;
@@ -116,7 +116,7 @@ public:
                     // The last message of every QP is signaled, so its end is seen.
                     for (uint32_t q = 0; q < nq && timed; ++q)
                         if (posted_[q] && last_signaled_[q] != posted_[q] - 1) {
-                            if (!post(wrs[q], q, posted_[q], true)) return false;
+                            if (!post_list(q, posted_[q], 1, per_qp, true)) return false;
                             ++total_posted;
                         }
                     if (timed && receives_on_peer() && s_.ibex_peer() &&
@@ -196,15 +196,6 @@ private:
         return n;
     }
 
-    bool post(ibex_send_wr_t &wr, uint32_t q, uint64_t k, bool signaled) {
-        wr.wr_id = k << 8 | q;
-        wr.send_flags = base_flags_ | (signaled ? IBEX_SEND_SIGNALED : 0);
-        if (!post_send_one(s_.res.qps[q], wr, &err)) return false;
-        if (signaled) last_signaled_[q] = k;
-        posted_[q] = k + 1;
-        return true;
-    }
-
     // How many requests QP q may post in its next call: a whole list (the rest of the
     // run at its end) when the depth has room for it, else 0.
     uint32_t next_list(uint32_t q, uint64_t per_qp) const {
@@ -214,10 +205,10 @@ private:
     }
 
     // Requests k .. k+n-1 of QP q: one post, chained when n > 1. Every cq_mod-th request
-    // and the run's last are signaled (with a list, cq_mod is its length: its last).
-    bool post_list(ibex_send_wr_t &wr, uint32_t q, uint64_t k, uint32_t n, uint64_t per_qp) {
-        auto signaled = [&](uint64_t i) { return (i + 1) % cq_mod_ == 0 || i + 1 == per_qp; };
-        if (n == 1) return post(wr, q, k, signaled(k));
+    // and the run's last are signaled (with a list, cq_mod is its length: its last);
+    // `close` signals the last one too (the end of a timed run).
+    bool post_list(uint32_t q, uint64_t k, uint32_t n, uint64_t per_qp, bool close = false) {
+        auto signaled = [&](uint64_t i) { return (i + 1) % cq_mod_ == 0 || i + 1 == per_qp || (close && i + 1 == k + n); };
         std::vector<ibex_send_wr_t> &chain = chains_[q];
         for (uint32_t j = 0; j < n; ++j) {
             chain[j].wr_id = (k + j) << 8 | q;
