@@ -244,7 +244,7 @@ ibex_status_t ibex_modify_qp(ibex_qp_t *qp, const ibex_qp_attr_t *attr, unsigned
     IBEX_CHECK_NULL(attr, "attr");
     ibex_status_t st;
     if (!attr_ok(attr, IBEX_MAGIC_QP_ATTR, "ibex_qp_attr_t", &st)) return st;
-    if (attr_mask & ~((IBEX_QP_TRAFFIC_CLASS << 1) - 1))
+    if (attr_mask & ~((IBEX_QP_SL << 1) - 1))
         return fail(IBEX_ERR_INVALID_ARGUMENT, "ibex_modify_qp: unknown attr_mask bits 0x%x", attr_mask);
     ibex_qp_attr_t a = IBEX_QP_ATTR_INIT;
     a = widen(attr, a);
@@ -275,25 +275,53 @@ ibex_status_t ibex_qp_local_addr(ibex_qp_t *qp, ibex_ep_addr_t *addr) {
 }
 
 ibex_status_t ibex_qp_connect(ibex_qp_t *qp, const ibex_ep_addr_t *remote) {
+    return ibex_qp_connect_attr(qp, remote, nullptr, 0);
+}
+
+ibex_status_t ibex_qp_connect_attr(ibex_qp_t *qp, const ibex_ep_addr_t *remote, const ibex_qp_attr_t *attr,
+                                   unsigned attr_mask) {
     IBEX_CHECK_NULL(qp, "qp");
     IBEX_CHECK_NULL(remote, "remote");
+    constexpr unsigned kChoosable = IBEX_QP_ACCESS_FLAGS | IBEX_QP_PATH_MTU | IBEX_QP_TIMEOUT | IBEX_QP_RETRY_CNT |
+                                    IBEX_QP_RNR_RETRY | IBEX_QP_MIN_RNR_TIMER | IBEX_QP_MAX_RD_ATOMIC |
+                                    IBEX_QP_TRAFFIC_CLASS | IBEX_QP_SL;
+    if (attr_mask & ~kChoosable)
+        return fail(IBEX_ERR_INVALID_ARGUMENT,
+                    "ibex_qp_connect_attr: attr_mask 0x%x names what the addresses decide (state, peer, PSNs) or "
+                    "unknown bits",
+                    attr_mask & ~kChoosable);
+    ibex_qp_attr_t a = IBEX_QP_ATTR_INIT;
+    if (attr_mask) {
+        IBEX_CHECK_NULL(attr, "attr");
+        ibex_status_t st;
+        if (!attr_ok(attr, IBEX_MAGIC_QP_ATTR, "ibex_qp_attr_t", &st)) return st;
+        a = widen(attr, a);
+    }
     ibex_ep_addr_t local;
     IBEX_TRY(ibex_qp_local_addr(qp, &local));
-    ibex_qp_attr_t a = IBEX_QP_ATTR_INIT;
+    const unsigned mine = attr_mask;
+    if (!(mine & IBEX_QP_ACCESS_FLAGS))
+        a.qp_access_flags =
+            IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE | IBEX_ACCESS_REMOTE_READ | IBEX_ACCESS_REMOTE_ATOMIC;
     a.qp_state = IBEX_QPS_INIT;
-    a.qp_access_flags = IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE | IBEX_ACCESS_REMOTE_READ | IBEX_ACCESS_REMOTE_ATOMIC;
     IBEX_TRY(ibex_modify_qp(qp, &a, IBEX_QP_STATE | IBEX_QP_ACCESS_FLAGS));
     a.qp_state = IBEX_QPS_RTR;
     a.dest = *remote;
-    a.path_mtu = static_cast<ibex_mtu_t>(remote->mtu && remote->mtu < local.mtu ? remote->mtu : local.mtu);
+    const uint8_t both = remote->mtu && remote->mtu < local.mtu ? remote->mtu : local.mtu;
+    if (!(mine & IBEX_QP_PATH_MTU) || a.path_mtu > both) a.path_mtu = static_cast<ibex_mtu_t>(both);
     a.rq_psn = remote->psn;
-    IBEX_TRY(ibex_modify_qp(qp, &a, IBEX_QP_STATE | IBEX_QP_DEST | IBEX_QP_PATH_MTU | IBEX_QP_RQ_PSN));
+    IBEX_TRY(ibex_modify_qp(qp, &a,
+                            IBEX_QP_STATE | IBEX_QP_DEST | IBEX_QP_PATH_MTU | IBEX_QP_RQ_PSN |
+                                (mine & (IBEX_QP_MAX_RD_ATOMIC | IBEX_QP_MIN_RNR_TIMER | IBEX_QP_TRAFFIC_CLASS |
+                                         IBEX_QP_SL))));
     a.qp_state = IBEX_QPS_RTS;
     a.sq_psn = local.psn;
-    a.timeout = 14;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    return ibex_modify_qp(qp, &a, IBEX_QP_STATE | IBEX_QP_SQ_PSN | IBEX_QP_TIMEOUT | IBEX_QP_RETRY_CNT | IBEX_QP_RNR_RETRY);
+    if (!(mine & IBEX_QP_TIMEOUT)) a.timeout = 14;
+    if (!(mine & IBEX_QP_RETRY_CNT)) a.retry_cnt = 7;
+    if (!(mine & IBEX_QP_RNR_RETRY)) a.rnr_retry = 7;
+    return ibex_modify_qp(qp, &a,
+                          IBEX_QP_STATE | IBEX_QP_SQ_PSN | IBEX_QP_TIMEOUT | IBEX_QP_RETRY_CNT | IBEX_QP_RNR_RETRY |
+                              (mine & IBEX_QP_MAX_RD_ATOMIC));
 }
 
 ibex_status_t ibex_post_send(ibex_qp_t *qp, ibex_send_wr_t *wr, ibex_send_wr_t **bad_wr) {

@@ -19,8 +19,9 @@ struct QpAttrs {
     uint8_t min_rnr_timer = 12;
     uint8_t max_rd_atomic = 16;
     uint8_t traffic_class = 0;
+    int8_t sl = -1; // -1: never set (the port's priority applies)
 
-    // The timer and retry limits named in `mask`.
+    // The timer and retry limits and the path's class and service level named in `mask`.
     void apply_limits(const ibex_qp_attr_t &a, unsigned mask) {
         if (mask & IBEX_QP_TIMEOUT) timeout = a.timeout;
         if (mask & IBEX_QP_RETRY_CNT) retry_cnt = a.retry_cnt;
@@ -28,6 +29,7 @@ struct QpAttrs {
         if (mask & IBEX_QP_MIN_RNR_TIMER) min_rnr_timer = a.min_rnr_timer;
         if (mask & IBEX_QP_MAX_RD_ATOMIC) max_rd_atomic = a.max_rd_atomic;
         if (mask & IBEX_QP_TRAFFIC_CLASS) traffic_class = a.traffic_class;
+        if (mask & IBEX_QP_SL) sl = static_cast<int8_t>(a.sl);
     }
 
     // Everything but dest, rq_psn, sq_psn and qp_num.
@@ -41,6 +43,7 @@ struct QpAttrs {
         a->min_rnr_timer = min_rnr_timer;
         a->max_rd_atomic = max_rd_atomic;
         a->traffic_class = traffic_class;
+        a->sl = sl < 0 ? 0 : static_cast<uint8_t>(sl);
     }
 };
 

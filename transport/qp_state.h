@@ -1,9 +1,11 @@
 // The RC QP state machine as every provider enforces it: the transitions ibex_modify_qp
-// accepts (the subset of the verbs table ibex uses) and the states' names for details.
+// accepts and the attributes each takes (the subset of the verbs table ibex uses), and
+// the states' names for details.
 #pragma once
 
 #include <ibex/ibex.h>
 
+#include <cstdio>
 #include <new>
 #include <type_traits>
 #include <utility>
@@ -28,6 +30,44 @@ inline bool qp_transition_ok(ibex_qp_state_t from, ibex_qp_state_t to) {
     }
 }
 
+// The attributes each transition takes, as verbs takes them (the IB spec's table of QP
+// state transitions, for the attributes ibex has). The traffic class and the service level
+// describe the path: INIT keeps them for RTR, as the verbs provider does. A transition to
+// RESET or ERR takes the state alone.
+inline unsigned qp_transition_attrs(ibex_qp_state_t from, ibex_qp_state_t to) {
+    constexpr unsigned path = IBEX_QP_TRAFFIC_CLASS | IBEX_QP_SL;
+    if (to == IBEX_QPS_RESET || to == IBEX_QPS_ERR) return IBEX_QP_STATE;
+    if (from == IBEX_QPS_RESET || (from == IBEX_QPS_INIT && to == IBEX_QPS_INIT))
+        return IBEX_QP_STATE | IBEX_QP_ACCESS_FLAGS | path;
+    if (from == IBEX_QPS_INIT && to == IBEX_QPS_RTR)
+        return IBEX_QP_STATE | IBEX_QP_ACCESS_FLAGS | IBEX_QP_PATH_MTU | IBEX_QP_DEST | IBEX_QP_RQ_PSN |
+               IBEX_QP_MAX_RD_ATOMIC | IBEX_QP_MIN_RNR_TIMER | path;
+    if (from == IBEX_QPS_RTR && to == IBEX_QPS_RTS)
+        return IBEX_QP_STATE | IBEX_QP_ACCESS_FLAGS | IBEX_QP_SQ_PSN | IBEX_QP_TIMEOUT | IBEX_QP_RETRY_CNT |
+               IBEX_QP_RNR_RETRY | IBEX_QP_MAX_RD_ATOMIC | IBEX_QP_MIN_RNR_TIMER;
+    if (from == IBEX_QPS_RTS && to == IBEX_QPS_RTS) return IBEX_QP_STATE | IBEX_QP_ACCESS_FLAGS | IBEX_QP_MIN_RNR_TIMER;
+    return IBEX_QP_STATE;
+}
+
+// The attribute names of `mask`, comma-separated, into buf (for error details).
+inline const char *qp_attr_names(unsigned mask, char *buf, size_t len) {
+    static const char *names[] = {"state",   "access flags", "path MTU",      "dest",          "rq_psn",
+                                  "sq_psn",  "timeout",      "retry_cnt",     "rnr_retry",     "min_rnr_timer",
+                                  "max_rd_atomic", "traffic class", "service level"};
+    size_t used = 0;
+    buf[0] = '\0';
+    for (unsigned bit = 0; bit < sizeof names / sizeof names[0]; ++bit) {
+        if (!(mask & (1u << bit))) continue;
+        const int n = std::snprintf(buf + used, len - used, "%s%s", used ? ", " : "", names[bit]);
+        if (n < 0 || size_t(n) >= len - used) {
+            buf[used] = '\0'; // whole names only
+            break;
+        }
+        used += size_t(n);
+    }
+    return buf;
+}
+
 // Queue sizes of ibex_create_qp (0: 1024) into *send_wr / *recv_wr, checked with the SGE
 // counts against a software provider's limits; `cqs_ours`: both CQs are of the QP's context.
 inline ibex_status_t check_qp_init(const ibex_qp_init_attr_t &a, uint32_t max_sge, bool cqs_ours, uint32_t *send_wr,
@@ -43,8 +83,9 @@ inline ibex_status_t check_qp_init(const ibex_qp_init_attr_t &a, uint32_t max_sg
     return IBEX_OK;
 }
 
-// The checks of ibex_modify_qp every provider makes before its own: the transition, the
-// attribute ranges, and that INIT -> RTR names the peer.
+// The checks of ibex_modify_qp every provider makes before its own (verbs included): the
+// transition, that it takes each attribute named (qp_transition_attrs), the attribute
+// ranges, and that INIT -> RTR names the peer.
 inline ibex_status_t check_modify_common(uint32_t qpn, ibex_qp_state_t from, const ibex_qp_attr_t &a, unsigned mask) {
     const ibex_qp_state_t to = (mask & IBEX_QP_STATE) ? a.qp_state : from;
     if (!qp_transition_ok(from, to))
@@ -52,6 +93,13 @@ inline ibex_status_t check_modify_common(uint32_t qpn, ibex_qp_state_t from, con
                     qp_state_name(to));
     if ((mask & IBEX_QP_PATH_MTU) && (a.path_mtu < IBEX_MTU_256 || a.path_mtu > IBEX_MTU_4096))
         return fail(IBEX_ERR_INVALID_ARGUMENT, "path_mtu %d is not an IB MTU (1..5)", a.path_mtu);
+    if (const unsigned stray = mask & ~qp_transition_attrs(from, to)) {
+        char names[160];
+        return fail(IBEX_ERR_INVALID_ARGUMENT,
+                    "QP 0x%x: %s -> %s does not take %s (verbs sets each attribute at one transition; see "
+                    "ibex_modify_qp in ibex.h)",
+                    qpn, qp_state_name(from), qp_state_name(to), qp_attr_names(stray, names, sizeof names));
+    }
     if (from == IBEX_QPS_INIT && to == IBEX_QPS_RTR && !(mask & IBEX_QP_DEST))
         return fail(IBEX_ERR_INVALID_ARGUMENT, "INIT -> RTR needs IBEX_QP_DEST (the peer's address)");
     if ((mask & IBEX_QP_RETRY_CNT) && a.retry_cnt > 7) return fail(IBEX_ERR_INVALID_ARGUMENT, "retry_cnt must be 0..7");
@@ -59,6 +107,8 @@ inline ibex_status_t check_modify_common(uint32_t qpn, ibex_qp_state_t from, con
     if ((mask & IBEX_QP_TIMEOUT) && a.timeout > 31) return fail(IBEX_ERR_INVALID_ARGUMENT, "timeout must be 0..31");
     if ((mask & IBEX_QP_MIN_RNR_TIMER) && a.min_rnr_timer > 31)
         return fail(IBEX_ERR_INVALID_ARGUMENT, "min_rnr_timer must be 0..31");
+    if ((mask & IBEX_QP_SL) && a.sl > 7)
+        return fail(IBEX_ERR_INVALID_ARGUMENT, "sl %u: RoCE carries service levels 0..7 (the VLAN priority)", a.sl);
     return IBEX_OK;
 }
 

@@ -65,6 +65,9 @@ struct QpEndpoint {
     uint32_t max_send_wr = 2048;
     uint32_t max_recv_wr = 2048;
     unsigned mr_access = kAllAccess;
+    // What connect() sets beyond ibex_qp_connect's defaults (ibex_qp_connect_attr).
+    ibex_qp_attr_t connect_attr = IBEX_QP_ATTR_INIT;
+    unsigned connect_mask = 0;
 
     // Opens `device` (context attributes `attr`, NULL: defaults) and creates the PD, a CQ
     // of `cqe` entries, the QP (send and receive on that CQ) and a zeroed buffer of
@@ -111,14 +114,17 @@ struct QpEndpoint {
         out->size = sizeof *out;
         return ibex_query_counters(ctx, out);
     }
-    // RTS -> RTS change of the requester's timers (IB encodings; see ibex_qp_attr_t).
-    ibex_status_t set_timers(uint8_t timeout, uint8_t retry_cnt, uint8_t rnr_retry) {
-        ibex_qp_attr_t a = IBEX_QP_ATTR_INIT;
-        a.qp_state = IBEX_QPS_RTS;
-        a.timeout = timeout;
-        a.retry_cnt = retry_cnt;
-        a.rnr_retry = rnr_retry;
-        return ibex_modify_qp(qp, &a, IBEX_QP_STATE | IBEX_QP_TIMEOUT | IBEX_QP_RETRY_CNT | IBEX_QP_RNR_RETRY);
+    // The requester's timers the next connect() sets (IB encodings; see ibex_qp_attr_t):
+    // verbs takes them at RTR -> RTS only, so they are chosen before connecting.
+    void choose_timers(uint8_t timeout, uint8_t retry_cnt, uint8_t rnr_retry) {
+        connect_attr.timeout = timeout;
+        connect_attr.retry_cnt = retry_cnt;
+        connect_attr.rnr_retry = rnr_retry;
+        connect_mask |= IBEX_QP_TIMEOUT | IBEX_QP_RETRY_CNT | IBEX_QP_RNR_RETRY;
+    }
+    // Brings the first QP up towards `remote` with the chosen attributes.
+    ibex_status_t connect(const ibex_ep_addr_t &remote) {
+        return ibex_qp_connect_attr(qp, &remote, &connect_attr, connect_mask);
     }
     ibex_status_t set_min_rnr_timer(uint8_t code) {
         ibex_qp_attr_t a = IBEX_QP_ATTR_INIT;
@@ -172,8 +178,8 @@ inline ibex_status_t connect_endpoints(QpEndpoint &a, QpEndpoint &b) {
     ibex_ep_addr_t aa{}, ba{};
     IBEX_TRY(a.local_addr(&aa));
     IBEX_TRY(b.local_addr(&ba));
-    IBEX_TRY(ibex_qp_connect(a.qp, &ba));
-    return ibex_qp_connect(b.qp, &aa);
+    IBEX_TRY(a.connect(ba));
+    return b.connect(aa);
 }
 
 inline ibex_sge_t sge(const QpEndpoint &e, size_t off, uint32_t len) { return {e.va(off), len, ibex_mr_lkey(e.mr)}; }

@@ -175,7 +175,7 @@ ibex_status_t modify_qp(ibex_qp *q, const ibex_qp_attr_t *a, unsigned mask) {
     if (mask & IBEX_QP_RQ_PSN) qp->rq_psn = a->rq_psn;
     if (mask & IBEX_QP_SQ_PSN) qp->sq_psn = a->sq_psn;
     qp->apply_limits(*a, mask);
-    // The live budgets follow a new limit at once (an RTS -> RTS change included).
+    // The live budgets start full with the limits RTR -> RTS sets.
     if (mask & IBEX_QP_RETRY_CNT) qp->retry_left = qp->retry_cnt;
     if (mask & IBEX_QP_RNR_RETRY) qp->rnr_left = qp->rnr_retry;
     if (to == IBEX_QPS_ERR) {

@@ -30,6 +30,7 @@ struct TxPacket {
     uint32_t len = 0;     // sum of the pieces
     uint16_t npieces = 0;
     uint8_t tos = 0;      // DSCP << 2 | ECN
+    int8_t pcp = -1;      // the QP's service level, the VLAN priority of a tagged frame; -1: none set
     // The last 4 bytes of the last piece are the ICRC's place, not yet filled: a port that
     // fills_icrc() computes it (IP ID 0, DF, its own address and port as the source) while
     // it copies the packet, and never writes into the pieces.

@@ -39,18 +39,10 @@ ibex_status_t build_modify(const ibex_qp_attr_t &a, unsigned mask, const QpMemor
     ibv_qp_attr &v = out->attr;
     const ibex_qp_state_t from = mem.state;
     const ibex_qp_state_t to = (mask & IBEX_QP_STATE) ? a.qp_state : from;
-    if (!qp_transition_ok(from, to))
-        return fail(IBEX_ERR_INVALID_STATE, "%s -> %s is not a valid transition", qp_state_name(from), qp_state_name(to));
-    if ((mask & IBEX_QP_PATH_MTU) && (a.path_mtu < IBEX_MTU_256 || a.path_mtu > IBEX_MTU_4096))
-        return fail(IBEX_ERR_INVALID_ARGUMENT, "path_mtu %d is not an IB MTU (1..5)", a.path_mtu);
+    IBEX_TRY(check_modify_common(mem.qp_num, from, a, mask));
     if ((mask & IBEX_QP_PATH_MTU) && int(a.path_mtu) > int(port.active_mtu))
         return fail(IBEX_ERR_INVALID_ARGUMENT, "path MTU %d exceeds the port's active MTU %d", 128 << a.path_mtu,
                     128 << port.active_mtu);
-    if ((mask & IBEX_QP_RETRY_CNT) && a.retry_cnt > 7) return fail(IBEX_ERR_INVALID_ARGUMENT, "retry_cnt must be 0..7");
-    if ((mask & IBEX_QP_RNR_RETRY) && a.rnr_retry > 7) return fail(IBEX_ERR_INVALID_ARGUMENT, "rnr_retry must be 0..7");
-    if ((mask & IBEX_QP_TIMEOUT) && a.timeout > 31) return fail(IBEX_ERR_INVALID_ARGUMENT, "timeout must be 0..31");
-    if ((mask & IBEX_QP_MIN_RNR_TIMER) && a.min_rnr_timer > 31)
-        return fail(IBEX_ERR_INVALID_ARGUMENT, "min_rnr_timer must be 0..31");
 
     v.qp_state = static_cast<ibv_qp_state>(to);
     if (mask & IBEX_QP_STATE) out->mask |= IBV_QP_STATE;
@@ -73,13 +65,11 @@ ibex_status_t build_modify(const ibex_qp_attr_t &a, unsigned mask, const QpMemor
     if (from == IBEX_QPS_INIT && to == IBEX_QPS_INIT) return IBEX_OK;
 
     if (from == IBEX_QPS_INIT && to == IBEX_QPS_RTR) {
-        if (!(mask & IBEX_QP_DEST))
-            return fail(IBEX_ERR_INVALID_ARGUMENT, "INIT -> RTR needs IBEX_QP_DEST (the peer's address)");
         if (port.gid_index < 0) return fail(IBEX_ERR_INVALID_STATE, "the port has no usable RoCE v2 GID");
         ibv_ah_attr &ah = v.ah_attr;
         ah.is_global = 1;
         ah.port_num = port.port_num;
-        ah.sl = port.sl;
+        ah.sl = (mask & IBEX_QP_SL) ? a.sl : mem.sl >= 0 ? uint8_t(mem.sl) : port.sl;
         ah.dlid = 0; // RoCE routes by GID
         std::memcpy(ah.grh.dgid.raw, a.dest.gid, 16);
         ah.grh.sgid_index = static_cast<uint8_t>(port.gid_index);
@@ -116,12 +106,7 @@ ibex_status_t build_modify(const ibex_qp_attr_t &a, unsigned mask, const QpMemor
         }
         return IBEX_OK;
     }
-    // RTS -> RTS: the verbs spec lets only access flags and the RNR timer change here.
-    const unsigned fixed = IBEX_QP_PATH_MTU | IBEX_QP_DEST | IBEX_QP_RQ_PSN | IBEX_QP_SQ_PSN | IBEX_QP_TIMEOUT |
-                           IBEX_QP_RETRY_CNT | IBEX_QP_RNR_RETRY | IBEX_QP_MAX_RD_ATOMIC | IBEX_QP_TRAFFIC_CLASS;
-    if (mask & fixed)
-        return fail(IBEX_ERR_NOT_SUPPORTED, "an RTS QP on verbs can change only access flags and min_rnr_timer (mask 0x%x)",
-                    mask & fixed);
+    // RTS -> RTS (check_modify_common let through only what verbs takes here).
     if (mask & IBEX_QP_MIN_RNR_TIMER) {
         v.min_rnr_timer = a.min_rnr_timer;
         out->mask |= IBV_QP_MIN_RNR_TIMER;
@@ -131,6 +116,7 @@ ibex_status_t build_modify(const ibex_qp_attr_t &a, unsigned mask, const QpMemor
 
 void commit_modify(const ibex_qp_attr_t &a, unsigned mask, QpMemory *mem) {
     if (mask & IBEX_QP_TRAFFIC_CLASS) mem->traffic_class = a.traffic_class;
+    if (mask & IBEX_QP_SL) mem->sl = a.sl;
     if (mask & IBEX_QP_SQ_PSN) mem->initial_sq_psn = a.sq_psn & kPsnMask;
     if (mask & IBEX_QP_STATE) mem->state = a.qp_state;
 }

@@ -29,6 +29,8 @@ struct QpMemory {
     ibex_qp_state_t state = IBEX_QPS_RESET;
     uint32_t initial_sq_psn = 0; // what qp_local_addr advertised
     uint8_t traffic_class = 0;   // DSCP << 2, applied at the next RTR
+    int sl = -1;                 // service level for the next RTR; -1: the port's (IBEX_SL)
+    uint32_t qp_num = 0;         // for error details
 };
 
 struct VerbsModify {

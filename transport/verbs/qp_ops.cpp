@@ -59,6 +59,7 @@ ibex_status_t create_qp(ibex_pd *p, const ibex_qp_init_attr_t *a, ibex_qp **out)
     std::random_device rd;
     qp->mem.initial_sq_psn = rd() & 0xffffff;
     qp->mem.traffic_class = ctx->traffic_class;
+    qp->mem.qp_num = qp->qp_num;
     Lock l(ctx->mutex);
     ++pd->users;
     ++cq_of(a->send_cq)->users;
@@ -116,6 +117,7 @@ ibex_status_t query_qp(ibex_qp *q, ibex_qp_attr_t *a) {
     a->min_rnr_timer = v.min_rnr_timer;
     a->max_rd_atomic = v.max_rd_atomic;
     a->traffic_class = qp->mem.traffic_class;
+    a->sl = v.ah_attr.sl;
     a->qp_num = qp->qp_num;
     return IBEX_OK;
 }

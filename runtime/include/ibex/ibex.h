@@ -25,7 +25,7 @@ extern "C" {
 #endif
 
 #define IBEX_VERSION_MAJOR 0
-#define IBEX_VERSION_MINOR 7
+#define IBEX_VERSION_MINOR 8
 #define IBEX_VERSION_PATCH 0
 #define IBEX_VERSION_CODE(major, minor, patch) (((major) * 10000) + ((minor) * 100) + (patch))
 #define IBEX_VERSION IBEX_VERSION_CODE(IBEX_VERSION_MAJOR, IBEX_VERSION_MINOR, IBEX_VERSION_PATCH)
@@ -380,6 +380,7 @@ typedef enum ibex_qp_attr_mask {
     IBEX_QP_MIN_RNR_TIMER = 1 << 9,
     IBEX_QP_MAX_RD_ATOMIC = 1 << 10,
     IBEX_QP_TRAFFIC_CLASS = 1 << 11,
+    IBEX_QP_SL = 1 << 12,       /* since 0.8 */
 } ibex_qp_attr_mask_t;
 
 typedef struct ibex_qp_attr {
@@ -398,7 +399,8 @@ typedef struct ibex_qp_attr {
     uint8_t min_rnr_timer;    /* IB RNR timer code 0..31, default 12 (0.64 ms) */
     uint8_t max_rd_atomic;
     uint8_t traffic_class;    /* DSCP << 2; the ECN bits are ibex's */
-    uint8_t reserved[2];
+    uint8_t sl;               /* service level 0..7: the VLAN priority (PCP) of the QP's frames */
+    uint8_t reserved;
     uint32_t qp_num;          /* query only */
 } ibex_qp_attr_t;
 
@@ -406,11 +408,17 @@ typedef struct ibex_qp_attr {
 
 IBEX_API ibex_status_t ibex_create_qp(ibex_pd_t *pd, const ibex_qp_init_attr_t *attr, ibex_qp_t **qp);
 IBEX_API ibex_status_t ibex_destroy_qp(ibex_qp_t *qp);
-/* Portable programs set each attribute on the transition verbs takes it at: responder
- * resources (max_rd_atomic), traffic class, path MTU and the peer at INIT -> RTR; the
- * timers, retry counts, initiator depth and sq_psn at RTR -> RTS. An RTS QP on the verbs
- * provider changes only its access flags and min_rnr_timer (NOT_SUPPORTED otherwise);
- * the software providers (soft, shm) also let an RTS QP change its timers and limits. */
+/* Each transition takes the attributes verbs takes there, and every provider refuses the
+ * others (INVALID_ARGUMENT, naming them), so a program that runs on the software providers
+ * runs on an RNIC:
+ *   RESET -> INIT, INIT -> INIT  access flags; traffic class and sl (kept for RTR)
+ *   INIT -> RTR   the peer (IBEX_QP_DEST, required), path MTU, rq_psn, responder resources
+ *                 (max_rd_atomic), min_rnr_timer, access flags, traffic class, sl
+ *   RTR -> RTS    sq_psn, timeout, retry_cnt, rnr_retry, initiator depth (max_rd_atomic),
+ *                 min_rnr_timer, access flags
+ *   RTS -> RTS    access flags, min_rnr_timer
+ *   -> RESET, -> ERR  the state alone
+ * ibex_qp_connect_attr places each attribute at its transition for you. */
 IBEX_API ibex_status_t ibex_modify_qp(ibex_qp_t *qp, const ibex_qp_attr_t *attr, unsigned attr_mask);
 IBEX_API ibex_status_t ibex_query_qp(ibex_qp_t *qp, ibex_qp_attr_t *attr);
 IBEX_API uint32_t ibex_qp_num(const ibex_qp_t *qp);
@@ -420,6 +428,14 @@ IBEX_API ibex_status_t ibex_qp_local_addr(ibex_qp_t *qp, ibex_ep_addr_t *addr);
 /* Convenience: RESET -> INIT -> RTR -> RTS towards remote with sensible defaults
  * (access = remote write/read/atomic, MTU = min of both, timeout 14, retry 7, rnr 7). */
 IBEX_API ibex_status_t ibex_qp_connect(ibex_qp_t *qp, const ibex_ep_addr_t *remote);
+/* ibex_qp_connect with the attributes of attr_mask taken from attr instead of the defaults,
+ * each applied at the transition that takes it: IBEX_QP_ACCESS_FLAGS, PATH_MTU (at most
+ * what both sides carry), TIMEOUT, RETRY_CNT, RNR_RETRY, MIN_RNR_TIMER, MAX_RD_ATOMIC
+ * (both the responder resources and the initiator depth; a provider caps it at what its
+ * device serves), TRAFFIC_CLASS and SL. The state, the peer and the PSNs come from the
+ * addresses; naming them is INVALID_ARGUMENT. attr may be NULL when attr_mask is 0. (0.8) */
+IBEX_API ibex_status_t ibex_qp_connect_attr(ibex_qp_t *qp, const ibex_ep_addr_t *remote, const ibex_qp_attr_t *attr,
+                                            unsigned attr_mask);
 
 /* ------------------------------------------------------------------ work requests */
 

@@ -132,7 +132,7 @@ void connect_through_switch(const SwitchConfig &cfg, ThroughSwitch &t) {
     int32_t st = -1;
     ASSERT_TRUE(recv_all(t.b.fd(), &st, sizeof st, 20000));
     ASSERT_EQ(st, IBEX_OK);
-    IBEX_ASSERT_OK(ibex_qp_connect(t.a.qp, &ba));
+    IBEX_ASSERT_OK(t.a.connect(ba));
 }
 
 void run_through_switch(const SwitchConfig &cfg, bool expect_marks) {
@@ -213,9 +213,9 @@ TEST(MemifSwitch, AnEndpointKilledMidTransferLeavesTheSwitchRunning) {
     cfg.link_mbps = 4000;
     cfg.ecn = false;
     ThroughSwitch t;
+    t.a.choose_timers(13, 2, 7); // 34 ms, 2 retries: the failure shows in ~0.1 s
     connect_through_switch(cfg, t);
     if (HasFatalFailure()) return;
-    IBEX_ASSERT_OK(t.a.set_timers(13, 2, 7)); // 34 ms, 2 retries: the failure shows in ~0.1 s
 
     // WRITEs of 256 KiB, four in flight, B killed 30 ms in; posting goes on until one fails,
     // then every WR must complete.

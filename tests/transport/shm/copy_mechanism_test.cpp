@@ -264,7 +264,7 @@ TEST(ShmCopy, PlacedWriteWithImmediateWaitsOutAReceiverNotReady) {
     p.open(4096, nullptr);
     AllocRegion b(p.b.pd, 4096, kAllAccess);
     ASSERT_TRUE(b.ok());
-    IBEX_ASSERT_OK(p.a.set_timers(14, 7, 7)); // rnr_retry 7: without limit
+    // ibex_qp_connect's rnr_retry is 7: RNR retries without limit.
     fill_pattern(p.a.buf.data(), 1000, 5);
     IBEX_ASSERT_OK(p.a.post_rdma(IBEX_WR_RDMA_WRITE_WITH_IMM, 1, 0, 1000, b.at(8), ibex_mr_rkey(b.mr), true, 77));
     EXPECT_TRUE(p.a.wait(1, 30).empty()) << "completed without a receive at the target";

@@ -229,7 +229,7 @@ rte_mbuf *DpdkPort::build(const TxPacket &p, const Mac &dst_mac) {
             return nullptr;
         }
         uint8_t *d = rte_pktmbuf_mtod(m, uint8_t *);
-        write_roce_headers(d, l2_, mac_, dst_mac, local_, p.dst, p.tos, p.len);
+        write_roce_headers(d, l2_, mac_, dst_mac, local_, p.dst, p.tos, p.len, p.pcp);
         const size_t off = hl + gather_packet(d + hl, p);
         m->data_len = static_cast<uint16_t>(off);
         m->pkt_len = static_cast<uint32_t>(off);
@@ -241,7 +241,7 @@ rte_mbuf *DpdkPort::build(const TxPacket &p, const Mac &dst_mac) {
         ++stats_.tx_dropped;
         return nullptr;
     }
-    write_roce_headers(rte_pktmbuf_mtod(head, uint8_t *), l2_, mac_, dst_mac, local_, p.dst, p.tos, p.len);
+    write_roce_headers(rte_pktmbuf_mtod(head, uint8_t *), l2_, mac_, dst_mac, local_, p.dst, p.tos, p.len, p.pcp);
     head->data_len = static_cast<uint16_t>(hl);
     head->pkt_len = static_cast<uint32_t>(hl);
     rte_mbuf *tail = head;
@@ -285,7 +285,7 @@ rte_mbuf *DpdkPort::build_with_icrc(const TxPacket &p, const Mac &dst_mac) {
         return nullptr;
     }
     uint8_t *d = rte_pktmbuf_mtod(m, uint8_t *);
-    write_roce_headers(d, l2_, mac_, dst_mac, local_, p.dst, p.tos, p.len);
+    write_roce_headers(d, l2_, mac_, dst_mac, local_, p.dst, p.tos, p.len, p.pcp);
     copy_with_icrc(d + hl, p, tx_icrc_fields(local_, p.dst), tx_icrc_prefix_);
     m->data_len = static_cast<uint16_t>(hl + p.len);
     m->pkt_len = static_cast<uint32_t>(hl + p.len);

@@ -12,7 +12,8 @@ namespace ibex::soft::dpdk {
 namespace {
 
 // Ethernet header (with an 802.1Q tag when configured); returns bytes written.
-size_t write_l2(uint8_t *out, const L2Options &o, const Mac &src, const Mac &dst, uint16_t ether_type, uint8_t tos) {
+size_t write_l2(uint8_t *out, const L2Options &o, const Mac &src, const Mac &dst, uint16_t ether_type, uint8_t tos,
+                int qp_pcp) {
     auto *eth = reinterpret_cast<rte_ether_hdr *>(out);
     std::memcpy(eth->dst_addr.addr_bytes, dst.b, 6);
     std::memcpy(eth->src_addr.addr_bytes, src.b, 6);
@@ -22,7 +23,7 @@ size_t write_l2(uint8_t *out, const L2Options &o, const Mac &src, const Mac &dst
     }
     eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_VLAN);
     auto *vlan = reinterpret_cast<rte_vlan_hdr *>(eth + 1);
-    const unsigned pcp = o.pcp >= 0 ? unsigned(o.pcp) : unsigned(tos >> 5);
+    const unsigned pcp = qp_pcp >= 0 && qp_pcp <= 7 ? unsigned(qp_pcp) : o.pcp >= 0 ? unsigned(o.pcp) : unsigned(tos >> 5);
     vlan->vlan_tci = rte_cpu_to_be_16(static_cast<uint16_t>((pcp << 13) | unsigned(o.vlan)));
     vlan->eth_proto = rte_cpu_to_be_16(ether_type);
     return sizeof(rte_ether_hdr) + sizeof(rte_vlan_hdr);
@@ -44,9 +45,9 @@ uint16_t inner_ether_type(const uint8_t *p, size_t len, size_t *off) {
 } // namespace
 
 void write_roce_headers(uint8_t *out, const L2Options &o, const Mac &src_mac, const Mac &dst_mac, NetAddr src, NetAddr dst,
-                        uint8_t tos, uint32_t transport_len) {
+                        uint8_t tos, uint32_t transport_len, int pcp) {
     if (o.dscp >= 0) tos = static_cast<uint8_t>((o.dscp << 2) | (tos & 3));
-    const size_t l2 = write_l2(out, o, src_mac, dst_mac, RTE_ETHER_TYPE_IPV4, tos);
+    const size_t l2 = write_l2(out, o, src_mac, dst_mac, RTE_ETHER_TYPE_IPV4, tos, pcp);
     auto *ip = reinterpret_cast<rte_ipv4_hdr *>(out + l2);
     ip->version_ihl = RTE_IPV4_VHL_DEF;
     ip->type_of_service = tos;
@@ -69,7 +70,7 @@ void write_roce_headers(uint8_t *out, const L2Options &o, const Mac &src_mac, co
 size_t write_arp(uint8_t *out, const L2Options &o, uint16_t op, const Mac &src_mac, uint32_t src_ip, const Mac &dst_mac,
                  uint32_t dst_ip) {
     std::memset(out, 0, kArpFrameMax);
-    const size_t l2 = write_l2(out, o, src_mac, dst_mac, RTE_ETHER_TYPE_ARP, 0);
+    const size_t l2 = write_l2(out, o, src_mac, dst_mac, RTE_ETHER_TYPE_ARP, 0, -1);
     auto *arp = reinterpret_cast<rte_arp_hdr *>(out + l2);
     arp->arp_hardware = rte_cpu_to_be_16(RTE_ARP_HRD_ETHER);
     arp->arp_protocol = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);

@@ -30,9 +30,11 @@ inline size_t roce_header_len(const L2Options &o) { return l2_header_len(o) + 20
 
 // Writes the headers for `transport_len` bytes of RoCEv2 transport (BTH .. ICRC). IP ID
 // 0 with DF set, as the ICRC the engine computed assumes; the header checksum is filled
-// in; ECN comes from tos, DSCP from tos unless the options fix it. UDP checksum 0.
+// in; ECN comes from tos, DSCP from tos unless the options fix it. UDP checksum 0. A VLAN
+// tag's priority is `pcp` (the QP's service level) where it is 0..7, else the options', else
+// the DSCP's top three bits.
 void write_roce_headers(uint8_t *out, const L2Options &o, const Mac &src_mac, const Mac &dst_mac, NetAddr src, NetAddr dst,
-                        uint8_t tos, uint32_t transport_len);
+                        uint8_t tos, uint32_t transport_len, int pcp = -1);
 
 // An ARP request (dst_mac broadcast, target MAC zero) or reply, padded to 60 bytes.
 size_t write_arp(uint8_t *out, const L2Options &o, uint16_t op, const Mac &src_mac, uint32_t src_ip, const Mac &dst_mac,

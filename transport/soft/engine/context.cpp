@@ -171,6 +171,7 @@ void SoftContext::commit_tx(TxSlot &slot, const SoftQp &qp, size_t hdr_len, int 
     p.len = static_cast<uint32_t>(transport_len + kIcrcLen);
     p.dst = qp.dest;
     p.tos = static_cast<uint8_t>((qp.traffic_class & 0xfc) | kEcnEct0);
+    p.pcp = qp.sl;
     // The port computes the ICRC while it copies the packet, where it copies anyway; not
     // while faults are injected, which change the packet after this and must leave its
     // ICRC wrong.

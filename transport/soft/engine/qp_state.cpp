@@ -75,7 +75,7 @@ void SoftQp::apply(const ibex_qp_attr_t &a, unsigned mask, const NetAddr &peer) 
     if (mask & IBEX_QP_RQ_PSN) epsn = a.rq_psn & roce::kPsnMask;
     if (mask & IBEX_QP_SQ_PSN) sq_psn = a.sq_psn & roce::kPsnMask;
     apply_limits(a, mask);
-    // The live budgets follow a new limit at once (an RTS -> RTS change included).
+    // The live budgets start full with the limits RTR -> RTS sets.
     if (mask & IBEX_QP_RETRY_CNT) retry_left = retry_cnt;
     if (mask & IBEX_QP_RNR_RETRY) rnr_left = rnr_retry;
 

@@ -37,7 +37,7 @@ uint16_t ip_sum(const uint8_t *ip) {
 
 // A frame as the engine and the port build it: headers, transport bytes, ICRC computed
 // by the engine's rule (addresses and ports only).
-std::vector<uint8_t> make_frame(const L2Options &o, uint8_t tos, size_t payload) {
+std::vector<uint8_t> make_frame(const L2Options &o, uint8_t tos, size_t payload, int qp_pcp = -1) {
     std::vector<uint8_t> transport(12 + payload); // a BTH-sized header and payload
     for (size_t i = 0; i < transport.size(); ++i) transport[i] = uint8_t(i * 7 + 1);
     ibex::roce::IcrcIpv4Fields f;
@@ -49,7 +49,7 @@ std::vector<uint8_t> make_frame(const L2Options &o, uint8_t tos, size_t payload)
     const uint32_t icrc = ibex::roce::icrc_ipv4(f, std::span<const iovec>(&v, 1), transport.size());
     const size_t hl = roce_header_len(o);
     std::vector<uint8_t> frame(hl + transport.size() + 4);
-    write_roce_headers(frame.data(), o, kA, kB, kSrc, kDst, tos, uint32_t(transport.size() + 4));
+    write_roce_headers(frame.data(), o, kA, kB, kSrc, kDst, tos, uint32_t(transport.size() + 4), qp_pcp);
     std::memcpy(frame.data() + hl, transport.data(), transport.size());
     ibex::roce::store_icrc(frame.data() + hl + transport.size(), icrc);
     return frame;
@@ -119,6 +119,15 @@ TEST(DpdkFrame, VlanPcpAndFixedDscp) {
     o.pcp = 3;
     frame = make_frame(o, 0, 8);
     EXPECT_EQ(be16(frame.data() + 14), (3u << 13) | 100) << "explicit PCP";
+
+    // A QP's service level (IBEX_QP_SL) is its frames' priority, over the port's.
+    frame = make_frame(o, 0, 8, 6);
+    EXPECT_EQ(be16(frame.data() + 14), (6u << 13) | 100) << "the QP's service level";
+    frame = make_frame(o, 0, 8, 0);
+    EXPECT_EQ(be16(frame.data() + 14), 100u) << "service level 0 is a level, not 'none'";
+    o.vlan = -1;
+    frame = make_frame(o, 0, 8, 6);
+    EXPECT_EQ(be16(frame.data() + 12), 0x0800) << "no VLAN: the service level has no field to go in";
 }
 
 TEST(DpdkFrame, ParseRejectsWhatIsNotRoceForUs) {

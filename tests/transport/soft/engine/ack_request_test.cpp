@@ -42,8 +42,8 @@ TEST(AckRequest, AWindowSmallerThanTheAckIntervalNeverWaitsForTheTimer) {
     constexpr uint32_t kMsg = 1 << 20;
     a.open(kMsg);
     b.open(kMsg);
+    a.choose_timers(14, 7, 7); // 67 ms: waiting for it 16+ times would show
     connect_pair(a, b);
-    IBEX_ASSERT_OK(a.set_timers(14, 7, 7)); // 67 ms: waiting for it 16+ times would show
     for (uint32_t k = 0; k < kMsg; ++k) a.buf[k] = static_cast<uint8_t>(k * 13 + 5);
     constexpr int kWrites = 4;
     for (int i = 0; i < kWrites; ++i)
@@ -134,8 +134,8 @@ TEST(AckRequest, ALoneUnsignaledWriteIsAcknowledgedWhenTheLazyDelayEnds) {
     Endpoint a, b;
     a.open(4096);
     b.open(4096);
+    a.choose_timers(14, 7, 7); // 67 ms: a lost or missing ACK would retransmit
     connect_pair(a, b);
-    IBEX_ASSERT_OK(a.set_timers(14, 7, 7)); // 67 ms: a lost or missing ACK would retransmit
     const uint64_t b_before = b.counters().tx_packets, a_before = a.counters().rx_packets;
     a.buf[0] = 0x5a;
     IBEX_ASSERT_OK(a.post_rdma(IBEX_WR_RDMA_WRITE, 1, 0, 1, b.va(0), ibex_mr_rkey(b.mr), false));

@@ -112,7 +112,9 @@ TEST_F(SoftQpState, ExplicitReceivePsnAndPathMtuWinOverThePeers) {
     EXPECT_EQ(qp->mtu, 512u);
 }
 
-TEST_F(SoftQpState, RtsToRtsChangesLimitsButKeepsTheConnection) {
+// What an RTS QP may still change (check_modify_common lets through no more: the access
+// flags and the RNR timer) leaves the connection, its window and its budgets alone.
+TEST_F(SoftQpState, RtsToRtsChangesTheRnrTimerButKeepsTheConnection) {
     bring_up();
     window_event(ibex::cc::EventType::kTimeout);
     {
@@ -122,27 +124,39 @@ TEST_F(SoftQpState, RtsToRtsChangesLimitsButKeepsTheConnection) {
         qp->rnr_left = 0;
     }
     ibex_qp_attr_t a = IBEX_QP_ATTR_INIT;
+    a.min_rnr_timer = 5;
+    a.qp_access_flags = IBEX_ACCESS_REMOTE_READ;
+    to(IBEX_QPS_RTS, IBEX_QP_MIN_RNR_TIMER | IBEX_QP_ACCESS_FLAGS, a);
+    EXPECT_EQ(qp->state, IBEX_QPS_RTS);
+    EXPECT_EQ(qp->min_rnr_timer, 5);
+    EXPECT_EQ(qp->access, unsigned(IBEX_ACCESS_REMOTE_READ));
+    EXPECT_EQ(qp->retry_left, 1);                       // the live budgets go on
+    EXPECT_EQ(qp->rnr_left, 0);
+    EXPECT_EQ(qp->una, 60u);                            // not restarted at sq_psn
+    EXPECT_EQ(window(), ibex::cc::window::kMinPackets); // nor the window
+}
+
+// The limits RTR -> RTS sets fill the live budgets.
+TEST_F(SoftQpState, RtrToRtsSetsTheLimitsAndFillsTheBudgets) {
+    to(IBEX_QPS_INIT);
+    ibex_qp_attr_t a = IBEX_QP_ATTR_INIT;
+    a.dest.qpn = 0x345;
+    a.traffic_class = 0x20;
+    a.sl = 5;
+    a.max_rd_atomic = 4;
+    to(IBEX_QPS_RTR, IBEX_QP_DEST | IBEX_QP_TRAFFIC_CLASS | IBEX_QP_SL | IBEX_QP_MAX_RD_ATOMIC, a);
     a.retry_cnt = 3;
     a.rnr_retry = 2;
     a.timeout = 20;
-    a.min_rnr_timer = 5;
-    a.max_rd_atomic = 4;
-    a.traffic_class = 0x20;
-    to(IBEX_QPS_RTS,
-       IBEX_QP_RETRY_CNT | IBEX_QP_RNR_RETRY | IBEX_QP_TIMEOUT | IBEX_QP_MIN_RNR_TIMER | IBEX_QP_MAX_RD_ATOMIC |
-           IBEX_QP_TRAFFIC_CLASS,
-       a);
-    EXPECT_EQ(qp->state, IBEX_QPS_RTS);
+    to(IBEX_QPS_RTS, IBEX_QP_RETRY_CNT | IBEX_QP_RNR_RETRY | IBEX_QP_TIMEOUT, a);
     EXPECT_EQ(qp->retry_cnt, 3);
-    EXPECT_EQ(qp->retry_left, 3); // the live budgets follow at once
+    EXPECT_EQ(qp->retry_left, 3);
     EXPECT_EQ(qp->rnr_retry, 2);
     EXPECT_EQ(qp->rnr_left, 2);
     EXPECT_EQ(qp->timeout, 20);
-    EXPECT_EQ(qp->min_rnr_timer, 5);
     EXPECT_EQ(qp->max_rd_atomic, 4);
     EXPECT_EQ(qp->traffic_class, 0x20);
-    EXPECT_EQ(qp->una, 60u);                            // not restarted at sq_psn
-    EXPECT_EQ(window(), ibex::cc::window::kMinPackets); // nor the window
+    EXPECT_EQ(qp->sl, 5);
 }
 
 TEST_F(SoftQpState, ReconnectRestartsTheWindow) {

@@ -72,8 +72,8 @@ struct LossyPair {
     void run() {
         a.open(1 << 20);
         b.open(4 << 20);
+        a.choose_timers(14, 7, 7);
         connect_pair(a, b);
-        IBEX_ASSERT_OK(a.set_timers(14, 7, 7));
         lossy_writes(a, b);
         ra = query(a.qp);
         rb = query(b.qp);
@@ -131,8 +131,8 @@ ibex_qp_retransmit_t write_lost_for_two_ms(uint32_t len) {
     Endpoint a, b;
     a.open(1 << 20);
     b.open(1 << 20);
+    a.choose_timers(20, 7, 7);
     connect_pair(a, b);
-    EXPECT_EQ(a.set_timers(20, 7, 7), IBEX_OK);
     const ibex_qp_retransmit_t before = query(a.qp);
     EXPECT_GT(before.inflight_cap, 0u);
     ibex_fault_config_t f = IBEX_FAULT_CONFIG_INIT;

@@ -24,8 +24,8 @@ protected:
         a.open(kBuf, "udp:lo");
         b.open(kBuf, "udp:lo");
         ASSERT_TRUE(a.ok() && b.ok());
+        a.choose_timers(12, 7, 7);
         connect_pair(a, b);
-        IBEX_ASSERT_OK(a.set_timers(12, 7, 7));
         ibex_fault_config_t f = IBEX_FAULT_CONFIG_INIT;
         f.corrupt = 0.05; // one bit flipped anywhere in about one packet of 20: header or payload
         f.seed = 21;

@@ -112,10 +112,10 @@ TEST(RcFaults, TenThousandMixedWorkRequestsSurviveLossReorderDuplicationCorrupti
     local.max_send_wr = 512;
     local.open(kSlots * kSlot);
     ASSERT_TRUE(local.ok());
-    IBEX_ASSERT_OK(ibex_qp_connect(local.qp, &peer.addr()));
-    ASSERT_TRUE(peer.connect(local.addr())) << peer.error();
     // ~17 ms retransmission timeout so a lost tail packet costs little; retries 7.
-    IBEX_ASSERT_OK(local.set_timers(12, 7, 7));
+    local.choose_timers(12, 7, 7);
+    IBEX_ASSERT_OK(local.connect(peer.addr()));
+    ASSERT_TRUE(peer.connect(local.addr())) << peer.error();
     faults.seed = 0x9A2E;
     IBEX_ASSERT_OK(ibex_set_faults(local.ctx, &faults));
 
@@ -394,9 +394,9 @@ protected:
         a.open(24 << 20);
         b.open(24 << 20);
         ASSERT_TRUE(a.ok() && b.ok());
+        a.choose_timers(12, 7, 7);
+        b.choose_timers(12, 7, 7);
         connect_pair(a, b);
-        IBEX_ASSERT_OK(a.set_timers(12, 7, 7));
-        IBEX_ASSERT_OK(b.set_timers(12, 7, 7));
     }
     void faults(Endpoint &e, double loss, double reorder, double dup, double corrupt, uint64_t seed) {
         ibex_fault_config_t f = IBEX_FAULT_CONFIG_INIT;

@@ -168,8 +168,8 @@ inline int serve(int fd, const PeerConfig &cfg) {
     PeerReply ready;
     ibex_ep_addr_t remote;
     ibex_status_t st = ibex_ep_addr_unpack(wire, sizeof wire, &remote);
-    if (st == IBEX_OK) st = ibex_qp_connect(ep.qp, &remote);
-    if (st == IBEX_OK && cfg.timeout >= 0) st = ep.set_timers(static_cast<uint8_t>(cfg.timeout), 7, 7);
+    if (cfg.timeout >= 0) ep.choose_timers(static_cast<uint8_t>(cfg.timeout), 7, 7);
+    if (st == IBEX_OK) st = ep.connect(remote);
     if (st == IBEX_OK && cfg.min_rnr_timer >= 0) st = ep.set_min_rnr_timer(static_cast<uint8_t>(cfg.min_rnr_timer));
     if (st == IBEX_OK && cfg.faults) st = ibex_set_faults(ep.ctx, &cfg.fault_cfg);
     ready.rc = st;

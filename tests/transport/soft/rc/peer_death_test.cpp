@@ -28,9 +28,9 @@ protected:
         ASSERT_TRUE(peer.start(cfg)) << peer.error();
         local.open(8 * kMsg);
         ASSERT_TRUE(local.ok());
-        IBEX_ASSERT_OK(ibex_qp_connect(local.qp, &peer.addr()));
+        local.choose_timers(kTimeoutCode, kRetryCnt, 7);
+        IBEX_ASSERT_OK(local.connect(peer.addr()));
         ASSERT_TRUE(peer.connect(local.addr())) << peer.error();
-        IBEX_ASSERT_OK(local.set_timers(kTimeoutCode, kRetryCnt, 7));
         ibex_qp_attr_t q = IBEX_QP_ATTR_INIT;
         IBEX_ASSERT_OK(ibex_query_qp(local.qp, &q));
         ASSERT_EQ(q.timeout, kTimeoutCode);

@@ -175,10 +175,12 @@ TEST_F(Protection, AccessesAtTheExactEdgesSucceed) {
 
 class Rnr : public ::testing::Test {
 protected:
-    void SetUp() override {
+    // a's RNR retry count is chosen before the QPs connect: verbs sets it at RTR -> RTS only.
+    void connect(uint8_t rnr_retry) {
         a.open(1 << 20);
         b.open(1 << 20);
         ASSERT_TRUE(a.ok() && b.ok());
+        a.choose_timers(14, 7, rnr_retry);
         connect_pair(a, b);
         IBEX_ASSERT_OK(b.set_min_rnr_timer(1)); // 0.01 ms between RNR retries
     }
@@ -188,11 +190,11 @@ protected:
 TEST_F(Rnr, SendWithoutReceiveExhaustsRnrRetry) {
     for (uint8_t rnr : {0, 2}) {
         SCOPED_TRACE(testing::Message() << "rnr_retry " << int(rnr));
-        TearDown();
         a.close();
         b.close();
-        SetUp();
-        IBEX_ASSERT_OK(a.set_timers(14, 7, rnr));
+        a.connect_mask = 0;
+        connect(rnr);
+        if (HasFatalFailure()) return;
         const uint64_t naks_before = b.counters().rnr_nak_sent;
         ASSERT_EQ(a.post_rdma(IBEX_WR_SEND, 1, 0, 300, 0, 0), IBEX_OK);
         ASSERT_EQ(a.post_rdma(IBEX_WR_RDMA_WRITE, 2, 0, 300, b.va(0), ibex_mr_rkey(b.mr)), IBEX_OK);
@@ -213,7 +215,8 @@ TEST_F(Rnr, SendWithoutReceiveExhaustsRnrRetry) {
 }
 
 TEST_F(Rnr, WriteWithImmWithoutReceiveExhaustsRnrRetry) {
-    IBEX_ASSERT_OK(a.set_timers(14, 7, 1));
+    connect(1);
+    if (HasFatalFailure()) return;
     ASSERT_EQ(a.post_rdma(IBEX_WR_RDMA_WRITE_WITH_IMM, 1, 0, 5000, b.va(0), ibex_mr_rkey(b.mr), true, 9), IBEX_OK);
     auto wc = a.wait(1, 5000);
     ASSERT_EQ(wc.size(), 1u);
@@ -221,7 +224,8 @@ TEST_F(Rnr, WriteWithImmWithoutReceiveExhaustsRnrRetry) {
 }
 
 TEST_F(Rnr, InfiniteRnrRetrySucceedsWhenTheReceiveComesLate) {
-    IBEX_ASSERT_OK(a.set_timers(14, 7, 7));
+    connect(7);
+    if (HasFatalFailure()) return;
     fill_pattern(a.buf.data(), 10000, 61);
     ASSERT_EQ(a.post_rdma(IBEX_WR_SEND_WITH_IMM, 1, 0, 10000, 0, 0, true, 0xabc), IBEX_OK);
     ASSERT_EQ(a.post_rdma(IBEX_WR_SEND, 2, 0, 10, 0, 0), IBEX_OK);
