@@ -356,10 +356,6 @@ uint64_t default_iters(Test t) { return t.verb == Verb::write && t.kind == Kind:
 
 } // namespace
 
-void apply_environment(const Options &o) {
-    if (o.sl >= 0) setenv("IBEX_SL", std::to_string(o.sl).c_str(), 1);
-}
-
 std::string test_tag(Test t) { return std::string(verb_word(t.verb)) + (t.kind == Kind::bw ? "_bw" : "_lat"); }
 
 std::string tool_name(Test t) { return "ibex_" + test_tag(t); }
@@ -429,8 +425,9 @@ void print_usage(Test t, FILE *out) {
                  "  -F, --CPU-freq          accepted; ibex times with a monotonic clock, not CPU cycles\n"
                  "  -T, --tos=<0-255>       the QPs' traffic class: DSCP << 2 (ECN is the provider's)\n"
                  "  -u, --qp-timeout=<n>    transport timeout, 4.096 us * 2^<n>, 0..31 (default 14)\n"
-                 "  -S, --sl=<0-7>          service level (the VLAN priority) on an RNIC; the soft\n"
-                 "                          ports send untagged frames and keep no priority\n"
+                 "  -S, --sl=<0-7>          the QPs' service level: the VLAN priority of their frames\n"
+                 "                          (an RNIC's, or a DPDK port's with a VLAN; udp sockets\n"
+                 "                          leave the priority to the kernel)\n"
                  "      --use_cuda=<id>     buffers in the memory of GPU <id> (needs ibex built with CUDA)\n"
                  "      --disable_numa      do not bind memory and this thread to the NIC's NUMA node\n"
                  "      --use_malloc        ordinary (NUMA-placed) memory for the buffer instead of\n"

@@ -76,10 +76,6 @@ struct Options {
     bool is_bw() const { return test.kind == Kind::bw; }
 };
 
-// What the options ask of the environment the device opens in: -S is the verbs
-// provider's IBEX_SL (its service level comes from there, for every QP of the context).
-void apply_environment(const Options &o);
-
 // "ibex_read_lat", ...
 std::string tool_name(Test t);
 // "read_lat", ...: the JSON "test" value and the run's parameter tag.

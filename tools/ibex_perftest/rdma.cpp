@@ -201,6 +201,10 @@ std::array<QpStep, 3> connect_steps(const ibex_ep_addr_t &local, const KeyRecord
     rtr.traffic_class = p.traffic_class;
     steps[1].mask = IBEX_QP_STATE | IBEX_QP_DEST | IBEX_QP_PATH_MTU | IBEX_QP_RQ_PSN | IBEX_QP_MAX_RD_ATOMIC |
                     IBEX_QP_TRAFFIC_CLASS;
+    if (p.sl >= 0) {
+        rtr.sl = static_cast<uint8_t>(p.sl);
+        steps[1].mask |= IBEX_QP_SL;
+    }
 
     ibex_qp_attr_t &rts = steps[2].attr;
     rts.qp_state = IBEX_QPS_RTS;
@@ -233,6 +237,7 @@ bool Resources::connect(uint32_t i, const KeyRecord &remote, const ConnectParams
     }
     path_mtu_ = ibex_mtu_to_bytes(qa.path_mtu);
     traffic_class_ = qa.traffic_class;
+    sl_ = qa.sl;
     return true;
 }
 

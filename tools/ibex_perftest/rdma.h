@@ -30,12 +30,13 @@ struct ResourceSpec {
     bool ibex_alloc = true;   // host buffer from ibex_mem_alloc (shm shares it with the peer)
 };
 
-// How a QP is brought up towards its peer (the flags -m, -o, -T and -u).
+// How a QP is brought up towards its peer (the flags -m, -o, -T, -S and -u).
 struct ConnectParams {
     int mtu_bytes = 0;         // the agreed MTU; 0: this port's
     uint32_t out_reads = 16;   // READs/atomics this side keeps outstanding and serves
     uint8_t traffic_class = 0; // DSCP << 2 (-T); the ECN bits are the provider's
     uint8_t timeout = 14;      // transport timeout, 4.096 us * 2^timeout (-u)
+    int sl = -1;               // service level 0..7 (-S); -1: the provider's
 };
 
 // One ibex_modify_qp call of the bring-up.
@@ -73,6 +74,7 @@ public:
     int path_mtu_bytes() const { return path_mtu_; }
     // The traffic class the provider reports for the last QP connected.
     int traffic_class() const { return traffic_class_; }
+    int sl() const { return sl_; }
     bool on_gpu() const { return cuda_ >= 0; }
 
     ibex_context_t *ctx = nullptr;
@@ -88,6 +90,7 @@ public:
 private:
     int path_mtu_ = 0;
     int traffic_class_ = 0;
+    int sl_ = 0;
     int cuda_ = -1;
     bool ibex_alloc_ = false; // buf came from ibex_mem_alloc
 };

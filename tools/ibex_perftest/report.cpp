@@ -84,6 +84,7 @@ std::string common_json(const Options &o, const HeaderInfo &h) {
     s += "  \"post_list\": " + std::to_string(h.post_list) + ",\n";
     s += "  \"inline_size\": " + std::to_string(h.inline_size) + ",\n";
     s += "  \"traffic_class\": " + std::to_string(h.traffic_class) + ",\n";
+    s += "  \"sl\": " + std::to_string(h.sl) + ",\n";
     s += "  \"qp_timeout\": " + std::to_string(o.qp_timeout) + ",\n";
     s += "  \"numa\": " + str(h.numa) + ",\n";
     s += "  \"memory\": " + str(h.memory) + ",\n";
@@ -261,6 +262,7 @@ void print_header(FILE *out, const HeaderInfo &h) {
     else std::fprintf(out, " Max inline data : %u[B]\n", h.inline_size);
     if (h.post_list > 1) std::fprintf(out, " Post List       : %u\n", h.post_list);
     if (h.traffic_class) std::fprintf(out, " Traffic class   : %d (DSCP %d)\n", h.traffic_class, h.traffic_class >> 2);
+    if (h.sl) std::fprintf(out, " Service level   : %d\n", h.sl);
     std::fprintf(out, " rdma_cm QPs\t : OFF\n");
     std::fprintf(out, " Data ex. method : Ethernet\n");
     std::fprintf(out, " NUMA binding    : %s\n", h.numa.c_str());

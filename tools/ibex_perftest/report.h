@@ -68,6 +68,7 @@ struct HeaderInfo {
     uint32_t inline_size = 0;
     uint32_t post_list = 1; // > 1: printed
     int traffic_class = 0;  // as the provider reports QP 0's; printed when not 0
+    int sl = 0;             // service level, likewise
     int mtu = 0;
     std::string numa;   // NUMA placement summary
     std::string memory; // "host" or "GPU <n>"

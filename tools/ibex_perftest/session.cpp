@@ -135,7 +135,6 @@ bool Session::setup(const ResourceSpec &spec_in, size_t remote_offset, uint32_t 
     spec.cuda_device = o_.use_cuda;
     spec.ibex_alloc = o_.ibex_alloc;
     // The device first: a bad -d fails at once, before any waiting.
-    apply_environment(o_);
     if (!res.open(o_.device, spec, err)) return false;
     // An engine without a progress thread moves only when this process calls ibex, also
     // while it meets the peer over TCP (between sizes, at the end). With a thread, the
@@ -196,6 +195,7 @@ bool Session::setup(const ResourceSpec &spec_in, size_t remote_offset, uint32_t 
     cp.mtu_bytes = ibex_mtu_to_bytes(mtu);
     cp.out_reads = o_.out_reads;
     cp.traffic_class = o_.traffic_class;
+    cp.sl = o_.sl;
     cp.timeout = o_.qp_timeout;
     for (uint32_t i = 0; i < spec.num_qps; ++i)
         if (!res.connect(i, theirs[i], cp, err)) return false;
@@ -214,6 +214,7 @@ bool Session::setup(const ResourceSpec &spec_in, size_t remote_offset, uint32_t 
     header.inline_size = o_.inline_size;
     header.post_list = o_.is_bw() ? o_.post_list : 1;
     header.traffic_class = res.traffic_class();
+    header.sl = res.sl();
     header.mtu = res.path_mtu_bytes();
     header.numa = numa.summary;
     header.memory = o_.use_cuda >= 0 ? "GPU " + std::to_string(o_.use_cuda)

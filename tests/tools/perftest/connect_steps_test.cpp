@@ -53,6 +53,7 @@ TEST(PerftestConnect, StepsCarryTheFlagsToTheTransitionsThatTakeThem) {
     EXPECT_EQ(rtr.max_rd_atomic, 8) << "responder resources: what this side serves (-o)";
     EXPECT_EQ(rtr.traffic_class, 106);
     EXPECT_TRUE(steps[1].mask & IBEX_QP_TRAFFIC_CLASS);
+    EXPECT_FALSE(steps[1].mask & IBEX_QP_SL) << "no -S: the provider's service level";
     const ibex_qp_attr_t &rts = steps[2].attr;
     EXPECT_EQ(rts.qp_state, IBEX_QPS_RTS);
     EXPECT_EQ(rts.sq_psn, 0x222u);
@@ -66,6 +67,12 @@ TEST(PerftestConnect, StepsCarryTheFlagsToTheTransitionsThatTakeThem) {
     small.mtu = IBEX_MTU_2048;
     p.mtu_bytes = 4096;
     EXPECT_EQ(connect_steps(small, peer_record(0), p)[1].attr.path_mtu, IBEX_MTU_2048);
+    // -S: the service level, at RTR.
+    p.sl = 5;
+    const auto with_sl = connect_steps(local_address(), peer_record(0), p);
+    EXPECT_TRUE(with_sl[1].mask & IBEX_QP_SL);
+    EXPECT_EQ(with_sl[1].attr.sl, 5);
+    p.sl = -1;
     // A stock peer that advertises no outstanding reads: 16, perftest's default.
     p.out_reads = 16;
     EXPECT_EQ(connect_steps(local_address(), peer_record(0), p)[2].attr.max_rd_atomic, 16);
@@ -86,6 +93,7 @@ TEST(PerftestConnect, AnRnicTakesEveryStep) {
     p.out_reads = 8;
     p.traffic_class = 106;
     p.timeout = 18;
+    p.sl = 3;
     const auto steps = connect_steps(local_address(), peer_record(4), p);
     verbs::VerbsModify m[3];
     for (int i = 0; i < 3; ++i) {
@@ -97,6 +105,7 @@ TEST(PerftestConnect, AnRnicTakesEveryStep) {
     EXPECT_EQ(m[1].attr.max_dest_rd_atomic, 8);
     EXPECT_EQ(m[1].attr.ah_attr.grh.traffic_class, 104) << "the DSCP goes down; ECN is the RNIC's";
     EXPECT_EQ(m[1].attr.dest_qp_num, 0x333u);
+    EXPECT_EQ(m[1].attr.ah_attr.sl, 3) << "-S reaches the address vector";
     EXPECT_EQ(m[2].attr.max_rd_atomic, 4);
     EXPECT_EQ(m[2].attr.timeout, 18);
     EXPECT_EQ(m[2].attr.sq_psn, 0x222u);
@@ -106,7 +115,7 @@ TEST(PerftestConnect, AnRnicTakesEveryStep) {
     ibex_qp_attr_t late = IBEX_QP_ATTR_INIT;
     late.max_rd_atomic = 4;
     verbs::VerbsModify refused;
-    EXPECT_EQ(verbs::build_modify(late, IBEX_QP_MAX_RD_ATOMIC, mem, port, &refused), IBEX_ERR_NOT_SUPPORTED);
+    EXPECT_EQ(verbs::build_modify(late, IBEX_QP_MAX_RD_ATOMIC, mem, port, &refused), IBEX_ERR_INVALID_ARGUMENT);
 #endif
 }
 

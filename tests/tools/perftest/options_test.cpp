@@ -150,18 +150,11 @@ TEST(PerftestOptions, TheFlagsOfPerftestsCommandLinesFromTheField) {
     ASSERT_EQ(parse({Verb::read, Kind::lat}, {"-T", "0", "-u", "0"}, &o), ParseResult::ok);
     EXPECT_EQ(o.qp_timeout, 0);
     EXPECT_EQ(parse({Verb::write, Kind::bw}, {"-V"}, &o), ParseResult::help);
-    // -S reaches the verbs provider as IBEX_SL, which it reads when the device opens.
+    // -S: the QPs' service level (connect_steps puts it at RTR); none: the provider's.
     ASSERT_EQ(parse({Verb::write, Kind::lat}, {"-S", "3"}, &o), ParseResult::ok);
     EXPECT_EQ(o.sl, 3);
-    unsetenv("IBEX_SL");
-    apply_environment(o);
-    ASSERT_NE(getenv("IBEX_SL"), nullptr);
-    EXPECT_STREQ(getenv("IBEX_SL"), "3");
     ASSERT_EQ(parse({Verb::write, Kind::lat}, {}, &o), ParseResult::ok);
     EXPECT_EQ(o.sl, -1);
-    unsetenv("IBEX_SL");
-    apply_environment(o);
-    EXPECT_EQ(getenv("IBEX_SL"), nullptr) << "without -S the environment is left alone";
 
     const Refused bad[] = {
         {{Verb::write, Kind::bw}, {"-l", "4", "-Q", "100"}},   // the list sets the moderation

@@ -422,20 +422,21 @@ TEST(PerftestTools, PostListsAndNoPeak) {
 }
 
 // -T, -u and -I reach the QPs: the header and the JSON say what the provider reports.
-TEST(PerftestTools, TrafficClassTimeoutAndInlineReachTheQps) {
+TEST(PerftestTools, TrafficClassServiceLevelTimeoutAndInlineReachTheQps) {
     char tmpl[] = "/tmp/ibex_perftest_tc_XXXXXX";
     const std::string dir = mkdtemp(tmpl);
     const std::string file = dir + "/lat.json";
     auto [server, client] =
-        run_pair("ibex_write_lat", {"-T", "104", "-u", "16", "-I", "64", "-n", "100"}, 60, {"--json", file});
+        run_pair("ibex_write_lat", {"-T", "104", "-S", "5", "-u", "16", "-I", "64", "-n", "100"}, 60, {"--json", file});
     ASSERT_EQ(client.status, 0) << client.err;
     ASSERT_EQ(server.status, 0) << server.err;
     for (const std::string *out : {&client.out, &server.out}) {
         EXPECT_NE(out->find("Traffic class   : 104 (DSCP 26)"), std::string::npos) << *out;
         EXPECT_NE(out->find("Max inline data : 64[B]"), std::string::npos) << *out;
+        EXPECT_NE(out->find("Service level   : 5"), std::string::npos) << *out;
     }
     const std::string doc = slurp(file);
-    for (const char *key : {"\"traffic_class\": 104", "\"qp_timeout\": 16", "\"inline_size\": 64"})
+    for (const char *key : {"\"traffic_class\": 104", "\"sl\": 5", "\"qp_timeout\": 16", "\"inline_size\": 64"})
         EXPECT_NE(doc.find(key), std::string::npos) << key << " missing in " << doc;
     EXPECT_FALSE(table(client.out, kLatHeader, 9).empty()) << client.out;
     std::error_code ec;
