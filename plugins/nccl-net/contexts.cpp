@@ -28,8 +28,8 @@ ncclResult_t init_context(void **ctx, uint64_t comm_id, const ncclNetCommConfig_
     context->comm_id = comm_id;
     context->traffic_class = config != nullptr ? config->trafficClass : -1;
     *ctx = handle;
-    IBEX_NCCL_INFO("NET/IBEX : communicator %" PRIx64 " attached (traffic class %d: not used by ibex)",
-                   comm_id, context->traffic_class);
+    IBEX_NCCL_INFO("NET/IBEX : communicator %" PRIx64 " attached (traffic class %d)", comm_id,
+                   context->traffic_class);
     return ncclSuccess;
 }
 
@@ -49,6 +49,12 @@ bool context_valid(const void *ctx) {
         return true;
     IBEX_NCCL_WARN("NET/IBEX : %p is not a context from init (finalized, or never made)", ctx);
     return false;
+}
+
+int context_traffic_class(const void *ctx) {
+    std::lock_guard<std::mutex> lock(plugin().mu);
+    const NetContext *context = plugin().contexts.get(ctx);
+    return context != nullptr ? context->traffic_class : -1;
 }
 
 ncclResult_t set_net_attr(void *ctx, const ncclNetAttr_v11_t *attr) {

@@ -35,12 +35,12 @@ ncclResult_t properties_v8(int dev, ncclNetProperties_v8_t *props) {
 }
 
 ncclResult_t connect_v8(int dev, void *handle, void **send_comm, ncclNetDeviceHandle_t ** /*dev_comm*/) {
-    return connect(dev, handle, send_comm);
+    return connect(dev, handle, send_comm, -1);
 }
 
-ncclResult_t connect_v10(int dev, ncclNetCommConfig_v10_t * /*config: ibex sets no traffic class*/,
-                         void *handle, void **send_comm, ncclNetDeviceHandle_t **dev_comm) {
-    return connect_v8(dev, handle, send_comm, dev_comm);
+ncclResult_t connect_v10(int dev, ncclNetCommConfig_v10_t *config, void *handle, void **send_comm,
+                         ncclNetDeviceHandle_t ** /*dev_comm*/) {
+    return connect(dev, handle, send_comm, config != nullptr ? config->trafficClass : -1);
 }
 
 ncclResult_t accept_v8(void *listen_comm, void **recv_comm, ncclNetDeviceHandle_t ** /*dev_comm*/) {
@@ -149,7 +149,8 @@ ncclResult_t listen_v11(void *ctx, int dev, void *handle, void **listen_comm) {
 ncclResult_t connect_v11(void *ctx, int dev, void *handle, void **send_comm, ncclNetDeviceHandle_t **dev_comm) {
     if (!context_valid(ctx))
         return ncclInvalidArgument;
-    return connect_v8(dev, handle, send_comm, dev_comm);
+    (void)dev_comm;
+    return connect(dev, handle, send_comm, context_traffic_class(ctx));
 }
 
 ncclResult_t set_net_attr_v11(void *ctx, ncclNetAttr_v11_t *attr) { return set_net_attr(ctx, attr); }

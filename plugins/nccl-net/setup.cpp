@@ -109,11 +109,16 @@ bool connect_qp(Comm &c) {
         return false;
     }
     ibex_ep_addr_t ep{};
+    const QpKnobs knobs = qp_knobs(c.traffic_class);
     if (ibex_ep_addr_unpack(peer.ep, sizeof(peer.ep), &ep) != IBEX_OK ||
-        ibex_qp_connect(c.qp, &ep) != IBEX_OK) {
+        ibex_qp_connect_attr(c.qp, &ep, &knobs.attr, knobs.mask) != IBEX_OK) {
         IBEX_NCCL_WARN("NET/IBEX : connecting the QP: %s", ibex_last_error());
         return false;
     }
+    ibex_qp_attr_t q = IBEX_QP_ATTR_INIT;
+    if (ibex_query_qp(c.qp, &q) == IBEX_OK)
+        IBEX_NCCL_INFO("NET/IBEX : %s QP 0x%x connected: timeout %u, retry_cnt %u, sl %u, traffic class %u",
+                       c.is_send ? "send" : "recv", q.qp_num, q.timeout, q.retry_cnt, q.sl, q.traffic_class);
     return true;
 }
 
@@ -169,7 +174,7 @@ ncclResult_t listen(int dev, void *handle, void **listen_comm) {
     return ncclSuccess;
 }
 
-ncclResult_t connect(int dev, void *handle_bytes, void **send_comm) {
+ncclResult_t connect(int dev, void *handle_bytes, void **send_comm, int traffic_class) {
     if (handle_bytes == nullptr || send_comm == nullptr)
         return ncclInvalidArgument;
     *send_comm = nullptr;
@@ -201,6 +206,7 @@ ncclResult_t connect(int dev, void *handle_bytes, void **send_comm) {
         c = nc;
         c->is_send = true;
         c->dev = dev;
+        c->traffic_class = traffic_class;
         c->token = handle.token;
         if (const ncclResult_t r = create_comm_resources(*c); r != ncclSuccess)
             return fail(r);

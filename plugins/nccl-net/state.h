@@ -84,6 +84,7 @@ struct Comm {
     // A failed completion: every later call on the comm fails with this.
     bool failed = false;
     std::string failure;
+    int traffic_class = -1; // the communicator's (NCCL's per-comm config); -1: NCCL_IB_TC's
 };
 
 struct ListenComm {
@@ -116,7 +117,7 @@ struct Request {
 // passes the context to that communicator's listen, connect, setNetAttr and finalize.
 struct NetContext {
     uint64_t comm_id = 0;
-    int traffic_class = -1; // ibex's providers set no traffic class; kept for the log
+    int traffic_class = -1; // NCCL's per-comm config; -1: undefined (NCCL_IB_TC applies)
     bool has_attr = false;
     ncclNetAttr_v11_t attr{}; // NCCL's last hints (setNetAttr), which ibex only records
 };
@@ -159,9 +160,22 @@ ncclResult_t finalize_context(void *ctx);
 bool context_valid(const void *ctx); // warns when not
 ncclResult_t set_net_attr(void *ctx, const ncclNetAttr_v11_t *attr);
 
+// The context's traffic class (-1: none); the context was checked by context_valid.
+int context_traffic_class(const void *ctx);
+
+// qp_knobs.cpp: the QP attributes from NCCL_IB_TIMEOUT, NCCL_IB_RETRY_CNT, NCCL_IB_SL and
+// NCCL_IB_TC (read once; a bad value is warned about and left out), with
+// `traffic_class` (a communicator's, 0..255) in place of NCCL_IB_TC.
+struct QpKnobs {
+    ibex_qp_attr_t attr = IBEX_QP_ATTR_INIT;
+    unsigned mask = 0;
+};
+QpKnobs qp_knobs(int traffic_class);
+
 // setup.cpp
 ncclResult_t listen(int dev, void *handle, void **listen_comm);
-ncclResult_t connect(int dev, void *handle, void **send_comm);
+// traffic_class: the communicator's (0..255), -1: none given.
+ncclResult_t connect(int dev, void *handle, void **send_comm, int traffic_class);
 ncclResult_t accept(void *listen_comm, void **recv_comm);
 ncclResult_t close_listen(void *listen_comm);
 

@@ -30,15 +30,29 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// What the plugin logged in this process (each child has its own), and the traffic class
+// a v10 connect or a v11 init passes in NCCL's per-comm config (-1: undefined).
+std::vector<std::string> g_log;
+int g_config_traffic_class = -1;
+
 void logger(ncclDebugLogLevel level, unsigned long, const char *file, int line, const char *fmt, ...) {
-    if (level != NCCL_LOG_WARN && std::getenv("IBEX_TEST_NCCL_INFO") == nullptr)
-        return;
     char text[600];
     va_list ap;
     va_start(ap, fmt);
     std::vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
+    if (g_log.size() < 1000)
+        g_log.emplace_back(text);
+    if (level != NCCL_LOG_WARN && std::getenv("IBEX_TEST_NCCL_INFO") == nullptr)
+        return;
     std::fprintf(stderr, "[plugin %s:%d] %s\n", file, line, text);
+}
+
+bool logged(const std::string &what) {
+    for (const std::string &line : g_log)
+        if (line.find(what) != std::string::npos)
+            return true;
+    return false;
 }
 
 // One version's table behind size_t-based calls, so a test body runs on any of them.
@@ -63,7 +77,7 @@ public:
 
     ncclResult_t init() {
         if (version_ >= 11) {
-            ncclNetCommConfig_v11_t config{-1};
+            ncclNetCommConfig_v11_t config{g_config_traffic_class};
             return v11()->init(&ctx_, 0x1b3c0ffeeull, &config, logger, nullptr);
         }
         return version_ == 10 ? v10()->init(logger, nullptr) : v9()->init(logger); // v8, v9: same slot
@@ -75,7 +89,8 @@ public:
     ncclResult_t connect(void *handle, void **sc) {
         if (version_ >= 11)
             return v11()->connect(ctx_, 0, handle, sc, nullptr);
-        return version_ == 10 ? v10()->connect(0, nullptr, handle, sc, nullptr)
+        ncclNetCommConfig_v10_t config{g_config_traffic_class};
+        return version_ == 10 ? v10()->connect(0, &config, handle, sc, nullptr)
                               : v8()->connect(0, handle, sc, nullptr);
     }
     ncclResult_t accept(void *lc, void **rc) { return v8()->accept(lc, rc, nullptr); }
@@ -371,13 +386,23 @@ int run_sender(int version, int pipe_in, int done_pipe, const std::vector<size_t
     return 0;
 }
 
-void transfer(int version, size_t largest) {
+// rx_logs / tx_logs: a line each side's plugin must have logged (empty: none asked).
+void transfer(int version, size_t largest, const std::string &rx_logs = "", const std::string &tx_logs = "") {
     const std::vector<size_t> sizes = transfer_sizes(largest);
     int fds[2], done[2];
     ASSERT_EQ(pipe(fds), 0);
     ASSERT_EQ(pipe(done), 0);
-    const pid_t rx = spawn([&] { return run_receiver(version, fds[1], done[0], sizes); });
-    const pid_t tx = spawn([&] { return run_sender(version, fds[0], done[1], sizes); });
+    auto checked = [](int rc, const std::string &want) {
+        if (rc == 0 && !want.empty() && !logged(want)) {
+            std::fprintf(stderr, "the plugin never logged \"%s\"; it logged:\n", want.c_str());
+            for (const std::string &line : g_log)
+                std::fprintf(stderr, "  %s\n", line.c_str());
+            return 1;
+        }
+        return rc;
+    };
+    const pid_t rx = spawn([&] { return checked(run_receiver(version, fds[1], done[0], sizes), rx_logs); });
+    const pid_t tx = spawn([&] { return checked(run_sender(version, fds[0], done[1], sizes), tx_logs); });
     for (int fd : {fds[0], fds[1], done[0], done[1]})
         close(fd);
     const std::vector<int> codes = wait_all({rx, tx}, 150);
@@ -522,6 +547,31 @@ TEST(NcclNetPlugin, ContextsLiveFromInitToFinalize) {
 }
 
 TEST(NcclNetPlugin, IntSizedV8TableTo1MiB) { transfer(8, size_t{1} << 20); }
+
+// NCCL_IB_TIMEOUT, NCCL_IB_RETRY_CNT, NCCL_IB_SL and NCCL_IB_TC reach both sides' QPs, as
+// with NCCL's own IB transport; a communicator's traffic class (v10's connect config,
+// v11's init config) wins over NCCL_IB_TC on the side that connects. A value out of
+// range is warned about and left out, and the transfer still runs.
+TEST(NcclNetPlugin, NcclIbSettingsReachTheQps) {
+    struct Env {
+        const char *name, *value;
+    };
+    const Env env[] = {{"NCCL_IB_TIMEOUT", "18"}, {"NCCL_IB_RETRY_CNT", "5"}, {"NCCL_IB_SL", "3"}, {"NCCL_IB_TC", "104"}};
+    for (const Env &e : env)
+        setenv(e.name, e.value, 1);
+    const std::string all = "connected: timeout 18, retry_cnt 5, sl 3, traffic class 104";
+    transfer(9, size_t{1} << 16, all, all);
+    g_config_traffic_class = 160;
+    transfer(10, size_t{1} << 16, "sl 3, traffic class 104", "sl 3, traffic class 160");
+    transfer(11, size_t{1} << 16, "sl 3, traffic class 104", "sl 3, traffic class 160");
+    g_config_traffic_class = -1;
+    setenv("NCCL_IB_SL", "9", 1);
+    setenv("NCCL_IB_TIMEOUT", "soon", 1);
+    transfer(9, size_t{1} << 16, "NCCL_IB_SL=9 ignored: not an integer in 0..7", "timeout 14, retry_cnt 5, sl 0");
+    transfer(9, size_t{1} << 16, "NCCL_IB_TIMEOUT=soon ignored");
+    for (const Env &e : env)
+        unsetenv(e.name);
+}
 
 TEST(NcclNetPlugin, SizeTV9TableTo1MiB) { transfer(9, size_t{1} << 20); }
 
