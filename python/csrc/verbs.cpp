@@ -186,10 +186,46 @@ public:
         return text;
     }
 
-    void connect(const std::string &remote) {
+    // ibex_qp_connect_attr: the attributes given (not None) replace ibex's defaults.
+    void connect(const std::string &remote, std::optional<int> timeout, std::optional<int> retry_cnt,
+                 std::optional<int> rnr_retry, std::optional<int> min_rnr_timer, std::optional<int> max_rd_atomic,
+                 std::optional<int> traffic_class, std::optional<int> sl) {
         ibex_ep_addr_t addr{};
         check(ibex_ep_addr_from_string(remote.c_str(), &addr));
-        check(ibex_qp_connect(qp_, &addr));
+        ibex_qp_attr_t attr = IBEX_QP_ATTR_INIT;
+        unsigned mask = 0;
+        const auto take = [&mask](const std::optional<int> &v, const char *name, uint8_t *field, unsigned bit) {
+            if (!v)
+                return;
+            if (*v < 0 || *v > 255)
+                throw py::value_error(std::string(name) + " must be 0..255");
+            *field = static_cast<uint8_t>(*v);
+            mask |= bit;
+        };
+        take(timeout, "timeout", &attr.timeout, IBEX_QP_TIMEOUT);
+        take(retry_cnt, "retry_cnt", &attr.retry_cnt, IBEX_QP_RETRY_CNT);
+        take(rnr_retry, "rnr_retry", &attr.rnr_retry, IBEX_QP_RNR_RETRY);
+        take(min_rnr_timer, "min_rnr_timer", &attr.min_rnr_timer, IBEX_QP_MIN_RNR_TIMER);
+        take(max_rd_atomic, "max_rd_atomic", &attr.max_rd_atomic, IBEX_QP_MAX_RD_ATOMIC);
+        take(traffic_class, "traffic_class", &attr.traffic_class, IBEX_QP_TRAFFIC_CLASS);
+        take(sl, "sl", &attr.sl, IBEX_QP_SL);
+        check(ibex_qp_connect_attr(qp_, &addr, &attr, mask));
+    }
+
+    py::dict attributes() const {
+        ibex_qp_attr_t a = IBEX_QP_ATTR_INIT;
+        check(ibex_query_qp(qp_, &a));
+        py::dict d;
+        d["state"] = static_cast<int>(a.qp_state);
+        d["path_mtu"] = ibex_mtu_to_bytes(a.path_mtu);
+        d["timeout"] = a.timeout;
+        d["retry_cnt"] = a.retry_cnt;
+        d["rnr_retry"] = a.rnr_retry;
+        d["min_rnr_timer"] = a.min_rnr_timer;
+        d["max_rd_atomic"] = a.max_rd_atomic;
+        d["traffic_class"] = a.traffic_class;
+        d["sl"] = a.sl;
+        return d;
     }
 
     int state() const {
@@ -295,7 +331,10 @@ void bind_verbs(py::module_ &m) {
         .def_property_readonly("num", &QueuePair::num)
         .def_property_readonly("state", &QueuePair::state)
         .def("local_addr", &QueuePair::local_addr)
-        .def("connect", &QueuePair::connect, "remote"_a)
+        .def("connect", &QueuePair::connect, "remote"_a, py::kw_only(), "timeout"_a = py::none(),
+             "retry_cnt"_a = py::none(), "rnr_retry"_a = py::none(), "min_rnr_timer"_a = py::none(),
+             "max_rd_atomic"_a = py::none(), "traffic_class"_a = py::none(), "sl"_a = py::none())
+        .def("attributes", &QueuePair::attributes)
         .def("post_send", &QueuePair::post_send, "mr"_a, "offset"_a = 0,
              "length"_a = py::none(), "opcode"_a = static_cast<int>(IBEX_WR_SEND),
              "remote_addr"_a = 0, "rkey"_a = 0, "imm"_a = 0, "wr_id"_a = 0,

@@ -349,6 +349,22 @@ class QueuePairs(unittest.TestCase):
         with self.assertRaises(ValueError):
             qpa.post_send(mra, offset=4000, length=200)
 
+    def test_connect_takes_the_attributes_verbs_sets_at_each_transition(self):
+        a, b = ibex.Context(DEVICE), ibex.Context(DEVICE)
+        qpa, qpb = a.create_qp(a.create_cq(16)), b.create_qp(b.create_cq(16))
+        with self.assertRaises(ValueError):
+            qpa.connect(qpb.local_addr(), sl=300)
+        with self.assertRaises(ibex.IbexError) as e:
+            qpa.connect(qpb.local_addr(), sl=9)
+        self.assertIn("0..7", e.exception.detail)
+        qpa = a.create_qp(a.create_cq(16))
+        qpa.connect(qpb.local_addr(), timeout=18, retry_cnt=3, sl=5, traffic_class=104)
+        qpb.connect(qpa.local_addr())
+        got = qpa.attributes()
+        self.assertEqual(got["state"], ibex.QPS_RTS)
+        self.assertEqual((got["timeout"], got["retry_cnt"], got["sl"], got["traffic_class"]), (18, 3, 5, 104))
+        self.assertEqual(qpb.attributes()["timeout"], 14)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
