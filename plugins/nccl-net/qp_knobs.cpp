@@ -27,22 +27,23 @@ bool read_knob(const char *name, long lo, long hi, long *out) {
 
 QpKnobs read_env() {
     QpKnobs k;
-    long v = 0;
-    if (read_knob("NCCL_IB_TIMEOUT", 1, 31, &v)) {
-        k.attr.timeout = static_cast<uint8_t>(v);
-        k.mask |= IBEX_QP_TIMEOUT;
-    }
-    if (read_knob("NCCL_IB_RETRY_CNT", 0, 7, &v)) {
-        k.attr.retry_cnt = static_cast<uint8_t>(v);
-        k.mask |= IBEX_QP_RETRY_CNT;
-    }
-    if (read_knob("NCCL_IB_SL", 0, 7, &v)) {
-        k.attr.sl = static_cast<uint8_t>(v);
-        k.mask |= IBEX_QP_SL;
-    }
-    if (read_knob("NCCL_IB_TC", 0, 255, &v)) {
-        k.attr.traffic_class = static_cast<uint8_t>(v);
-        k.mask |= IBEX_QP_TRAFFIC_CLASS;
+    struct Knob {
+        const char *name;
+        long lo, hi;
+        uint8_t *field;
+        unsigned bit;
+    };
+    // NCCL_IB_TIMEOUT from 1: 0 is "no timeout", and a dead peer must surface as an error.
+    const Knob knobs[] = {{"NCCL_IB_TIMEOUT", 1, 31, &k.attr.timeout, IBEX_QP_TIMEOUT},
+                          {"NCCL_IB_RETRY_CNT", 0, 7, &k.attr.retry_cnt, IBEX_QP_RETRY_CNT},
+                          {"NCCL_IB_SL", 0, 7, &k.attr.sl, IBEX_QP_SL},
+                          {"NCCL_IB_TC", 0, 255, &k.attr.traffic_class, IBEX_QP_TRAFFIC_CLASS}};
+    for (const Knob &knob : knobs) {
+        long v = 0;
+        if (read_knob(knob.name, knob.lo, knob.hi, &v)) {
+            *knob.field = static_cast<uint8_t>(v);
+            k.mask |= knob.bit;
+        }
     }
     return k;
 }
