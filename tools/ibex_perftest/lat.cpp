@@ -59,7 +59,8 @@ public:
         return true;
     }
 
-    bool run(uint64_t size, LatResult *out) {
+    // samples: when not null, every sample (usec) in the order measured (-H, -U).
+    bool run(uint64_t size, LatResult *out, std::vector<double> *samples) {
         const bool pingpong = o_.test.verb == Verb::write || o_.test.verb == Verb::send;
         std::vector<uint64_t> tposted;
         const TickClock clock;
@@ -67,6 +68,7 @@ public:
         if (!ok) return false;
         clock.to_ns(tposted);
         *out = lat_result(size, tposted, pingpong ? 2 : 1);
+        if (samples) *samples = lat_samples(tposted, pingpong ? 2 : 1);
         return true;
     }
 
@@ -303,7 +305,9 @@ int run_lat(const Options &o) {
             const std::string at = "size " + std::to_string(size) + ": ";
             if (o.test.verb == Verb::send && !s.sync(kPeerTimeoutMs, &err)) return fail(s, at + err);
             LatResult r;
-            if (!run.run(size, &r)) return fail(s, at + run.err);
+            std::vector<double> samples;
+            if (!run.run(size, &r, o.histogram != Histogram::none ? &samples : nullptr)) return fail(s, at + run.err);
+            if (o.histogram != Histogram::none) print_lat_histogram(out, samples, o.histogram == Histogram::unsorted);
             if (!pingpong && s.ibex_peer() && !s.oob.send_msg(to_msg(r), &err)) return fail(s, at + err);
             record(r);
         }

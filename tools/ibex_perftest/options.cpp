@@ -22,6 +22,7 @@ enum Scope : unsigned {
     kRdAtom = 4,  // read and atomic tests
     kAtomic = 8,  // atomic tests
     kInline = 16, // tests that can carry their payload inline (write, send)
+    kLat = 32,    // latency tests
 };
 
 struct Flag {
@@ -52,6 +53,8 @@ constexpr Flag kFlags[] = {
     {'w', "limit_bw", true, kBw},        {'y', "limit_msgrate", true, kBw},
     {0, "output", true, kAll},           {'V', "version", false, kAll},
     {'S', "sl", true, kAll},
+    {'H', "report-histogram", false, kLat}, {'U', "report-unsorted", false, kLat},
+    {0, "out_json", false, kAll},        {0, "out_json_file", true, kAll},
 };
 
 unsigned scope_of(Test t) {
@@ -61,6 +64,7 @@ unsigned scope_of(Test t) {
     if (t.verb == Verb::read || t.verb == Verb::atomic) s |= kRdAtom;
     if (t.verb == Verb::atomic) s |= kAtomic;
     if (t.verb == Verb::write || t.verb == Verb::send) s |= kInline;
+    if (t.kind == Kind::lat) s |= kLat;
     return s;
 }
 
@@ -220,6 +224,8 @@ public:
             o_->post_list = static_cast<uint32_t>(x);
             return true;
         case 'N': o_->no_peak = true; return true;
+        case 'H': o_->histogram = Histogram::sorted; return true;
+        case 'U': o_->histogram = Histogram::unsorted; return true; // implies -H, as perftest's
         case 'S':
             // RoCE carries the service level in the VLAN header's 3 priority bits.
             if (!number(f, v, 0, 7, &x)) return false;
@@ -271,6 +277,14 @@ public:
         else if (n == "json") {
             o_->json = true;
             if (v) o_->json_path = v;
+        } else if (n == "out_json") {
+            // perftest's names: a file, perftest_out.json unless --out_json_file names one.
+            o_->json = true;
+            if (o_->json_path.empty()) o_->json_path = kPerftestJsonFile;
+        } else if (n == "out_json_file") {
+            if (!*v) return error("--out_json_file needs a file name");
+            o_->json = true;
+            o_->json_path = v;
         } else if (n == "use_cuda") {
             uint64_t x = 0;
             if (!number(f, v, 0, 1023, &x)) return false;
@@ -432,6 +446,10 @@ void print_usage(Test t, FILE *out) {
                  "      --disable_numa      do not bind memory and this thread to the NIC's NUMA node\n"
                  "      --use_malloc        ordinary (NUMA-placed) memory for the buffer instead of\n"
                  "                          ibex_mem_alloc (on shm: CMA instead of a shared mapping)\n"
+                 "  -H, --report-histogram  latency: every sample after its size's row, sorted\n"
+                 "  -U, --report-unsorted   latency: the same in the order measured (implies -H)\n"
+                 "      --out_json          write the results as JSON to perftest_out.json\n"
+                 "      --out_json_file=F   ... to F instead\n"
                  "      --json[=FILE]       also write the results as JSON to FILE, or alone on stdout\n"
                  "                          (the tables then go to stderr); \"--json FILE\" works when\n"
                  "                          FILE contains '/' or ends in .json\n"

@@ -14,6 +14,8 @@ enum class Kind { bw, lat };
 enum class AtomicType { fetch_and_add, cmp_and_swap };
 // --output: the whole report (table), or only one figure per size for scripts.
 enum class Output { table, bandwidth, message_rate, latency };
+// -H: every latency sample after its size's row, sorted; -U: in the order measured.
+enum class Histogram { none, sorted, unsorted };
 
 struct Test {
     Verb verb = Verb::write;
@@ -32,6 +34,7 @@ inline constexpr uint64_t kMinIters = 5;
 inline constexpr uint32_t kCqModeration = 100; // perftest's default CQ moderation
 inline constexpr uint32_t kMaxInline = 64;      // -I: what every ibex provider takes inline
 inline constexpr uint8_t kDefaultQpTimeout = 14; // -u: 4.096 us * 2^14 = 67 ms
+inline constexpr const char *kPerftestJsonFile = "perftest_out.json"; // --out_json's default
 inline constexpr int kDefaultDuration = 5;     // perftest's -D default (run_infinitely's interval)
 
 struct Options {
@@ -71,6 +74,7 @@ struct Options {
     Output output = Output::table; // --output
     double limit_bw = 0;       // -w: fail when BW average is below (the report's unit)
     double limit_msgrate = 0;  // -y: fail when MsgRate (Mpps) is below
+    Histogram histogram = Histogram::none; // -H, -U (latency tests)
 
     bool is_server() const { return server.empty(); }
     bool is_bw() const { return test.kind == Kind::bw; }

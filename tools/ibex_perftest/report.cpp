@@ -184,14 +184,25 @@ BwResult bw_sum(const BwResult &a, const BwResult &b) {
     return r;
 }
 
+std::vector<double> lat_samples(const std::vector<uint64_t> &tposted, int rtt_factor) {
+    std::vector<double> d;
+    d.reserve(tposted.size() > 1 ? tposted.size() - 1 : 0);
+    for (size_t i = 0; i + 1 < tposted.size(); ++i) d.push_back(double(tposted[i + 1] - tposted[i]) / 1000.0 / rtt_factor);
+    return d;
+}
+
+void print_lat_histogram(FILE *out, std::vector<double> samples, bool unsorted) {
+    if (!unsorted) std::sort(samples.begin(), samples.end());
+    std::fprintf(out, "#, usec\n");
+    for (size_t i = 0; i < samples.size(); ++i) std::fprintf(out, "%zu, %.3f\n", i + 1, samples[i]);
+}
+
 LatResult lat_result(uint64_t bytes, const std::vector<uint64_t> &tposted, int rtt_factor) {
     LatResult r;
     r.bytes = bytes;
     r.iters = tposted.size();
     if (tposted.size() < 4) return r;
-    std::vector<double> d;
-    d.reserve(tposted.size() - 1);
-    for (size_t i = 0; i + 1 < tposted.size(); ++i) d.push_back(double(tposted[i + 1] - tposted[i]) / 1000.0 / rtt_factor);
+    std::vector<double> d = lat_samples(tposted, rtt_factor);
     std::sort(d.begin(), d.end());
     // perftest keeps all but the 2 largest samples for the median, average and deviation;
     // its maximum and percentiles index the sorted samples at n, ceil(0.99 n) and

@@ -50,6 +50,11 @@ BwResult bw_sum(const BwResult &a, const BwResult &b);
 // largest samples; maximum and percentiles at perftest's indexes (see report.cpp).
 LatResult lat_result(uint64_t bytes, const std::vector<uint64_t> &tposted, int rtt_factor);
 
+// The samples lat_result summarises (usec, rtt_factor as there), in the order measured.
+std::vector<double> lat_samples(const std::vector<uint64_t> &tposted, int rtt_factor);
+// -H / -U: "#, usec" and one "index, sample" line per sample, sorted unless `unsorted`.
+void print_lat_histogram(FILE *out, std::vector<double> samples, bool unsorted);
+
 // Rows cross the out-of-band connection as text control messages.
 std::string to_msg(const BwResult &r);
 std::string to_msg(const LatResult &r);

@@ -106,7 +106,6 @@ TEST(PerftestOptions, RefusesWhatPerftestRefuses) {
         {{Verb::write, Kind::bw}, {"--report_gbits=1"}},
         {{Verb::write, Kind::bw}, {"-p"}},
         {{Verb::write, Kind::bw}, {"host1", "host2"}},
-        {{Verb::send, Kind::bw}, {"--out_json"}},        // perftest's, not ibex's (--json)
     };
     expect_refused(bad);
     EXPECT_EQ(parse({Verb::write, Kind::bw}, {"-h"}, &o), ParseResult::help);
@@ -155,6 +154,22 @@ TEST(PerftestOptions, TheFlagsOfPerftestsCommandLinesFromTheField) {
     EXPECT_EQ(o.sl, 3);
     ASSERT_EQ(parse({Verb::write, Kind::lat}, {}, &o), ParseResult::ok);
     EXPECT_EQ(o.sl, -1);
+    EXPECT_EQ(o.histogram, Histogram::none);
+    // -H and -U (which implies -H) on the latency tests.
+    ASSERT_EQ(parse({Verb::read, Kind::lat}, {"-H"}, &o), ParseResult::ok);
+    EXPECT_EQ(o.histogram, Histogram::sorted);
+    ASSERT_EQ(parse({Verb::write, Kind::lat}, {"--report-unsorted"}, &o), ParseResult::ok);
+    EXPECT_EQ(o.histogram, Histogram::unsorted);
+    // perftest's JSON flags: --out_json writes perftest_out.json, --out_json_file names it.
+    ASSERT_EQ(parse({Verb::send, Kind::bw}, {"--out_json"}, &o), ParseResult::ok);
+    EXPECT_TRUE(o.json);
+    EXPECT_EQ(o.json_path, "perftest_out.json");
+    for (const auto &args : {std::vector<std::string>{"--out_json", "--out_json_file=/tmp/r.json"},
+                             std::vector<std::string>{"--out_json_file=/tmp/r.json", "--out_json"}}) {
+        ASSERT_EQ(parse({Verb::send, Kind::bw}, args, &o), ParseResult::ok);
+        EXPECT_TRUE(o.json);
+        EXPECT_EQ(o.json_path, "/tmp/r.json");
+    }
 
     const Refused bad[] = {
         {{Verb::write, Kind::bw}, {"-l", "4", "-Q", "100"}},   // the list sets the moderation
@@ -177,6 +192,9 @@ TEST(PerftestOptions, TheFlagsOfPerftestsCommandLinesFromTheField) {
         {{Verb::write, Kind::lat}, {"--output=bandwidth"}},
         {{Verb::write, Kind::bw}, {"--output=all"}},
         {{Verb::write, Kind::bw}, {"--output=bandwidth", "--json"}}, // both on stdout
+        {{Verb::write, Kind::bw}, {"-H"}},                     // latency tests only
+        {{Verb::read, Kind::bw}, {"-U"}},
+        {{Verb::write, Kind::lat}, {"--out_json_file="}},
     };
     expect_refused(bad);
     ASSERT_EQ(parse({Verb::write, Kind::bw}, {"--output=bandwidth", "--json=/tmp/x.json"}, &o), ParseResult::ok);

@@ -477,6 +477,52 @@ TEST(PerftestTools, OutputPrintsOneFigurePerSize) {
     EXPECT_GT(lat[0], 0);
 }
 
+// -H: every sample after its size's row, sorted; -U: the same, in the order measured.
+// --out_json_file: the JSON document in that file.
+TEST(PerftestTools, HistogramsAndPerftestsJsonFile) {
+    auto samples = [](const std::string &out) {
+        std::istringstream in(out);
+        std::string line;
+        std::vector<double> v;
+        bool in_list = false;
+        while (std::getline(in, line)) {
+            if (line == "#, usec") {
+                in_list = true;
+                continue;
+            }
+            size_t index = 0;
+            double usec = 0;
+            if (in_list && std::sscanf(line.c_str(), "%zu, %lf", &index, &usec) == 2 && index == v.size() + 1)
+                v.push_back(usec);
+            else
+                in_list = false;
+        }
+        return v;
+    };
+    auto [server, client] = run_pair("ibex_write_lat", {"-n", "50", "-H"}, 60);
+    ASSERT_EQ(client.status, 0) << client.err;
+    ASSERT_EQ(server.status, 0) << server.err;
+    const auto sorted = samples(client.out);
+    EXPECT_EQ(sorted.size(), 49u) << "one sample between each two of 50 posts:\n" << client.out;
+    EXPECT_TRUE(std::is_sorted(sorted.begin(), sorted.end())) << client.out;
+    EXPECT_EQ(samples(server.out).size(), 49u) << "the ping-pong's other side measures too";
+    const size_t list = client.out.find("#, usec"), row = client.out.find("\n 2 ", list);
+    EXPECT_NE(row, std::string::npos) << "the size's row follows its samples:\n" << client.out;
+
+    char tmpl[] = "/tmp/ibex_perftest_oj_XXXXXX";
+    const std::string dir = mkdtemp(tmpl);
+    const std::string file = dir + "/read.json";
+    auto [rserver, rclient] = run_pair("ibex_read_lat", {"-n", "40", "-U"}, 60, {"--out_json", "--out_json_file=" + file});
+    ASSERT_EQ(rclient.status, 0) << rclient.err;
+    const auto unsorted = samples(rclient.out);
+    EXPECT_EQ(unsorted.size(), 39u) << rclient.out;
+    for (double x : unsorted) EXPECT_GT(x, 0);
+    EXPECT_TRUE(samples(rserver.out).empty()) << "a READ server measures nothing";
+    EXPECT_NE(slurp(file).find("\"t_typical\""), std::string::npos) << slurp(file);
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+}
+
 // -w and -y: a run below its limit ends with status 1 and says which figure missed.
 TEST(PerftestTools, LimitsFailARunThatMissesThem) {
     auto [server, client] = run_pair("ibex_write_bw", {"-n", "100", "-s", "4096", "-w", "1e9"}, 60);
