@@ -308,7 +308,9 @@ ibex_status_t ibex_qp_connect_attr(ibex_qp_t *qp, const ibex_ep_addr_t *remote, 
     a.qp_state = IBEX_QPS_RTR;
     a.dest = *remote;
     const uint8_t both = remote->mtu && remote->mtu < local.mtu ? remote->mtu : local.mtu;
-    if (!(mine & IBEX_QP_PATH_MTU) || a.path_mtu > both) a.path_mtu = static_cast<ibex_mtu_t>(both);
+    // A chosen MTU above what both carry is lowered; one that is no IB MTU is refused below.
+    if (!(mine & IBEX_QP_PATH_MTU) || (a.path_mtu > both && a.path_mtu <= IBEX_MTU_4096))
+        a.path_mtu = static_cast<ibex_mtu_t>(both);
     a.rq_psn = remote->psn;
     IBEX_TRY(ibex_modify_qp(qp, &a,
                             IBEX_QP_STATE | IBEX_QP_DEST | IBEX_QP_PATH_MTU | IBEX_QP_RQ_PSN |

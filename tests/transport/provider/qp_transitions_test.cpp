@@ -169,6 +169,11 @@ TEST_P(EveryProvider, ConnectAttrRefusesWhatTheAddressesDecide) {
     ibex_qp_attr_t wrong = IBEX_QP_ATTR_INIT;
     wrong.magic = IBEX_MAGIC_QP_INIT_ATTR;
     EXPECT_EQ(ibex_qp_connect_attr(a.qp, &ba, &wrong, IBEX_QP_TIMEOUT), IBEX_ERR_INVALID_ARGUMENT);
+    at.path_mtu = static_cast<ibex_mtu_t>(6);
+    EXPECT_EQ(ibex_qp_connect_attr(a.qp, &ba, &at, IBEX_QP_PATH_MTU), IBEX_ERR_INVALID_ARGUMENT)
+        << "not an IB MTU: refused, not lowered";
+    at.qp_state = IBEX_QPS_RESET;
+    IBEX_ASSERT_OK(ibex_modify_qp(a.qp, &at, IBEX_QP_STATE));
     at.timeout = 40;
     EXPECT_EQ(ibex_qp_connect_attr(a.qp, &ba, &at, IBEX_QP_TIMEOUT), IBEX_ERR_INVALID_ARGUMENT);
     EXPECT_EQ(query(a).qp_state, IBEX_QPS_RTR) << "stopped at the transition that refused";
