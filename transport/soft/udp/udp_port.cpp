@@ -120,6 +120,7 @@ public:
             size_t niov = 0;
             size_t nicrc = 0;
             const uint8_t batch_tos = pkts[i].tos;
+            const int8_t batch_pcp = pkts[i].pcp;
             size_t used = 0; // of tx_buf_
             while (i < pkts.size() && nmsg < kBatch) {
                 const TxPacket &p = pkts[i];
@@ -127,7 +128,7 @@ public:
                 if (!copy_tx_ && niov + p.npieces + 1u > tx_iov_.size()) break;
                 // The TOS is the socket's (set_tos), so one sendmmsg carries one TOS: a CNP
                 // among ECN-capable data would otherwise take their TOS, or they its.
-                if (p.tos != batch_tos) break;
+                if (p.tos != batch_tos || p.pcp != batch_pcp) break;
                 const size_t run =
                     gso_ ? train_length(pkts.subspan(i), copy_tx_ ? SIZE_MAX : tx_iov_.size() - niov) : 1;
                 size_t bytes = 0;
@@ -173,6 +174,7 @@ public:
                 ++nmsg;
             }
             set_tos(batch_tos);
+            set_priority(batch_pcp);
             send_all(nmsg);
         }
     }
@@ -198,14 +200,14 @@ public:
 
 private:
     // How many packets from the front of `pkts` leave as one GSO train: equal-size packets
-    // to one peer with one TOS, optionally ended by one shorter packet; iov_room bounds
+    // to one peer with one TOS and priority, optionally ended by one shorter packet; iov_room bounds
     // their pieces (one more each for the rewritten ICRC).
     size_t train_length(std::span<const TxPacket> pkts, size_t iov_room) const {
         const TxPacket &p = pkts[0];
         size_t run = 1, bytes = p.len, pieces = p.npieces;
         while (run < pkts.size() && run < kMaxGsoSegments) {
             const TxPacket &q = pkts[run];
-            if (!(q.dst == p.dst) || q.tos != p.tos || q.len > p.len || bytes + q.len > kMaxGsoBytes ||
+            if (!(q.dst == p.dst) || q.tos != p.tos || q.pcp != p.pcp || q.len > p.len || bytes + q.len > kMaxGsoBytes ||
                 pieces + q.npieces + 1u > iov_room)
                 break;
             if (q.len < p.len) {
@@ -258,7 +260,21 @@ private:
     void set_tos(uint8_t tos) {
         if (tos == tos_) return;
         int v = tos;
-        if (setsockopt(fd_, IPPROTO_IP, IP_TOS, &v, sizeof v) == 0) tos_ = tos;
+        if (setsockopt(fd_, IPPROTO_IP, IP_TOS, &v, sizeof v) != 0) return;
+        tos_ = tos;
+        // A new TOS resets the socket's priority to the kernel's choice for it: kept, so
+        // that packets of QPs without a service level go out with it again.
+        socklen_t len = sizeof tos_priority_;
+        if (getsockopt(fd_, SOL_SOCKET, SO_PRIORITY, &tos_priority_, &len) != 0) tos_priority_ = 0;
+        priority_ = -1;
+    }
+
+    // The socket's priority: the QP's service level (-1: none set, the kernel's own), which a
+    // VLAN device's egress-qos-map turns into the tag's PCP, as an RNIC tags with the SL.
+    void set_priority(int8_t sl) {
+        if (sl == priority_) return;
+        int v = sl >= 0 ? sl : tos_priority_;
+        if (setsockopt(fd_, SOL_SOCKET, SO_PRIORITY, &v, sizeof v) == 0) priority_ = sl;
     }
 
     void send_all(size_t nmsg) {
@@ -336,6 +352,8 @@ private:
     bool gro_;
     bool copy_tx_; // datagrams leave from tx_buf_, one piece each (fills_icrc)
     int tos_ = -1;
+    int tos_priority_ = 0; // the socket priority the kernel gave the current TOS
+    int8_t priority_ = -1; // the service level the socket's priority is; -1: tos_priority_
     uint64_t tx_dropped_ = 0;
     uint64_t tx_errors_ = 0;
 

@@ -207,6 +207,64 @@ TEST(UdpPort, EachPacketLeavesWithItsOwnTos) {
     EXPECT_FALSE(tx->whole_frames());
 }
 
+// A packet's service level (a QP's IBEX_QP_SL) is the socket priority it leaves with, which
+// a VLAN device's egress-qos-map makes the tag's PCP; without one, the priority the kernel
+// gives its TOS. (This kernel has neither 802.1Q devices nor the prio qdisc, so the
+// priority is read back from the port's socket rather than seen on a wire.)
+TEST(UdpPort, EachBatchLeavesWithItsServiceLevelAsTheSocketPriority) {
+    using namespace ibex::soft;
+    UdpPortOptions o;
+    o.device = "udp:127.0.0.1:0";
+    o.local_addr = "127.0.0.1";
+    ibex_status_t st;
+    auto rx = open_udp_port(o, &st);
+    ASSERT_TRUE(rx) << ibex_last_error();
+    auto tx = open_udp_port(o, &st);
+    ASSERT_TRUE(tx) << ibex_last_error();
+    auto priority = [](int fd) {
+        int v = -1;
+        socklen_t len = sizeof v;
+        EXPECT_EQ(getsockopt(fd, SOL_SOCKET, SO_PRIORITY, &v, &len), 0);
+        return v;
+    };
+    auto kernels_for_tos = [&](int tos) {
+        const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+        EXPECT_EQ(setsockopt(fd, IPPROTO_IP, IP_TOS, &tos, sizeof tos), 0);
+        const int v = priority(fd);
+        close(fd);
+        return v;
+    };
+    std::array<std::array<uint8_t, 64>, 4> bytes{};
+    auto send = [&](std::initializer_list<std::pair<uint8_t, int8_t>> tos_pcp) {
+        std::vector<TxPacket> pkts(tos_pcp.size());
+        size_t i = 0;
+        for (auto [tos, pcp] : tos_pcp) {
+            bytes[i].fill(uint8_t(i));
+            pkts[i].dst = rx->local();
+            pkts[i].len = 64;
+            pkts[i].tos = tos;
+            pkts[i].pcp = pcp;
+            pkts[i].npieces = 1;
+            pkts[i].pieces[0] = {bytes[i].data(), 64};
+            ++i;
+        }
+        tx->send(pkts);
+        return receive(*rx, pkts.size()).size();
+    };
+    ASSERT_EQ(send({{0x02, 5}}), 1u);
+    EXPECT_EQ(priority(tx->wait_fd()), 5);
+    ASSERT_EQ(send({{0x02, -1}}), 1u);
+    EXPECT_EQ(priority(tx->wait_fd()), kernels_for_tos(0x02)) << "no service level: the kernel's for the TOS";
+    ASSERT_EQ(send({{0x6a, 5}}), 1u);
+    EXPECT_EQ(priority(tx->wait_fd()), 5) << "a new TOS resets the priority; the level is set again";
+    ASSERT_EQ(send({{0x6a, -1}}), 1u);
+    EXPECT_EQ(priority(tx->wait_fd()), kernels_for_tos(0x6a));
+    // Packets of different levels in one send() leave in separate batches, all of them.
+    EXPECT_EQ(send({{0x02, 5}, {0x02, 5}, {0x02, -1}, {0x02, 6}}), 4u);
+    EXPECT_EQ(priority(tx->wait_fd()), 6) << "the last batch's level";
+    EXPECT_EQ(tx->tx_dropped(), 0u);
+}
+
 TEST(UdpPort, LoopbackContextsTakeDistinctAddresses) {
     Endpoint a, b;
     a.open(64);
