@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <memory>
 #include <thread>
 
 #include "tests/support/endpoint.h"
@@ -158,16 +159,24 @@ std::vector<Received> receive(ibex::soft::Port &port, size_t want) {
     return got;
 }
 
-TEST(UdpPort, EachPacketLeavesWithItsOwnTos) {
+// Two udp ports on loopback, each on a free UDP port: tx sends, rx receives.
+class UdpPortPair : public ::testing::Test {
+protected:
+    void SetUp() override {
+        ibex::soft::UdpPortOptions o;
+        o.device = "udp:127.0.0.1:0"; // any free port
+        o.local_addr = "127.0.0.1";
+        ibex_status_t st;
+        rx = ibex::soft::open_udp_port(o, &st);
+        ASSERT_TRUE(rx) << ibex_last_error();
+        tx = ibex::soft::open_udp_port(o, &st);
+        ASSERT_TRUE(tx) << ibex_last_error();
+    }
+    std::unique_ptr<ibex::soft::Port> rx, tx;
+};
+
+TEST_F(UdpPortPair, EachPacketLeavesWithItsOwnTos) {
     using namespace ibex::soft;
-    UdpPortOptions o;
-    o.device = "udp:127.0.0.1:0"; // any free port
-    o.local_addr = "127.0.0.1";
-    ibex_status_t st;
-    auto rx = open_udp_port(o, &st);
-    ASSERT_TRUE(rx) << ibex_last_error();
-    auto tx = open_udp_port(o, &st);
-    ASSERT_TRUE(tx) << ibex_last_error();
 
     // One send() of ECN-capable data around a CNP (its DSCP, not ECN-capable) and a CE
     // mark, as the engine and the switch send them: the TOS is the socket's, so the port
@@ -211,16 +220,8 @@ TEST(UdpPort, EachPacketLeavesWithItsOwnTos) {
 // a VLAN device's egress-qos-map makes the tag's PCP; without one, the priority the kernel
 // gives its TOS. (This kernel has neither 802.1Q devices nor the prio qdisc, so the
 // priority is read back from the port's socket rather than seen on a wire.)
-TEST(UdpPort, EachBatchLeavesWithItsServiceLevelAsTheSocketPriority) {
+TEST_F(UdpPortPair, EachBatchLeavesWithItsServiceLevelAsTheSocketPriority) {
     using namespace ibex::soft;
-    UdpPortOptions o;
-    o.device = "udp:127.0.0.1:0";
-    o.local_addr = "127.0.0.1";
-    ibex_status_t st;
-    auto rx = open_udp_port(o, &st);
-    ASSERT_TRUE(rx) << ibex_last_error();
-    auto tx = open_udp_port(o, &st);
-    ASSERT_TRUE(tx) << ibex_last_error();
     auto priority = [](int fd) {
         int v = -1;
         socklen_t len = sizeof v;
