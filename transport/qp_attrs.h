@@ -7,7 +7,25 @@
 
 #include <ibex/ibex.h>
 
+#include "runtime/base/config.h"
+
 namespace ibex {
+
+// The path a context's new QPs start with until they are given their own
+// (IBEX_QP_TRAFFIC_CLASS, IBEX_QP_SL): IBEX_TRAFFIC_CLASS and IBEX_SL, read when the context
+// opens, as the verbs provider reads them; so the QPs a communicator connects can be put in
+// a lossless class from the environment, on every provider.
+struct PathDefaults {
+    uint8_t traffic_class = 0;
+    int8_t sl = -1; // -1: none (a port's own priority applies)
+
+    static PathDefaults from_env() {
+        PathDefaults d;
+        d.traffic_class = static_cast<uint8_t>(config::get_int("IBEX_TRAFFIC_CLASS", 0, 0, 255));
+        d.sl = static_cast<int8_t>(config::get_int("IBEX_SL", -1, 0, 7));
+        return d;
+    }
+};
 
 struct QpAttrs {
     ibex_qp_state_t state = IBEX_QPS_RESET;
@@ -30,6 +48,11 @@ struct QpAttrs {
         if (mask & IBEX_QP_MAX_RD_ATOMIC) max_rd_atomic = a.max_rd_atomic;
         if (mask & IBEX_QP_TRAFFIC_CLASS) traffic_class = a.traffic_class;
         if (mask & IBEX_QP_SL) sl = static_cast<int8_t>(a.sl);
+    }
+
+    void take_path(const PathDefaults &d) {
+        traffic_class = d.traffic_class;
+        sl = d.sl;
     }
 
     // Everything but dest, rq_psn, sq_psn and qp_num.

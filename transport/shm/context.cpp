@@ -175,6 +175,7 @@ ibex_status_t open_device(const char *device, const ibex_context_attr_t *attr, i
     // IBEX_PROGRESS_THREAD=0 takes the thread away as on the soft providers: every
     // completion then comes from the application's own ibex calls.
     ctx->progress_thread = (!attr || attr->progress_thread) && config::get_bool("IBEX_PROGRESS_THREAD", true);
+    ctx->path = PathDefaults::from_env();
     if (ctx->progress_thread) ctx->thread = std::thread(progress_main, ctx);
     *out = ctx;
     return IBEX_OK;

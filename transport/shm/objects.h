@@ -86,6 +86,7 @@ struct ShmContext : ibex_context {
     Segment seg;
     CtxShared *shared = nullptr;
     bool progress_thread = true;
+    PathDefaults path; // new QPs' traffic class and service level (reported; no wire here)
     std::thread thread;
     std::atomic<bool> stop{false};
     // poll_cq/ibex_progress calls by the application: a count, not a time, so the polling

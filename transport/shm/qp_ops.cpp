@@ -119,6 +119,7 @@ ibex_status_t create_qp(ibex_pd *pd, const ibex_qp_init_attr_t *a, ibex_qp **out
     ShmContext *ctx = ctx_of(pd);
     ShmQp *qp = nullptr;
     IBEX_TRY(allocate_qp(pd, ctx, *a, kMaxSge, &qp));
+    qp->take_path(ctx->path);
     Lock l(ctx->mu);
     qp->qp_num = ctx->next_qpn++ & roce::kQpnMask;
     if (ibex_status_t st = reset(*qp); st != IBEX_OK) {

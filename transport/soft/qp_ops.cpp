@@ -41,6 +41,7 @@ ibex_status_t create_qp(ibex_pd *pd, const ibex_qp_init_attr_t *a, ibex_qp **out
     SoftQp *qp = nullptr;
     IBEX_TRY(allocate_qp(pd, ctx, *a, kMaxSge, &qp));
     qp->mtu_enum = ctx->port().max_mtu();
+    qp->take_path(ctx->config().path);
     qp->mtu = static_cast<uint32_t>(roce::mtu_bytes(qp->mtu_enum));
     Lock l(ctx->mutex());
     qp->qp_num = ctx->add_qp(qp);

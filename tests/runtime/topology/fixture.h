@@ -10,6 +10,8 @@
 #include <optional>
 #include <string>
 
+#include "tests/support/scoped_env.h"
+
 namespace ibex::test {
 
 inline std::string topo_data(const std::string &name) {
@@ -28,23 +30,5 @@ inline Topo load_fixture(const std::string &name) {
     EXPECT_EQ(st, IBEX_OK) << ibex_last_error();
     return Topo(t);
 }
-
-// Sets (or, with nullopt, removes) one variable for the scope of a test.
-class ScopedEnv {
-  public:
-    ScopedEnv(const char *name, std::optional<std::string> value) : name_(name) {
-        if (const char *old = std::getenv(name)) old_ = old;
-        if (value) setenv(name, value->c_str(), 1);
-        else unsetenv(name);
-    }
-    ~ScopedEnv() {
-        if (old_) setenv(name_, old_->c_str(), 1);
-        else unsetenv(name_);
-    }
-
-  private:
-    const char *name_;
-    std::optional<std::string> old_;
-};
 
 } // namespace ibex::test

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tests/support/endpoint.h"
+#include "tests/support/scoped_env.h"
 #include "transport/provider.h"
 #include "transport/qp_state.h"
 
@@ -181,6 +182,29 @@ TEST_P(EveryProvider, ConnectAttrRefusesWhatTheAddressesDecide) {
     IBEX_ASSERT_OK(ibex_modify_qp(a.qp, &at, IBEX_QP_STATE));
     IBEX_ASSERT_OK(ibex_qp_connect_attr(a.qp, &ba, nullptr, 0)); // NULL with nothing chosen: ibex_qp_connect
     EXPECT_EQ(query(a).qp_state, IBEX_QPS_RTS);
+}
+
+// IBEX_TRAFFIC_CLASS and IBEX_SL give a context's new QPs their path, as on verbs, until a
+// QP is given its own; a value out of range is ignored (with a warning).
+TEST_P(EveryProvider, TheEnvironmentGivesNewQpsTheirPath) {
+    {
+        const test::ScopedEnv tc("IBEX_TRAFFIC_CLASS", "104"), sl("IBEX_SL", "3");
+        open();
+    }
+    a.connect_attr.sl = 6;
+    a.connect_mask = IBEX_QP_SL;
+    test::connect_pair(a, b);
+    EXPECT_EQ(query(b).traffic_class, 104);
+    EXPECT_EQ(query(b).sl, 3);
+    EXPECT_EQ(query(a).traffic_class, 104);
+    EXPECT_EQ(query(a).sl, 6) << "the QP's own level wins";
+    expect_write_works(0x21);
+
+    a.close();
+    const test::ScopedEnv bad("IBEX_SL", "9");
+    a.open(1 << 16, GetParam());
+    ASSERT_TRUE(a.ok()) << ibex_last_error();
+    EXPECT_EQ(query(a).sl, 0) << "IBEX_SL=9 is no level: none is set";
 }
 
 INSTANTIATE_TEST_SUITE_P(Soft, EveryProvider, ::testing::Values("udp:lo"));

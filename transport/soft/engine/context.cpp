@@ -47,6 +47,7 @@ EngineConfig EngineConfig::from_env() {
     // IBEX_RETRANSMIT is read by open_device, which can refuse a value it does not know.
     c.rto_low_us = static_cast<uint32_t>(config::get_int("IBEX_RTO_LOW_US", c.rto_low_us, 0, 1000000));
     c.bdp_bytes = static_cast<uint32_t>(config::get_int("IBEX_BDP_BYTES", c.bdp_bytes, 16 * 1024, 64 << 20));
+    c.path = PathDefaults::from_env();
     c.max_inflight_from_env = *config::get_string("IBEX_MAX_INFLIGHT", "") != 0;
     c.max_inflight_context_from_env = *config::get_string("IBEX_MAX_INFLIGHT_CONTEXT", "") != 0;
     c.ack_req_every_from_env = *config::get_string("IBEX_ACK_REQ_EVERY", "") != 0;

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "transport/qp_attrs.h"
 #include "transport/soft/codec/icrc_ip_id.h"
 #include "transport/soft/codec/packet.h"
 #include "transport/soft/engine/fault_injector.h"
@@ -56,6 +57,7 @@ struct EngineConfig {
     // of packets, preallocated per QP when it is connected).
     uint32_t rto_low_us = 1000;
     uint32_t bdp_bytes = 512 * 1024;
+    PathDefaults path; // new QPs' traffic class and service level
 
     // The two windows and ack_req_every above are byte counts written as packets of 4 KiB:
     // at a smaller path MTU (1 KiB on a 1500-byte netdev) the same bytes stay in flight, four

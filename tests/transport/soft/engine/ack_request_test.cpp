@@ -11,29 +11,11 @@
 #include <string>
 
 #include "tests/support/endpoint.h"
+#include "tests/support/scoped_env.h"
 
 using namespace ibex::test;
 
 namespace {
-
-// Sets an environment variable for the contexts a test opens, and restores it after.
-class ScopedEnv {
-public:
-    ScopedEnv(const char *name, const char *value) : name_(name) {
-        if (const char *v = std::getenv(name)) saved_ = v, had_ = true;
-        setenv(name, value, 1);
-    }
-    ~ScopedEnv() {
-        if (had_)
-            setenv(name_.c_str(), saved_.c_str(), 1);
-        else
-            unsetenv(name_.c_str());
-    }
-
-private:
-    std::string name_, saved_;
-    bool had_ = false;
-};
 
 TEST(AckRequest, AWindowSmallerThanTheAckIntervalNeverWaitsForTheTimer) {
     if (!test_device_injects_faults()) GTEST_SKIP() << "shm has no send window or transport timer";

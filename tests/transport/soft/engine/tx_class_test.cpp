@@ -36,9 +36,19 @@ public:
     std::vector<Class> sent;
 };
 
-TEST(SoftTxClass, EachQpsTrafficClassAndServiceLevelReachThePort) {
+struct Case {
+    unsigned mask; // what the QP is connected with
+    uint8_t traffic_class, sl;
+    uint8_t want_tos; // what its packets reach the port with
+    int8_t want_pcp;
+};
+
+// A context with `path` as its new QPs' defaults (IBEX_TRAFFIC_CLASS, IBEX_SL); one QP per
+// case posts a WRITE, and every packet it hands the port carries the case's class and level.
+void check(const PathDefaults &path, std::initializer_list<Case> cases) {
     EngineConfig cfg;
     cfg.progress_thread = false;
+    cfg.path = path;
     auto owned = std::make_unique<CapturePort>();
     CapturePort *port = owned.get();
     auto *ctx = new SoftContext(std::move(owned), cfg);
@@ -58,17 +68,6 @@ TEST(SoftTxClass, EachQpsTrafficClassAndServiceLevelReachThePort) {
     peer.udp_port = roce::kUdpPort;
     peer.mtu = IBEX_MTU_4096;
     peer.psn = 100;
-    struct Case {
-        unsigned mask;
-        uint8_t traffic_class, sl;
-        uint8_t want_tos;
-        int8_t want_pcp;
-    };
-    const Case cases[] = {
-        {IBEX_QP_TRAFFIC_CLASS | IBEX_QP_SL, 104, 5, 104 | 2, 5},
-        {IBEX_QP_SL, 0, 0, 2, 0},  // level 0 chosen: the port's priority does not apply
-        {0, 0, 0, 2, -1},          // nothing chosen: the port's
-    };
     std::vector<ibex_qp_t *> qps;
     for (const Case &c : cases) {
         ibex_qp_init_attr_t ia = IBEX_QP_INIT_ATTR_INIT;
@@ -93,8 +92,8 @@ TEST(SoftTxClass, EachQpsTrafficClassAndServiceLevelReachThePort) {
         IBEX_ASSERT_OK(ibex_progress(ctx));
         ASSERT_FALSE(port->sent.empty()) << "the WRITE never reached the port";
         for (const CapturePort::Class &k : port->sent) {
-            EXPECT_EQ(k.tos, c.want_tos);
-            EXPECT_EQ(k.pcp, c.want_pcp);
+            EXPECT_EQ(k.tos, c.want_tos) << "QP " << qps.size();
+            EXPECT_EQ(k.pcp, c.want_pcp) << "QP " << qps.size();
         }
     }
     for (ibex_qp_t *qp : qps) IBEX_ASSERT_OK(ibex_destroy_qp(qp));
@@ -102,6 +101,23 @@ TEST(SoftTxClass, EachQpsTrafficClassAndServiceLevelReachThePort) {
     IBEX_ASSERT_OK(ibex_destroy_cq(cq));
     IBEX_ASSERT_OK(ibex_dealloc_pd(pd));
     IBEX_ASSERT_OK(ibex_close_device(ctx));
+}
+
+TEST(SoftTxClass, EachQpsTrafficClassAndServiceLevelReachThePort) {
+    constexpr unsigned kBoth = IBEX_QP_TRAFFIC_CLASS | IBEX_QP_SL;
+    check({}, {
+                  {kBoth, 104, 5, 104 | 2, 5},
+                  {IBEX_QP_SL, 0, 0, 2, 0}, // level 0 chosen: the port's priority does not apply
+                  {0, 0, 0, 2, -1},         // nothing chosen: the port's
+              });
+    PathDefaults from_env;
+    from_env.traffic_class = 0x60;
+    from_env.sl = 4;
+    check(from_env, {
+                        {kBoth, 104, 5, 104 | 2, 5}, // the QP's own win
+                        {kBoth, 0, 0, 2, 0},
+                        {0, 0, 0, 0x60 | 2, 4}, // nothing chosen: the context's
+                    });
 }
 
 } // namespace
