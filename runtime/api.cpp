@@ -6,6 +6,7 @@
 #include "runtime/binding_defaults.h"
 #include "runtime/base/status.h"
 #include "transport/provider.h"
+#include "transport/qp_state.h"
 
 using ibex::fail;
 
@@ -299,8 +300,7 @@ ibex_status_t ibex_qp_connect_attr(ibex_qp_t *qp, const ibex_ep_addr_t *remote, 
     }
     ibex_ep_addr_t local;
     IBEX_TRY(ibex_qp_local_addr(qp, &local));
-    const unsigned mine = attr_mask;
-    if (!(mine & IBEX_QP_ACCESS_FLAGS))
+    if (!(attr_mask & IBEX_QP_ACCESS_FLAGS))
         a.qp_access_flags =
             IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE | IBEX_ACCESS_REMOTE_READ | IBEX_ACCESS_REMOTE_ATOMIC;
     a.qp_state = IBEX_QPS_INIT;
@@ -309,21 +309,21 @@ ibex_status_t ibex_qp_connect_attr(ibex_qp_t *qp, const ibex_ep_addr_t *remote, 
     a.dest = *remote;
     const uint8_t both = remote->mtu && remote->mtu < local.mtu ? remote->mtu : local.mtu;
     // A chosen MTU above what both carry is lowered; one that is no IB MTU is refused below.
-    if (!(mine & IBEX_QP_PATH_MTU) || (a.path_mtu > both && a.path_mtu <= IBEX_MTU_4096))
+    if (!(attr_mask & IBEX_QP_PATH_MTU) || (a.path_mtu > both && a.path_mtu <= IBEX_MTU_4096))
         a.path_mtu = static_cast<ibex_mtu_t>(both);
     a.rq_psn = remote->psn;
     IBEX_TRY(ibex_modify_qp(qp, &a,
                             IBEX_QP_STATE | IBEX_QP_DEST | IBEX_QP_PATH_MTU | IBEX_QP_RQ_PSN |
-                                (mine & (IBEX_QP_MAX_RD_ATOMIC | IBEX_QP_MIN_RNR_TIMER | IBEX_QP_TRAFFIC_CLASS |
+                                (attr_mask & (IBEX_QP_MAX_RD_ATOMIC | IBEX_QP_MIN_RNR_TIMER | IBEX_QP_TRAFFIC_CLASS |
                                          IBEX_QP_SL))));
     a.qp_state = IBEX_QPS_RTS;
     a.sq_psn = local.psn;
-    if (!(mine & IBEX_QP_TIMEOUT)) a.timeout = 14;
-    if (!(mine & IBEX_QP_RETRY_CNT)) a.retry_cnt = 7;
-    if (!(mine & IBEX_QP_RNR_RETRY)) a.rnr_retry = 7;
+    if (!(attr_mask & IBEX_QP_TIMEOUT)) a.timeout = ibex::kQpDefaultTimeout;
+    if (!(attr_mask & IBEX_QP_RETRY_CNT)) a.retry_cnt = ibex::kQpDefaultRetryCnt;
+    if (!(attr_mask & IBEX_QP_RNR_RETRY)) a.rnr_retry = ibex::kQpDefaultRnrRetry;
     return ibex_modify_qp(qp, &a,
                           IBEX_QP_STATE | IBEX_QP_SQ_PSN | IBEX_QP_TIMEOUT | IBEX_QP_RETRY_CNT | IBEX_QP_RNR_RETRY |
-                              (mine & IBEX_QP_MAX_RD_ATOMIC));
+                              (attr_mask & IBEX_QP_MAX_RD_ATOMIC));
 }
 
 ibex_status_t ibex_post_send(ibex_qp_t *qp, ibex_send_wr_t *wr, ibex_send_wr_t **bad_wr) {

@@ -8,6 +8,7 @@
 #include <ibex/ibex.h>
 
 #include "runtime/base/config.h"
+#include "transport/qp_state.h"
 
 namespace ibex {
 
@@ -31,10 +32,10 @@ struct QpAttrs {
     ibex_qp_state_t state = IBEX_QPS_RESET;
     unsigned access = 0;
     uint8_t mtu_enum = IBEX_MTU_4096;
-    uint8_t timeout = 14;
-    uint8_t retry_cnt = 7;
-    uint8_t rnr_retry = 7;
-    uint8_t min_rnr_timer = 12;
+    uint8_t timeout = kQpDefaultTimeout;
+    uint8_t retry_cnt = kQpDefaultRetryCnt;
+    uint8_t rnr_retry = kQpDefaultRnrRetry;
+    uint8_t min_rnr_timer = kQpDefaultMinRnrTimer;
     uint8_t max_rd_atomic = 16;
     uint8_t traffic_class = 0;
     int8_t sl = -1; // -1: never set (the port's priority applies)

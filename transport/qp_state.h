@@ -14,6 +14,14 @@
 
 namespace ibex {
 
+// ibex's defaults for what a caller leaves unset (ibex_qp_connect's, and every provider's):
+// timeout 14 (4.096 us * 2^14 = 67 ms), 7 retries, RNR retries without limit, RNR timer 12
+// (0.64 ms).
+inline constexpr uint8_t kQpDefaultTimeout = 14;
+inline constexpr uint8_t kQpDefaultRetryCnt = 7;
+inline constexpr uint8_t kQpDefaultRnrRetry = 7;
+inline constexpr uint8_t kQpDefaultMinRnrTimer = 12;
+
 inline const char *qp_state_name(ibex_qp_state_t s) {
     static const char *names[] = {"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"};
     return (s >= 0 && s <= IBEX_QPS_ERR) ? names[s] : "?";

@@ -2,7 +2,6 @@
 // port with the GID ibex sends from.
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -12,6 +11,7 @@
 #include "runtime/base/log.h"
 #include "runtime/base/rootfs.h"
 #include "runtime/base/status.h"
+#include "transport/qp_attrs.h"
 #include "transport/verbs/gid_select.h"
 #include "transport/verbs/gpu_reg.h"
 #include "transport/verbs/objects.h"
@@ -59,18 +59,6 @@ std::vector<std::string> ibv_names(int *err) {
     for (int i = 0; i < n; ++i) names.emplace_back(ibv_get_device_name(list[i]));
     ibv_free_device_list(list);
     return names;
-}
-
-uint8_t env_u8(const char *name, uint8_t dflt, uint8_t max) {
-    const char *s = std::getenv(name);
-    if (!s || !*s) return dflt;
-    char *end = nullptr;
-    const long v = std::strtol(s, &end, 0);
-    if (*end || v < 0 || v > max) {
-        IBEX_LOG(warn, "%s=\"%s\" is not in 0..%u: using %u", name, s, max, dflt);
-        return dflt;
-    }
-    return static_cast<uint8_t>(v);
 }
 
 const char *port_state_name(ibv_port_state s) { return ibv_port_state_str(s); }
@@ -183,8 +171,9 @@ ibex_status_t open_device(const char *device, const ibex_context_attr_t *attr, i
     ctx->max_msg_size = pattr.max_msg_sz;
     ctx->port.max_rd_atomic = static_cast<uint8_t>(std::min(dattr.max_qp_init_rd_atom, 16));
     ctx->port.max_dest_rd_atomic = static_cast<uint8_t>(std::min(dattr.max_qp_rd_atom, 16));
-    ctx->port.sl = env_u8("IBEX_SL", 0, 7);
-    ctx->traffic_class = env_u8("IBEX_TRAFFIC_CLASS", 0, 255);
+    const PathDefaults path = PathDefaults::from_env(); // IBEX_SL, IBEX_TRAFFIC_CLASS
+    ctx->port.sl = static_cast<uint8_t>(path.sl >= 0 ? path.sl : 0);
+    ctx->traffic_class = path.traffic_class;
     if (ibv_query_gid(ibv, static_cast<uint8_t>(port), gid.index, &ctx->gid) != 0) std::memcpy(ctx->gid.raw, gid.entry.gid, 16);
     ctx->peermem = peermem_loaded(root);
     if (!gpu_reg_mode_from_env(&ctx->gpu_mode, &err)) {

@@ -19,10 +19,6 @@ static_assert(int(IBEX_ACCESS_LOCAL_WRITE) == IBV_ACCESS_LOCAL_WRITE &&
               int(IBEX_ACCESS_REMOTE_ATOMIC) == IBV_ACCESS_REMOTE_ATOMIC);
 
 constexpr uint32_t kPsnMask = 0xffffff;
-constexpr uint8_t kDefaultTimeout = 14;
-constexpr uint8_t kDefaultRetry = 7;
-constexpr uint8_t kDefaultRnrRetry = 7;
-constexpr uint8_t kDefaultMinRnrTimer = 12;
 
 } // namespace
 
@@ -88,15 +84,15 @@ ibex_status_t build_modify(const ibex_qp_attr_t &a, unsigned mask, const QpMemor
         }
         v.max_dest_rd_atomic = (mask & IBEX_QP_MAX_RD_ATOMIC) ? std::min(a.max_rd_atomic, port.max_dest_rd_atomic)
                                                               : port.max_dest_rd_atomic;
-        v.min_rnr_timer = (mask & IBEX_QP_MIN_RNR_TIMER) ? a.min_rnr_timer : kDefaultMinRnrTimer;
+        v.min_rnr_timer = (mask & IBEX_QP_MIN_RNR_TIMER) ? a.min_rnr_timer : kQpDefaultMinRnrTimer;
         out->mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
                      IBV_QP_MIN_RNR_TIMER;
         return IBEX_OK;
     }
     if (from == IBEX_QPS_RTR && to == IBEX_QPS_RTS) {
-        v.timeout = (mask & IBEX_QP_TIMEOUT) ? a.timeout : kDefaultTimeout;
-        v.retry_cnt = (mask & IBEX_QP_RETRY_CNT) ? a.retry_cnt : kDefaultRetry;
-        v.rnr_retry = (mask & IBEX_QP_RNR_RETRY) ? a.rnr_retry : kDefaultRnrRetry;
+        v.timeout = (mask & IBEX_QP_TIMEOUT) ? a.timeout : kQpDefaultTimeout;
+        v.retry_cnt = (mask & IBEX_QP_RETRY_CNT) ? a.retry_cnt : kQpDefaultRetryCnt;
+        v.rnr_retry = (mask & IBEX_QP_RNR_RETRY) ? a.rnr_retry : kQpDefaultRnrRetry;
         v.sq_psn = ((mask & IBEX_QP_SQ_PSN) ? a.sq_psn : mem.initial_sq_psn) & kPsnMask;
         v.max_rd_atomic = (mask & IBEX_QP_MAX_RD_ATOMIC) ? std::min(a.max_rd_atomic, port.max_rd_atomic) : port.max_rd_atomic;
         out->mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;

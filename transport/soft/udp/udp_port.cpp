@@ -262,17 +262,20 @@ private:
         int v = tos;
         if (setsockopt(fd_, IPPROTO_IP, IP_TOS, &v, sizeof v) != 0) return;
         tos_ = tos;
-        // A new TOS resets the socket's priority to the kernel's choice for it: kept, so
-        // that packets of QPs without a service level go out with it again.
-        socklen_t len = sizeof tos_priority_;
-        if (getsockopt(fd_, SOL_SOCKET, SO_PRIORITY, &tos_priority_, &len) != 0) tos_priority_ = 0;
-        priority_ = -1;
+        priority_ = -1; // a new TOS resets the socket's priority to the kernel's choice for it
     }
 
     // The socket's priority: the QP's service level (-1: none set, the kernel's own), which a
     // VLAN device's egress-qos-map turns into the tag's PCP, as an RNIC tags with the SL.
     void set_priority(int8_t sl) {
         if (sl == priority_) return;
+        if (priority_ < 0) {
+            // The kernel's choice for the TOS, kept before a level replaces it, so that
+            // packets of QPs without one go out with it again (only ports with such QPs
+            // pay for this call).
+            socklen_t len = sizeof tos_priority_;
+            if (getsockopt(fd_, SOL_SOCKET, SO_PRIORITY, &tos_priority_, &len) != 0) tos_priority_ = 0;
+        }
         int v = sl >= 0 ? sl : tos_priority_;
         if (setsockopt(fd_, SOL_SOCKET, SO_PRIORITY, &v, sizeof v) == 0) priority_ = sl;
     }
@@ -352,7 +355,7 @@ private:
     bool gro_;
     bool copy_tx_; // datagrams leave from tx_buf_, one piece each (fills_icrc)
     int tos_ = -1;
-    int tos_priority_ = 0; // the socket priority the kernel gave the current TOS
+    int tos_priority_ = 0; // the socket priority the kernel gave the current TOS (read lazily)
     int8_t priority_ = -1; // the service level the socket's priority is; -1: tos_priority_
     uint64_t tx_dropped_ = 0;
     uint64_t tx_errors_ = 0;
