@@ -10,24 +10,31 @@ namespace {
 thread_local char t_detail[512];
 } // namespace
 
+// Formatted apart and then copied: callers pass the detail they are wrapping
+// ("connecting to rank 1: %s", ibex_last_error()), which is t_detail itself, and vsnprintf
+// may not read the buffer it writes.
 ibex_status_t fail(ibex_status_t status, const char *fmt, ...) {
+    char text[sizeof t_detail];
     va_list ap;
     va_start(ap, fmt);
-    std::vsnprintf(t_detail, sizeof t_detail, fmt, ap);
+    std::vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
+    std::memcpy(t_detail, text, sizeof text);
     return status;
 }
 
 ibex_status_t fail_errno(ibex_status_t status, int errno_value, const char *fmt, ...) {
+    char text[sizeof t_detail];
     va_list ap;
     va_start(ap, fmt);
-    int n = std::vsnprintf(t_detail, sizeof t_detail, fmt, ap);
+    const int n = std::vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    if (n >= 0 && static_cast<size_t>(n) < sizeof t_detail) {
+    if (n >= 0 && static_cast<size_t>(n) < sizeof text) {
         char buf[128];
         const char *msg = strerror_r(errno_value, buf, sizeof buf);
-        std::snprintf(t_detail + n, sizeof t_detail - n, ": %s (errno %d)", msg, errno_value);
+        std::snprintf(text + n, sizeof text - n, ": %s (errno %d)", msg, errno_value);
     }
+    std::memcpy(t_detail, text, sizeof text);
     return status;
 }
 
