@@ -102,6 +102,62 @@ uint64_t fnv1a(const std::string &s) {
     return h;
 }
 
+// Every rank's QP choice (ibex_comm_config_t.qp_attr) must be rank 0's: the two ends of a
+// QP with different path MTUs drop each other's packets, and timeouts or classes that differ
+// by rank are a fault nothing would name. Compared value by value (the attributes not
+// chosen count as zero); where a rank differs, every rank fails with the same detail.
+ibex_status_t agree_on_qp_choice(ibex_comm *c) {
+    struct Packed {
+        uint32_t mask, access;
+        uint8_t mtu, timeout, retry_cnt, rnr_retry, min_rnr_timer, max_rd_atomic, traffic_class, sl;
+        bool operator==(const Packed &) const = default;
+    };
+    const auto pack = [](const QpChoice &q) {
+        const auto v = [&](unsigned bit, unsigned value) { return (q.mask & bit) ? value : 0u; };
+        const ibex_qp_attr_t &a = q.attr;
+        return Packed{q.mask,
+                      v(IBEX_QP_ACCESS_FLAGS, a.qp_access_flags),
+                      static_cast<uint8_t>(v(IBEX_QP_PATH_MTU, a.path_mtu)),
+                      static_cast<uint8_t>(v(IBEX_QP_TIMEOUT, a.timeout)),
+                      static_cast<uint8_t>(v(IBEX_QP_RETRY_CNT, a.retry_cnt)),
+                      static_cast<uint8_t>(v(IBEX_QP_RNR_RETRY, a.rnr_retry)),
+                      static_cast<uint8_t>(v(IBEX_QP_MIN_RNR_TIMER, a.min_rnr_timer)),
+                      static_cast<uint8_t>(v(IBEX_QP_MAX_RD_ATOMIC, a.max_rd_atomic)),
+                      static_cast<uint8_t>(v(IBEX_QP_TRAFFIC_CLASS, a.traffic_class)),
+                      static_cast<uint8_t>(v(IBEX_QP_SL, a.sl))};
+    };
+    const auto unpack = [](const Packed &p) {
+        QpChoice q;
+        q.mask = p.mask;
+        q.attr.qp_access_flags = p.access;
+        q.attr.path_mtu = static_cast<ibex_mtu_t>(p.mtu);
+        q.attr.timeout = p.timeout;
+        q.attr.retry_cnt = p.retry_cnt;
+        q.attr.rnr_retry = p.rnr_retry;
+        q.attr.min_rnr_timer = p.min_rnr_timer;
+        q.attr.max_rd_atomic = p.max_rd_atomic;
+        q.attr.traffic_class = p.traffic_class;
+        q.attr.sl = p.sl;
+        return q;
+    };
+    const Packed mine = pack(c->opt.qp);
+    std::vector<Packed> all(static_cast<size_t>(c->nranks));
+    IBEX_TRY(c->boot->allgather(&mine, sizeof mine, all.data(), c->opt.timeout_ms));
+    char root_text[160], other_text[160];
+    for (int r = 1; r < c->nranks; ++r) {
+        if (all[static_cast<size_t>(r)] == all[0]) continue;
+        return fail(IBEX_ERR_INVALID_ARGUMENT,
+                    "ibex_comm_config_t.qp_attr differs between ranks: rank 0 connects its QPs with %s, rank %d "
+                    "with %s (every rank must give the same)",
+                    qp_choice_text(unpack(all[0]), root_text, sizeof root_text), r,
+                    qp_choice_text(unpack(all[static_cast<size_t>(r)]), other_text, sizeof other_text));
+    }
+    if (c->rank == 0 && c->opt.qp.mask)
+        IBEX_LOG(info, "communicator of %d ranks: QPs connected with %s", c->nranks,
+                 qp_choice_text(c->opt.qp, root_text, sizeof root_text));
+    return IBEX_OK;
+}
+
 // The summation servers: rank 0's IBEX_SUMSRV (and slot geometry) for every rank, found
 // through the bootstrap, so the other ranks need not be given it (a rank given another
 // list fails); then each rank connects them. The job key is rank 0's random number, so two
@@ -288,6 +344,7 @@ ibex_status_t comm_create(int nranks, const char *id_text, int rank, const CommO
         return bail(st);
     }
     if (ibex_status_t st = agree_on_slice(c); st != IBEX_OK) return bail(st);
+    if (ibex_status_t st = agree_on_qp_choice(c); st != IBEX_OK) return bail(st);
     for (int link = 0; link < c->exec.links(); ++link)
         c->caches.add_domain(c->exec.pd(link),
                              static_cast<size_t>(config::get_int("IBEX_COMM_REG_CACHE", 64, 4, 1 << 20)));
@@ -309,7 +366,7 @@ ibex_status_t comm_create(int nranks, const char *id_text, int rank, const CommO
             st != IBEX_OK)
             return bail(st);
     }
-    if (ibex_status_t st = c->exec.connect(remote); st != IBEX_OK) return bail(st);
+    if (ibex_status_t st = c->exec.connect(remote, c->opt.qp); st != IBEX_OK) return bail(st);
     if (ibex_status_t st = c->fast.open(c); st != IBEX_OK) return bail(st);
     if (ibex_status_t st = c->direct.open(c); st != IBEX_OK) return bail(st);
     if (ibex_status_t st = c->gpu_direct.open(c); st != IBEX_OK) return bail(st);

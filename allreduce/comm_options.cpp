@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "runtime/base/config.h"
+#include "runtime/qp_connect.h"
 #include "runtime/base/status.h"
 
 namespace ibex::coll {
@@ -20,6 +21,8 @@ ibex_status_t comm_options(const ibex_comm_config_t *config, CommOptions *out) {
                         config->size);
         std::memcpy(&cfg, config, config->size);
     }
+    IBEX_TRY(qp_connect_choice(cfg.qp_attr, cfg.qp_attr_mask, "ibex_comm_config_t.qp_attr", &out->qp));
+    out->sumsrv.qp = out->qp;
     const char *dev = cfg.device ? cfg.device : config::get_string("IBEX_DEVICE", nullptr);
     if (!dev) {
         ibex_device_list_t *list = nullptr;

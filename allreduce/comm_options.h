@@ -28,6 +28,9 @@ struct CommOptions {
     int handover_us = 200;  // the thread's pause after a caller hands the stream back
     bool own_core = false;  // every rank of this host can have a core (set at creation)
     bool probe = true;
+    // ibex_comm_config_t.qp_attr: what every QP of the communicator is connected with
+    // (checked; qp_attr_mask 0: ibex's defaults).
+    QpChoice qp;
     size_t gpu_chunk_bytes = 4 << 20; // GPU buffers are staged and reduced in chunks of this size
     // IBEX_BIGRAPH_HOSTS_PER_SWITCH: the ranks sit on EFLOPS's BiGraph, numbered as
     // bigraph_alternating says, this many on each switch; rhd then runs with the BiGraph

@@ -30,6 +30,7 @@
 #include "allreduce/alloc_region.h"
 #include "allreduce/reg_cache.h"
 #include "allreduce/schedule.h"
+#include "runtime/qp_connect.h"
 
 namespace ibex::coll {
 
@@ -57,7 +58,7 @@ public:
     // This rank's QP address for each rank (zeroed where there is no QP).
     std::vector<ibex_ep_addr_t> local_addrs();
     // remote[p]: peer p's QP address for this rank. Connects and posts receives.
-    ibex_status_t connect(const std::vector<ibex_ep_addr_t> &remote);
+    ibex_status_t connect(const std::vector<ibex_ep_addr_t> &remote, const QpChoice &choice);
     // Tells every peer where its eager ring is; once every rank has connected.
     ibex_status_t announce();
 

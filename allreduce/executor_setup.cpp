@@ -152,9 +152,11 @@ std::vector<ibex_ep_addr_t> Executor::local_addrs() {
     return out;
 }
 
-ibex_status_t Executor::connect(const std::vector<ibex_ep_addr_t> &remote) {
+ibex_status_t Executor::connect(const std::vector<ibex_ep_addr_t> &remote, const QpChoice &choice) {
     for (Channel &c : chans_) {
-        if (ibex_status_t st = ibex_qp_connect(c.qp, &remote[static_cast<size_t>(c.rank)]); st != IBEX_OK)
+        if (ibex_status_t st =
+                ibex_qp_connect_attr(c.qp, &remote[static_cast<size_t>(c.rank)], &choice.attr, choice.mask);
+            st != IBEX_OK)
             return fail(st, "connecting to rank %d: %s", c.rank, ibex_last_error());
         for (int i = 0; i < rx_depth(params_); ++i)
             IBEX_TRY(post_recv(c, static_cast<uint32_t>(i)));

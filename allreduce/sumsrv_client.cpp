@@ -124,7 +124,7 @@ ibex_status_t SumsrvClient::open(const SumsrvSettings &s, const std::string &job
         if (r.kind != sumsrv::Kind::welcome) return conn_fail(c, "refused this rank: %s", r.text.c_str());
         c.remote_push = r.push_addr;
         c.remote_rkey = r.push_rkey;
-        if (ibex_status_t st = ibex_qp_connect(c.qp, &r.ep); st != IBEX_OK)
+        if (ibex_status_t st = ibex_qp_connect_attr(c.qp, &r.ep, &s.qp.attr, s.qp.mask); st != IBEX_OK)
             return conn_fail(c, "connecting the QP: %s", ibex_last_error());
         // before the first push, so before any sum can come back
         for (size_t slot = 0; slot < slots; ++slot) IBEX_TRY(post_result_recv(c, slot));

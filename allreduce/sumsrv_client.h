@@ -15,6 +15,8 @@
 
 #include <ibex/coll.h>
 
+#include "runtime/qp_connect.h"
+
 namespace ibex::coll {
 
 struct SumsrvSettings {
@@ -23,6 +25,7 @@ struct SumsrvSettings {
     uint32_t chunk_bytes = 256 << 10; // a multiple of 8
     uint32_t slots = 16;
     int timeout_ms = 30000; // connecting and the hello
+    QpChoice qp; // the communicator's (ibex_comm_config_t.qp_attr)
 };
 
 // Parses IBEX_SUMSRV ("host:port,host:port"); empty text gives no servers.
@@ -39,6 +42,8 @@ public:
     ibex_status_t open(const SumsrvSettings &s, const std::string &job, int rank, int nranks);
     void close();
     int servers() const { return static_cast<int>(conns_.size()); }
+    // The QP to server s.
+    ibex_qp_t *qp(int server) const { return conns_[static_cast<size_t>(server)].qp; }
     // How many servers this rank reached on its own machine (loopback, or its own address):
     // they share its cores and its link, which BytePS's gain assumes they do not.
     int servers_on_this_machine() const { return here_; }

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "runtime/binding_defaults.h"
+#include "runtime/qp_connect.h"
 #include "runtime/base/status.h"
 #include "transport/provider.h"
 #include "transport/qp_state.h"
@@ -283,21 +284,10 @@ ibex_status_t ibex_qp_connect_attr(ibex_qp_t *qp, const ibex_ep_addr_t *remote, 
                                    unsigned attr_mask) {
     IBEX_CHECK_NULL(qp, "qp");
     IBEX_CHECK_NULL(remote, "remote");
-    constexpr unsigned kChoosable = IBEX_QP_ACCESS_FLAGS | IBEX_QP_PATH_MTU | IBEX_QP_TIMEOUT | IBEX_QP_RETRY_CNT |
-                                    IBEX_QP_RNR_RETRY | IBEX_QP_MIN_RNR_TIMER | IBEX_QP_MAX_RD_ATOMIC |
-                                    IBEX_QP_TRAFFIC_CLASS | IBEX_QP_SL;
-    if (attr_mask & ~kChoosable)
-        return fail(IBEX_ERR_INVALID_ARGUMENT,
-                    "ibex_qp_connect_attr: attr_mask 0x%x names what the addresses decide (state, peer, PSNs) or "
-                    "unknown bits",
-                    attr_mask & ~kChoosable);
-    ibex_qp_attr_t a = IBEX_QP_ATTR_INIT;
-    if (attr_mask) {
-        IBEX_CHECK_NULL(attr, "attr");
-        ibex_status_t st;
-        if (!attr_ok(attr, IBEX_MAGIC_QP_ATTR, "ibex_qp_attr_t", &st)) return st;
-        a = widen(attr, a);
-    }
+    // Refused before the first step, so a bad value leaves the QP where it was.
+    ibex::QpChoice choice;
+    IBEX_TRY(ibex::qp_connect_choice(attr, attr_mask, "ibex_qp_connect_attr", &choice));
+    ibex_qp_attr_t &a = choice.attr;
     ibex_ep_addr_t local;
     IBEX_TRY(ibex_qp_local_addr(qp, &local));
     if (!(attr_mask & IBEX_QP_ACCESS_FLAGS))
@@ -353,3 +343,57 @@ ibex_status_t ibex_query_qp_retransmit(ibex_qp_t *qp, ibex_qp_retransmit_t *rt) 
 }
 
 } // extern "C"
+
+namespace ibex {
+
+ibex_status_t qp_connect_choice(const ibex_qp_attr_t *attr, unsigned mask, const char *who, QpChoice *out) {
+    *out = QpChoice{};
+    if (mask & ~kQpConnectChoosable)
+        return fail(IBEX_ERR_INVALID_ARGUMENT,
+                    "%s: attr_mask 0x%x names what the addresses decide (state, peer, PSNs) or unknown bits", who,
+                    mask & ~kQpConnectChoosable);
+    if (!mask) return IBEX_OK;
+    if (!attr) return fail(IBEX_ERR_INVALID_ARGUMENT, "%s: attr is NULL but attr_mask is 0x%x", who, mask);
+    ibex_status_t st;
+    if (!attr_ok(attr, IBEX_MAGIC_QP_ATTR, "ibex_qp_attr_t", &st)) return st;
+    const ibex_qp_attr_t a = widen(attr, out->attr);
+    if (ibex_status_t bad = check_qp_attr_values(a, mask); bad != IBEX_OK)
+        return fail(bad, "%s: %s", who, ibex_last_error());
+    out->attr = a;
+    out->mask = mask;
+    return IBEX_OK;
+}
+
+const char *qp_choice_text(const QpChoice &choice, char *buf, size_t len) {
+    const ibex_qp_attr_t &a = choice.attr;
+    struct Item {
+        unsigned bit;
+        const char *name;
+        unsigned value;
+    };
+    const Item items[] = {{IBEX_QP_TRAFFIC_CLASS, "traffic class", a.traffic_class},
+                          {IBEX_QP_SL, "sl", a.sl},
+                          {IBEX_QP_PATH_MTU, "path MTU", static_cast<unsigned>(ibex_mtu_to_bytes(a.path_mtu))},
+                          {IBEX_QP_TIMEOUT, "timeout", a.timeout},
+                          {IBEX_QP_RETRY_CNT, "retry_cnt", a.retry_cnt},
+                          {IBEX_QP_RNR_RETRY, "rnr_retry", a.rnr_retry},
+                          {IBEX_QP_MIN_RNR_TIMER, "min_rnr_timer", a.min_rnr_timer},
+                          {IBEX_QP_MAX_RD_ATOMIC, "max_rd_atomic", a.max_rd_atomic},
+                          {IBEX_QP_ACCESS_FLAGS, "access flags 0x", a.qp_access_flags}};
+    size_t used = 0;
+    std::snprintf(buf, len, "defaults");
+    for (const Item &it : items) {
+        if (!(choice.mask & it.bit)) continue;
+        const bool hex = it.bit == IBEX_QP_ACCESS_FLAGS;
+        const int n = std::snprintf(buf + used, len - used, hex ? "%s%s%x" : "%s%s %u", used ? ", " : "", it.name,
+                                    it.value);
+        if (n < 0 || size_t(n) >= len - used) {
+            buf[used] = '\0'; // whole items only
+            break;
+        }
+        used += size_t(n);
+    }
+    return buf;
+}
+
+} // namespace ibex

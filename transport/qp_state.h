@@ -91,6 +91,21 @@ inline ibex_status_t check_qp_init(const ibex_qp_init_attr_t &a, uint32_t max_sg
     return IBEX_OK;
 }
 
+// The range of each attribute named in mask, whatever the transition (ibex_modify_qp's
+// check, and ibex_qp_connect_attr's before its first step).
+inline ibex_status_t check_qp_attr_values(const ibex_qp_attr_t &a, unsigned mask) {
+    if ((mask & IBEX_QP_PATH_MTU) && (a.path_mtu < IBEX_MTU_256 || a.path_mtu > IBEX_MTU_4096))
+        return fail(IBEX_ERR_INVALID_ARGUMENT, "path_mtu %d is not an IB MTU (1..5)", a.path_mtu);
+    if ((mask & IBEX_QP_RETRY_CNT) && a.retry_cnt > 7) return fail(IBEX_ERR_INVALID_ARGUMENT, "retry_cnt must be 0..7");
+    if ((mask & IBEX_QP_RNR_RETRY) && a.rnr_retry > 7) return fail(IBEX_ERR_INVALID_ARGUMENT, "rnr_retry must be 0..7");
+    if ((mask & IBEX_QP_TIMEOUT) && a.timeout > 31) return fail(IBEX_ERR_INVALID_ARGUMENT, "timeout must be 0..31");
+    if ((mask & IBEX_QP_MIN_RNR_TIMER) && a.min_rnr_timer > 31)
+        return fail(IBEX_ERR_INVALID_ARGUMENT, "min_rnr_timer must be 0..31");
+    if ((mask & IBEX_QP_SL) && a.sl > 7)
+        return fail(IBEX_ERR_INVALID_ARGUMENT, "sl %u: RoCE carries service levels 0..7 (the VLAN priority)", a.sl);
+    return IBEX_OK;
+}
+
 // The checks of ibex_modify_qp every provider makes before its own (verbs included): the
 // transition, that it takes each attribute named (qp_transition_attrs), the attribute
 // ranges, and that INIT -> RTR names the peer.
@@ -99,8 +114,6 @@ inline ibex_status_t check_modify_common(uint32_t qpn, ibex_qp_state_t from, con
     if (!qp_transition_ok(from, to))
         return fail(IBEX_ERR_INVALID_STATE, "QP 0x%x: %s -> %s is not a valid transition", qpn, qp_state_name(from),
                     qp_state_name(to));
-    if ((mask & IBEX_QP_PATH_MTU) && (a.path_mtu < IBEX_MTU_256 || a.path_mtu > IBEX_MTU_4096))
-        return fail(IBEX_ERR_INVALID_ARGUMENT, "path_mtu %d is not an IB MTU (1..5)", a.path_mtu);
     if (const unsigned stray = mask & ~qp_transition_attrs(from, to)) {
         char names[160];
         return fail(IBEX_ERR_INVALID_ARGUMENT,
@@ -110,14 +123,7 @@ inline ibex_status_t check_modify_common(uint32_t qpn, ibex_qp_state_t from, con
     }
     if (from == IBEX_QPS_INIT && to == IBEX_QPS_RTR && !(mask & IBEX_QP_DEST))
         return fail(IBEX_ERR_INVALID_ARGUMENT, "INIT -> RTR needs IBEX_QP_DEST (the peer's address)");
-    if ((mask & IBEX_QP_RETRY_CNT) && a.retry_cnt > 7) return fail(IBEX_ERR_INVALID_ARGUMENT, "retry_cnt must be 0..7");
-    if ((mask & IBEX_QP_RNR_RETRY) && a.rnr_retry > 7) return fail(IBEX_ERR_INVALID_ARGUMENT, "rnr_retry must be 0..7");
-    if ((mask & IBEX_QP_TIMEOUT) && a.timeout > 31) return fail(IBEX_ERR_INVALID_ARGUMENT, "timeout must be 0..31");
-    if ((mask & IBEX_QP_MIN_RNR_TIMER) && a.min_rnr_timer > 31)
-        return fail(IBEX_ERR_INVALID_ARGUMENT, "min_rnr_timer must be 0..31");
-    if ((mask & IBEX_QP_SL) && a.sl > 7)
-        return fail(IBEX_ERR_INVALID_ARGUMENT, "sl %u: RoCE carries service levels 0..7 (the VLAN priority)", a.sl);
-    return IBEX_OK;
+    return check_qp_attr_values(a, mask);
 }
 
 // ibex_create_qp's first half for a software provider: the init attributes checked, the QP

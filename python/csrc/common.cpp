@@ -153,4 +153,32 @@ BorrowedBuffer::~BorrowedBuffer() {
         PyBuffer_Release(&view_);
 }
 
+void choose_qp_attr(const std::string &name, long long value, ibex_qp_attr_t *attr, unsigned *mask) {
+    struct Field {
+        const char *name;
+        uint8_t ibex_qp_attr_t::*field;
+        unsigned bit;
+    };
+    static const Field fields[] = {{"timeout", &ibex_qp_attr_t::timeout, IBEX_QP_TIMEOUT},
+                                   {"retry_cnt", &ibex_qp_attr_t::retry_cnt, IBEX_QP_RETRY_CNT},
+                                   {"rnr_retry", &ibex_qp_attr_t::rnr_retry, IBEX_QP_RNR_RETRY},
+                                   {"min_rnr_timer", &ibex_qp_attr_t::min_rnr_timer, IBEX_QP_MIN_RNR_TIMER},
+                                   {"max_rd_atomic", &ibex_qp_attr_t::max_rd_atomic, IBEX_QP_MAX_RD_ATOMIC},
+                                   {"traffic_class", &ibex_qp_attr_t::traffic_class, IBEX_QP_TRAFFIC_CLASS},
+                                   {"sl", &ibex_qp_attr_t::sl, IBEX_QP_SL}};
+    for (const Field &f : fields) {
+        if (name != f.name)
+            continue;
+        if (value < 0 || value > 255)
+            raise(PyExc_ValueError, "ibex: " + name + " must be 0..255, got " + std::to_string(value));
+        attr->*f.field = static_cast<uint8_t>(value);
+        *mask |= f.bit;
+        return;
+    }
+    std::string known;
+    for (const Field &f : fields)
+        known += std::string(known.empty() ? "" : ", ") + f.name;
+    raise(PyExc_ValueError, "ibex: no QP attribute \"" + name + "\" (one of " + known + ")");
+}
+
 } // namespace ibex_py

@@ -29,6 +29,11 @@ const char *status_name(ibex_status_t status);
 void check(ibex_status_t status);
 [[noreturn]] void raise_status(ibex_status_t status, const std::string &detail);
 
+// One attribute of ibex_qp_connect_attr by its Python name (timeout, retry_cnt, rnr_retry,
+// min_rnr_timer, max_rd_atomic, traffic_class, sl) into attr, its bit into *mask. Raises
+// ValueError for another name or a value outside 0..255; ibex checks each one's range.
+void choose_qp_attr(const std::string &name, long long value, ibex_qp_attr_t *attr, unsigned *mask);
+
 // The memory behind a Python object, borrowed for as long as this lives: a torch tensor
 // (CPU or CUDA, through data_ptr()), or anything with the buffer protocol (NumPy arrays,
 // bytearray, memoryview, array.array). Must be destroyed with the GIL held.

@@ -90,13 +90,32 @@ private:
     std::shared_ptr<Comm> comm_;
 };
 
-ibex_comm_config_t make_config(const std::string *device, int timeout_ms, const std::string *algo) {
+// What Comm(...) and Comm.from_env(...) pass to ibex: the strings and the QP choice stay
+// with this object, which outlives the init call.
+struct CommConfig {
+    CommConfig(std::optional<std::string> device_, int timeout_ms, std::optional<std::string> algo_,
+               const std::optional<py::dict> &qp)
+        : device(std::move(device_)), algo(std::move(algo_)) {
+        config.device = device ? device->c_str() : nullptr;
+        config.timeout_ms = timeout_ms;
+        config.algo = algo ? algo->c_str() : nullptr;
+        if (qp) {
+            for (const auto &[key, value] : *qp) {
+                const std::string name = py::str(key);
+                if (!py::isinstance<py::int_>(value) || py::isinstance<py::bool_>(value))
+                    raise(PyExc_TypeError, "ibex: qp[\"" + name + "\"] must be an int");
+                choose_qp_attr(name, value.cast<long long>(), &qp_attr, &config.qp_attr_mask);
+            }
+            config.qp_attr = &qp_attr;
+        }
+    }
+    CommConfig(const CommConfig &) = delete;
+    CommConfig &operator=(const CommConfig &) = delete;
+
+    std::optional<std::string> device, algo;
+    ibex_qp_attr_t qp_attr = IBEX_QP_ATTR_INIT;
     ibex_comm_config_t config = IBEX_COMM_CONFIG_INIT;
-    config.device = device != nullptr ? device->c_str() : nullptr;
-    config.timeout_ms = timeout_ms;
-    config.algo = algo != nullptr ? algo->c_str() : nullptr;
-    return config;
-}
+};
 
 // The C communicator, destroyed with the last of its owners: its Comm, and every buffer
 // from its mem_alloc (ibex_comm_destroy frees that memory, so it waits for them).
@@ -161,33 +180,31 @@ public:
 
     static std::shared_ptr<Comm> create(int nranks, const std::string &id, int rank,
                                         std::optional<std::string> device, int timeout_ms,
-                                        std::optional<std::string> algo) {
+                                        std::optional<std::string> algo, std::optional<py::dict> qp) {
         ibex_unique_id_t uid{};
         if (id.size() >= sizeof(uid.text))
             raise(PyExc_ValueError, "ibex: unique id longer than " +
                                         std::to_string(sizeof(uid.text) - 1) + " characters");
         std::memcpy(uid.text, id.data(), id.size());
-        const ibex_comm_config_t config =
-            make_config(device ? &*device : nullptr, timeout_ms, algo ? &*algo : nullptr);
+        const CommConfig config(std::move(device), timeout_ms, std::move(algo), qp);
         ibex_comm_t *comm = nullptr;
         ibex_status_t status;
         {
             py::gil_scoped_release unlocked;
-            status = ibex_comm_init_rank(&comm, nranks, &uid, rank, &config);
+            status = ibex_comm_init_rank(&comm, nranks, &uid, rank, &config.config);
         }
         check(status);
         return std::make_shared<Comm>(comm);
     }
 
     static std::shared_ptr<Comm> from_env(std::optional<std::string> device, int timeout_ms,
-                                          std::optional<std::string> algo) {
-        const ibex_comm_config_t config =
-            make_config(device ? &*device : nullptr, timeout_ms, algo ? &*algo : nullptr);
+                                          std::optional<std::string> algo, std::optional<py::dict> qp) {
+        const CommConfig config(std::move(device), timeout_ms, std::move(algo), qp);
         ibex_comm_t *comm = nullptr;
         ibex_status_t status;
         {
             py::gil_scoped_release unlocked;
-            status = ibex_comm_init_from_env(&comm, &config);
+            status = ibex_comm_init_from_env(&comm, &config.config);
         }
         check(status);
         return std::make_shared<Comm>(comm);
@@ -445,9 +462,10 @@ PYBIND11_MODULE(_core, m) {
 
     py::class_<Comm, std::shared_ptr<Comm>>(m, "Comm")
         .def(py::init(&Comm::create), "nranks"_a, "unique_id"_a, "rank"_a,
-             "device"_a = py::none(), "timeout_ms"_a = 0, "algo"_a = py::none())
+             "device"_a = py::none(), "timeout_ms"_a = 0, "algo"_a = py::none(), py::kw_only(),
+             "qp"_a = py::none())
         .def_static("from_env", &Comm::from_env, "device"_a = py::none(), "timeout_ms"_a = 0,
-                    "algo"_a = py::none())
+                    "algo"_a = py::none(), py::kw_only(), "qp"_a = py::none())
         .def_property_readonly("rank", &Comm::rank)
         .def_property_readonly("size", &Comm::size)
         .def("async_error", &Comm::async_error)

@@ -194,21 +194,17 @@ public:
         check(ibex_ep_addr_from_string(remote.c_str(), &addr));
         ibex_qp_attr_t attr = IBEX_QP_ATTR_INIT;
         unsigned mask = 0;
-        const auto take = [&mask](const std::optional<int> &v, const char *name, uint8_t *field, unsigned bit) {
-            if (!v)
-                return;
-            if (*v < 0 || *v > 255)
-                throw py::value_error(std::string(name) + " must be 0..255");
-            *field = static_cast<uint8_t>(*v);
-            mask |= bit;
+        const auto take = [&](const std::optional<int> &v, const char *name) {
+            if (v)
+                choose_qp_attr(name, *v, &attr, &mask);
         };
-        take(timeout, "timeout", &attr.timeout, IBEX_QP_TIMEOUT);
-        take(retry_cnt, "retry_cnt", &attr.retry_cnt, IBEX_QP_RETRY_CNT);
-        take(rnr_retry, "rnr_retry", &attr.rnr_retry, IBEX_QP_RNR_RETRY);
-        take(min_rnr_timer, "min_rnr_timer", &attr.min_rnr_timer, IBEX_QP_MIN_RNR_TIMER);
-        take(max_rd_atomic, "max_rd_atomic", &attr.max_rd_atomic, IBEX_QP_MAX_RD_ATOMIC);
-        take(traffic_class, "traffic_class", &attr.traffic_class, IBEX_QP_TRAFFIC_CLASS);
-        take(sl, "sl", &attr.sl, IBEX_QP_SL);
+        take(timeout, "timeout");
+        take(retry_cnt, "retry_cnt");
+        take(rnr_retry, "rnr_retry");
+        take(min_rnr_timer, "min_rnr_timer");
+        take(max_rd_atomic, "max_rd_atomic");
+        take(traffic_class, "traffic_class");
+        take(sl, "sl");
         check(ibex_qp_connect_attr(qp_, &addr, &attr, mask));
     }
 

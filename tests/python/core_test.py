@@ -18,15 +18,16 @@ except ImportError:  # the core package does not need torch
 DEVICE = "udp:lo"
 
 
-def run_ranks(n, body, timeout=60, destroy=True):
-    """Forks n ranks running body(comm) -> picklable result; returns the results by rank."""
+def run_ranks(n, body, timeout=60, destroy=True, qp=None):
+    """Forks n ranks running body(comm) -> picklable result; returns the results by rank.
+    qp(rank): the rank's Comm(qp=...)."""
     uid = ibex.get_unique_id()  # the forked rank 0 inherits the listener
     ctx = mp.get_context("fork")
     q = ctx.Queue()
 
     def main(rank):
         try:
-            comm = ibex.Comm(n, uid, rank, device=DEVICE, timeout_ms=20000)
+            comm = ibex.Comm(n, uid, rank, device=DEVICE, timeout_ms=20000, qp=qp(rank) if qp else None)
             out = body(comm)
             if destroy:
                 comm.destroy()
@@ -287,6 +288,41 @@ class Collectives(unittest.TestCase):
                 self.assertIn("not contiguous", e["torch_strided"])
                 self.assertIn("sparse tensors are not supported", e["torch_sparse"])
             self.assertEqual(e["after"], [2.0, 2.0, 2.0])
+
+
+class CommQpChoice(unittest.TestCase):
+    """Comm(qp={...}): the attributes every QP of the communicator is connected with."""
+
+    def test_every_rank_connects_with_the_choice(self):
+        choice = {"traffic_class": 104, "sl": 3, "timeout": 18, "retry_cnt": 5}
+        res = run_ranks(2, lambda comm: comm_sum(comm), qp=lambda rank: choice)
+        self.assertEqual(res, {0: [3.0] * 4, 1: [3.0] * 4})
+
+    def test_ranks_that_chose_differently_fail_naming_both(self):
+        res = run_ranks(2, lambda comm: "NO ERROR", qp=lambda rank: {"traffic_class": 104, "sl": 3 - rank})
+        for r in range(2):
+            self.assertIn("EXCEPTION IbexError", res[r])
+            self.assertIn("rank 0 connects its QPs with traffic class 104, sl 3, rank 1 with traffic class 104, sl 2",
+                          res[r])
+
+    def test_a_bad_choice_is_refused_before_any_rank_is_reached(self):
+        uid = ibex.get_unique_id()
+        with self.assertRaises(ValueError) as e:
+            ibex.Comm(2, uid, 0, device=DEVICE, qp={"tos": 1})
+        self.assertIn("one of timeout, retry_cnt", str(e.exception))
+        with self.assertRaises(TypeError):
+            ibex.Comm(2, uid, 0, device=DEVICE, qp={"sl": "3"})
+        with self.assertRaises(ValueError):
+            ibex.Comm(2, uid, 0, device=DEVICE, qp={"sl": 256})
+        with self.assertRaises(ibex.IbexError) as e:
+            ibex.Comm(2, uid, 0, device=DEVICE, timeout_ms=60000, qp={"sl": 8})
+        self.assertIn("ibex_comm_config_t.qp_attr: sl 8", e.exception.detail)
+
+
+def comm_sum(comm):
+    a = np.full(4, comm.rank + 1.0)
+    comm.allreduce(a)
+    return a.tolist()
 
 
 class Errors(unittest.TestCase):

@@ -89,10 +89,20 @@ typedef struct ibex_comm_config {
      * the BiGraph placement, which IBEX_BIGRAPH_HOSTS_PER_SWITCH describes), "gdraa" or NULL
      * (IBEX_ALGO, else the cost model decides per message size). */
     const char *algo;
+    /* Since 0.9: the attributes every QP of the communicator is connected with, as
+     * ibex_qp_connect_attr takes them (IBEX_QP_TRAFFIC_CLASS and IBEX_QP_SL to put its
+     * traffic in a lossless class, IBEX_QP_TIMEOUT, IBEX_QP_RETRY_CNT, ...). attr_mask 0:
+     * ibex's defaults, with IBEX_TRAFFIC_CLASS and IBEX_SL from the environment. Read during
+     * init (the struct need not outlive it); every rank must give the same (init fails on
+     * all of them, naming both, where one differs); ibex_comm_split's communicators keep
+     * their parent's. The summation servers' QPs (IBEX_SUMSRV) get them too. */
+    const ibex_qp_attr_t *qp_attr;
+    uint32_t qp_attr_mask;
+    uint32_t reserved2;
 } ibex_comm_config_t;
 
 #define IBEX_COMM_CONFIG_INIT                                                                   \
-    {sizeof(ibex_comm_config_t), IBEX_MAGIC_COMM_CONFIG, IBEX_ATTR_VERSION, 0, NULL, 0, 0, NULL}
+    {sizeof(ibex_comm_config_t), IBEX_MAGIC_COMM_CONFIG, IBEX_ATTR_VERSION, 0, NULL, 0, 0, NULL, NULL, 0, 0}
 
 /* Collective over all nranks ranks: blocks until every rank has joined (or the timeout).
  * config may be NULL. */

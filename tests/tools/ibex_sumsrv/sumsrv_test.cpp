@@ -94,7 +94,9 @@ const char *op_name(ibex_redop_t o) {
     return names[o];
 }
 
-int allreduce_body(RankCtx &ctx, const std::string &servers, bool expect_sumsrv) {
+// qp_choice: the communicator connects its QPs with traffic class 104 and sl 3, and its
+// QPs to the servers must carry them too.
+int allreduce_body(RankCtx &ctx, const std::string &servers, bool expect_sumsrv, bool qp_choice) {
     if (servers.empty())
         ::unsetenv("IBEX_SUMSRV");
     else
@@ -103,7 +105,21 @@ int allreduce_body(RankCtx &ctx, const std::string &servers, bool expect_sumsrv)
     ::setenv("IBEX_SUMSRV_CHUNK", "4096", 1); // many chunks per partition
     ::setenv("IBEX_SUMSRV_SLOTS", "3", 1);    // and the slots wrap
     ibex_comm_t *comm = nullptr;
-    RANK_CHECK_OK(ctx, ibex_comm_init_rank(&comm, ctx.nranks, &ctx.id, ctx.rank, nullptr));
+    ibex_comm_config_t cfg = IBEX_COMM_CONFIG_INIT;
+    ibex_qp_attr_t choice = IBEX_QP_ATTR_INIT;
+    choice.traffic_class = 104;
+    choice.sl = 3;
+    if (qp_choice) {
+        cfg.qp_attr = &choice;
+        cfg.qp_attr_mask = IBEX_QP_TRAFFIC_CLASS | IBEX_QP_SL;
+    }
+    RANK_CHECK_OK(ctx, ibex_comm_init_rank(&comm, ctx.nranks, &ctx.id, ctx.rank, &cfg));
+    for (int s = 0; qp_choice && s < comm->sumsrv.servers(); ++s) {
+        ibex_qp_attr_t a = IBEX_QP_ATTR_INIT;
+        RANK_CHECK_OK(ctx, ibex_query_qp(comm->sumsrv.qp(s), &a));
+        RANK_CHECK(ctx, a.traffic_class == 104 && a.sl == 3, "rank %d: QP to server %d has traffic class %u, sl %u",
+                   ctx.rank, s, a.traffic_class, a.sl);
+    }
     const char *algo = ibex_comm_allreduce_algo(comm, 1 << 20);
     RANK_CHECK(ctx, (std::strcmp(algo, "sumsrv") == 0) == expect_sumsrv, "rank %d: algorithm %s with servers \"%s\"",
                ctx.rank, algo, servers.c_str());
@@ -140,7 +156,7 @@ int allreduce_body(RankCtx &ctx, const std::string &servers, bool expect_sumsrv)
     return 0;
 }
 
-void run_allreduces(int nranks, int nservers) {
+void run_allreduces(int nranks, int nservers, bool qp_choice = false) {
     SCOPED_TRACE(std::to_string(nranks) + " ranks, " + std::to_string(nservers) + " servers");
     std::vector<std::unique_ptr<ServerProcess>> servers;
     for (int s = 0; s < nservers; ++s) {
@@ -149,13 +165,13 @@ void run_allreduces(int nranks, int nservers) {
     }
     const std::string list = addrs(servers);
     const auto out = ibex::test::run_ranks(
-        nranks, [&](RankCtx &ctx) { return allreduce_body(ctx, list, nservers > 0); }, 150);
+        nranks, [&](RankCtx &ctx) { return allreduce_body(ctx, list, nservers > 0, qp_choice); }, 150);
     ibex::test::expect_all_passed(out);
 }
 
 TEST(Sumsrv, NoServersIsPlainAllreduce) { run_allreduces(3, 0); }
 TEST(Sumsrv, OneServer) { run_allreduces(3, 1); }
-TEST(Sumsrv, TwoServers) { run_allreduces(4, 2); }
+TEST(Sumsrv, TwoServers) { run_allreduces(4, 2, true); }
 // k = n: the servers carry everything (a parameter server), the workers' schedule is empty.
 TEST(Sumsrv, AsManyServersAsWorkersIsAParameterServer) { run_allreduces(2, 2); }
 
