@@ -258,6 +258,20 @@ ibex_status_t ibex_allgather(const void *sendbuf, void *recvbuf, size_t sendcoun
     return run(comm, make_op(OpKind::allgather, sendbuf, recvbuf, sendcount, type, IBEX_SUM, 0), req);
 }
 
+ibex_status_t ibex_alltoall(const void *sendbuf, void *recvbuf, size_t count, ibex_datatype_t type,
+                            ibex_comm_t *comm, ibex_request_t **req) {
+    ibex::clear_error();
+    IBEX_TRY(check_call(__func__, comm, type, nullptr, count == 0 || (sendbuf && recvbuf)));
+    const size_t bytes = count * ibex_datatype_size(type) * static_cast<size_t>(comm->nranks);
+    const auto s = reinterpret_cast<uintptr_t>(sendbuf), r = reinterpret_cast<uintptr_t>(recvbuf);
+    IBEX_COLL_CHECK(count == 0 || s + bytes <= r || r + bytes <= s,
+                    "ibex_alltoall: sendbuf and recvbuf overlap (%zu bytes each); alltoall is not in place", bytes);
+    // The first alltoall connects the pairs of ranks the other collectives left apart
+    // (every rank reaches this call at the same place in its sequence of collectives).
+    IBEX_TRY(comm_connect_all(comm));
+    return run(comm, make_op(OpKind::alltoall, sendbuf, recvbuf, count, type, IBEX_SUM, 0), req);
+}
+
 ibex_status_t ibex_broadcast(const void *sendbuf, void *recvbuf, size_t count, ibex_datatype_t type, int root,
                              ibex_comm_t *comm, ibex_request_t **req) {
     ibex::clear_error();

@@ -43,6 +43,9 @@ struct ibex_comm {
     ibex::coll::Selector selector;
     ibex::coll::Fastbox fast; // after exec: its box goes before the executor's PD
     std::vector<int> peers;
+    // Every pair of ranks has a QP: comm_connect_all ran. Never set from what this rank
+    // alone sees: ranks already connected to every peer still join the others' exchange.
+    bool all_connected = false;
     // The BiGraph placement rhd runs with (allreduce/algorithms/bigraph.cpp); empty: none.
     std::vector<int> bigraph_order;
 
@@ -103,6 +106,10 @@ Algo comm_algo(const ibex_comm *c, size_t bytes);
 // Whether reduce-scatter or allgather of `bytes` per rank runs hierarchically: forced with
 // IBEX_ALGO=hierarchical, else when the cost model says it is cheaper than the flat ring.
 bool comm_hierarchical(const ibex_comm *c, OpKind kind, size_t bytes);
+// Collective: connects this rank to every rank it has no QP to yet (the algorithms need
+// only a few peers each; alltoall needs them all). Waits for the queued collectives first;
+// a failure puts the communicator in its error state on every rank.
+ibex_status_t comm_connect_all(ibex_comm *c);
 // Grows the communicator's scratch (registered) to at least bytes.
 ibex_status_t comm_ensure_scratch(ibex_comm *c, size_t bytes);
 // Frees the scratch (no collective may be running).

@@ -113,9 +113,15 @@ ibex_status_t Executor::ensure_staging(Channel &c) {
     if (c.staging) return IBEX_OK;
     const size_t bytes = params_.slice_bytes * static_cast<size_t>(params_.slots);
     Link &l = links_[c.link];
-    if (!l.staging) IBEX_TRY(l.staging.open(l.pd, bytes * static_cast<size_t>(l.channels), 0, "staging areas"));
-    IBEX_TRY(c.staging.open(l.pd, l.staging.data() + static_cast<size_t>(c.on_link) * bytes, bytes,
-                            IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE, "staging area"));
+    uint8_t *base;
+    if (c.late) {
+        IBEX_TRY(c.own_staging.open(l.pd, bytes, 0, "staging area"));
+        base = c.own_staging.data();
+    } else {
+        if (!l.staging) IBEX_TRY(l.staging.open(l.pd, bytes * static_cast<size_t>(l.channels), 0, "staging areas"));
+        base = l.staging.data() + static_cast<size_t>(c.on_link) * bytes;
+    }
+    IBEX_TRY(c.staging.open(l.pd, base, bytes, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE, "staging area"));
     for (int i = params_.slots - 1; i >= 0; --i) c.free_slots.push_back(i);
     return IBEX_OK;
 }

@@ -57,10 +57,18 @@ public:
                        const std::vector<int> &peers, const std::vector<uint8_t> &local, const ExecutorParams &params);
     // This rank's QP address for each rank (zeroed where there is no QP).
     std::vector<ibex_ep_addr_t> local_addrs();
-    // remote[p]: peer p's QP address for this rank. Connects and posts receives.
-    ibex_status_t connect(const std::vector<ibex_ep_addr_t> &remote, const QpChoice &choice);
-    // Tells every peer where its eager ring is; once every rank has connected.
-    ibex_status_t announce();
+    // remote[p]: peer p's QP address for this rank. Connects and posts receives, for the
+    // channels from index `first` on (those add_peers made, or all).
+    ibex_status_t connect(const std::vector<ibex_ep_addr_t> &remote, const QpChoice &choice, size_t first = 0);
+    // Tells the peers of the channels from `first` on where its eager ring is; once every
+    // rank has connected them.
+    ibex_status_t announce(size_t first = 0);
+    // Channels to more peers, after open, while no collective runs (the first alltoall
+    // connects every pair): each with memory of its own, on the link open() chose for its
+    // kind of peer, which is opened now if no peer needed it before. *first: the index of
+    // the first new channel, for connect() and announce().
+    ibex_status_t add_peers(const std::vector<int> &peers, size_t *first);
+    size_t channels() const { return chans_.size(); }
 
     static constexpr int kMaxLinks = 2;
     int links() const { return nlinks_; }
@@ -148,6 +156,11 @@ private:
         int channels = 0;
     };
     struct Channel {
+        // A channel add_peers made: its eager ring, send buffers and staging are its own
+        // allocations, not slices of the link's (which were sized for open()'s channels).
+        // First, so they are freed after the slices registered on them.
+        bool late = false;
+        AllocRegion own_eager, own_eager_tx, own_staging;
         int rank = -1;
         int link = 0;
         int on_link = 0; // its place among the link's channels: its slice of the link's memory
@@ -202,6 +215,14 @@ private:
     bool is_eager(size_t bytes) const { return params_.eager_bytes && bytes <= params_.eager_bytes; }
     ibex_status_t ensure_staging(Channel &c);
     ibex_status_t open_link(Link &l, const char *device, int cqe);
+    // The link of a peer's kind (the device, or local_device for a rank of this host),
+    // opened with a CQ for every rank of that kind: -1 when it cannot be.
+    ibex_status_t link_for(int peer, int *link);
+    // Opens the link of a kind of peer (0: the device, 1: local_device).
+    ibex_status_t open_kind(int kind, int *link);
+    // A channel's QP, receive pool and slices of eager memory (eager, eager_tx: its ring and
+    // send buffers, zone: its landing zone; nullptr where there is none).
+    ibex_status_t setup_channel(Channel &c, uint8_t *eager, uint8_t *eager_tx, uint8_t *zone);
     // Folds a slice that landed in a staging or eager slot into the step's destination.
     ibex_status_t reduce_landed(const Step &st, const uint8_t *landed);
     ibex_status_t handle(const ibex_wc_t &wc, bool *did);
@@ -217,6 +238,11 @@ private:
 
     int rank_ = 0, nranks_ = 1;
     ExecutorParams params_;
+    // What open() was given, for add_peers: the devices, which ranks share this host, and
+    // which link each kind of peer (0: the device, 1: local_device) is on (-1: none yet).
+    std::string device_, local_device_;
+    std::vector<uint8_t> local_;
+    int link_of_kind_[2] = {-1, -1};
     Link links_[kMaxLinks];
     int nlinks_ = 0;
     std::vector<Channel> chans_;

@@ -13,6 +13,7 @@ const char *op_kind_name(OpKind k) {
     case OpKind::reduce: return "reduce";
     case OpKind::barrier: return "barrier";
     case OpKind::probe: return "probe";
+    case OpKind::alltoall: return "alltoall";
     }
     return "?";
 }
@@ -25,6 +26,7 @@ OpBytes op_bytes(const Op &op, int rank, int nranks) {
     case OpKind::reduce: return {bytes, rank == op.args.root ? bytes : 0, true};
     case OpKind::reduce_scatter: return {n * bytes, bytes, false};
     case OpKind::allgather: return {bytes, n * bytes, false};
+    case OpKind::alltoall: return {n * bytes, n * bytes, false};
     case OpKind::barrier:
     case OpKind::probe: break;
     }

@@ -15,7 +15,7 @@
 
 namespace ibex::coll {
 
-enum class OpKind { allreduce, reduce_scatter, allgather, broadcast, reduce, barrier, probe };
+enum class OpKind { allreduce, reduce_scatter, allgather, broadcast, reduce, barrier, probe, alltoall };
 
 const char *op_kind_name(OpKind k);
 

@@ -72,6 +72,7 @@ ibex_status_t start_op(ibex_comm *c, Op &op, bool *empty) {
     case OpKind::probe: scratch = probe_buffer_bytes(op.pings, op.bulk); break;
     case OpKind::allreduce:
     case OpKind::allgather:
+    case OpKind::alltoall:
     case OpKind::broadcast: break;
     }
     *empty = false;
@@ -120,6 +121,7 @@ ibex_status_t start_op(ibex_comm *c, Op &op, bool *empty) {
             build_ring_allgather(a, b);
         break;
     case OpKind::broadcast: build_chain_broadcast(a, b); break;
+    case OpKind::alltoall: build_pairwise_alltoall(a, b); break;
     case OpKind::reduce: build_chain_reduce(a, b); break;
     case OpKind::probe: build_probe(c->rank, op.partner, op.pings, op.bulk, c->scratch, b); break;
     }

@@ -14,7 +14,8 @@ namespace ibex::coll {
 struct CollArgs {
     const void *sendbuf = nullptr;
     void *recvbuf = nullptr;
-    size_t count = 0; // allreduce/broadcast/reduce: count; reduce_scatter: recvcount; allgather: sendcount
+    size_t count = 0; // allreduce/broadcast/reduce: count; reduce_scatter: recvcount; allgather: sendcount;
+                      // alltoall: the elements to or from each rank
     ibex_datatype_t type = IBEX_U8;
     ibex_redop_t op = IBEX_SUM;
     int root = 0;
@@ -110,6 +111,11 @@ std::vector<int> gdraa_peers(int rank, int n);
 // ending at the root).
 void build_chain_broadcast(const CollArgs &a, ScheduleBuilder &b);
 void build_chain_reduce(const CollArgs &a, ScheduleBuilder &b); // partials in scratch
+
+// alltoall.cpp: pairwise exchange. Rank r's block for p (count elements at p * count of
+// sendbuf) goes to p, which puts it at r * count of its recvbuf; r's own block is a local
+// copy. Needs a connection to every peer (comm_connect_all).
+void build_pairwise_alltoall(const CollArgs &a, ScheduleBuilder &b);
 
 // hierarchical.cpp: which ranks share a host, and the collectives built on it: reduce
 // inside each host, cross the network once per local rank (one rail each), spread inside.

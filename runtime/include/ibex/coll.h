@@ -214,6 +214,14 @@ IBEX_API ibex_status_t ibex_reduce_scatter(const void *sendbuf, void *recvbuf, s
 IBEX_API ibex_status_t ibex_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
                                       ibex_datatype_t type, ibex_comm_t *comm,
                                       ibex_request_t **req);
+/* Since 0.9. Rank r's block for rank p, count elements at sendbuf + p * count, lands at
+ * recvbuf + r * count on rank p (MPI_Alltoall with equal counts; torch's all_to_all_single).
+ * Not in place: the two buffers must not overlap. The other collectives connect each rank
+ * to a few peers; the first alltoall on a communicator connects every remaining pair
+ * (collective, after the collectives queued before it: a communicator that never calls
+ * alltoall holds no more QPs than before). */
+IBEX_API ibex_status_t ibex_alltoall(const void *sendbuf, void *recvbuf, size_t count, ibex_datatype_t type,
+                                     ibex_comm_t *comm, ibex_request_t **req);
 IBEX_API ibex_status_t ibex_broadcast(const void *sendbuf, void *recvbuf, size_t count,
                                       ibex_datatype_t type, int root, ibex_comm_t *comm,
                                       ibex_request_t **req);

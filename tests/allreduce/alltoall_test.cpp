@@ -1,0 +1,182 @@
+// ibex_alltoall on real ranks: every rank's block for every other lands where it belongs,
+// over the udp port and over shm, for counts of one element to many slices; the first call
+// connects the pairs the other collectives left apart, and later collectives (queued
+// behind it too) still give the right results; bad arguments and a lost rank are errors.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "allreduce/comm.h"
+#include "tests/allreduce/killed_rank.h"
+#include "tests/allreduce/ranks.h"
+
+namespace {
+
+using ibex::test::RankCtx;
+
+// Element i of rank r's block for rank p: distinct for every (r, p, i).
+template <typename T>
+T value(int r, int p, size_t i) {
+    return static_cast<T>((static_cast<size_t>(r) * 131 + static_cast<size_t>(p) * 17 + i * 3) % 251);
+}
+
+template <typename T>
+int exchange(RankCtx &ctx, ibex_comm_t *comm, ibex_datatype_t type, size_t count) {
+    const int n = ctx.nranks;
+    std::vector<T> send(count * static_cast<size_t>(n)), recv(send.size() + 1, T(77));
+    for (int p = 0; p < n; ++p)
+        for (size_t i = 0; i < count; ++i) send[static_cast<size_t>(p) * count + i] = value<T>(ctx.rank, p, i);
+    RANK_CHECK_OK(ctx, ibex_alltoall(send.data(), recv.data(), count, type, comm, nullptr));
+    for (int q = 0; q < n; ++q)
+        for (size_t i = 0; i < count; ++i)
+            RANK_CHECK(ctx, recv[static_cast<size_t>(q) * count + i] == value<T>(q, ctx.rank, i),
+                       "rank %d, %s, count %zu: element %zu of rank %d's block is wrong", ctx.rank,
+                       ibex_datatype_name(type), count, i, q);
+    RANK_CHECK(ctx, recv.back() == T(77), "rank %d: written past the end", ctx.rank);
+    return 0;
+}
+
+int exchange_body(RankCtx &ctx, bool over_shm) {
+    ::setenv("IBEX_SHM", over_shm ? "1" : "0", 1);
+    ibex_comm_t *comm = nullptr;
+    RANK_CHECK_OK(ctx, ibex::test::init_host_comm(ctx, &comm));
+    const size_t before = comm->exec.channels();
+    for (size_t count : {size_t(1), size_t(7), size_t(300007)})
+        if (int rc = exchange<float>(ctx, comm, IBEX_F32, count)) return rc;
+    if (int rc = exchange<int64_t>(ctx, comm, IBEX_I64, 4099)) return rc;
+    if (int rc = exchange<uint8_t>(ctx, comm, IBEX_U8, 65537)) return rc;
+    for (int p = 0; p < ctx.nranks; ++p)
+        RANK_CHECK(ctx, p == ctx.rank || comm->exec.connected_to(p), "rank %d: no QP to rank %d", ctx.rank, p);
+    RANK_CHECK(ctx, comm->exec.channels() == static_cast<size_t>(ctx.nranks - 1), "rank %d: %zu channels", ctx.rank,
+               comm->exec.channels());
+    // The other collectives still run, over old channels and new.
+    std::vector<double> x(100003, ctx.rank + 1.0);
+    RANK_CHECK_OK(ctx, ibex_allreduce(x.data(), x.data(), x.size(), IBEX_F64, IBEX_SUM, comm, nullptr));
+    const double want = ctx.nranks * (ctx.nranks + 1) / 2.0;
+    RANK_CHECK(ctx, x[0] == want && x.back() == want, "rank %d: allreduce after alltoall gave %g", ctx.rank, x[0]);
+    ctx.say("rank %d: %zu channels before the first alltoall, %zu after", ctx.rank, before, comm->exec.channels());
+    RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
+    return 0;
+}
+
+TEST(Alltoall, EveryBlockLandsOverTheUdpPort) {
+    for (int n : {2, 3, 5}) {
+        SCOPED_TRACE(std::to_string(n) + " ranks");
+        ibex::test::expect_all_passed(ibex::test::run_ranks(n, [](RankCtx &ctx) { return exchange_body(ctx, false); }),
+                                      n == 5);
+    }
+}
+
+TEST(Alltoall, EveryBlockLandsOverShm) {
+    for (int n : {2, 5}) {
+        SCOPED_TRACE(std::to_string(n) + " ranks");
+        ibex::test::expect_all_passed(ibex::test::run_ranks(n, [](RankCtx &ctx) { return exchange_body(ctx, true); }));
+    }
+}
+
+// Queued without waiting: an alltoall, an allreduce of its output and another alltoall run
+// in the order issued, as on a stream.
+TEST(Alltoall, QueuedBehindAndAheadOfOtherCollectives) {
+    const auto out = ibex::test::run_ranks(6, [](RankCtx &ctx) {
+        ::setenv("IBEX_SHM", "0", 1);
+        ibex_comm_t *comm = nullptr;
+        RANK_CHECK_OK(ctx, ibex::test::init_host_comm(ctx, &comm));
+        const int n = ctx.nranks;
+        const size_t count = 50001;
+        std::vector<float> warm(8, 1.0f), send(count * n), recv(count * n), again(count * n);
+        ibex_request_t *r0 = nullptr, *r1 = nullptr, *r2 = nullptr, *r3 = nullptr;
+        RANK_CHECK_OK(ctx, ibex_allreduce(warm.data(), warm.data(), warm.size(), IBEX_F32, IBEX_SUM, comm, &r0));
+        for (int p = 0; p < n; ++p)
+            for (size_t i = 0; i < count; ++i) send[p * count + i] = static_cast<float>(ctx.rank * 10 + p);
+        RANK_CHECK_OK(ctx, ibex_alltoall(send.data(), recv.data(), count, IBEX_F32, comm, &r1));
+        RANK_CHECK_OK(ctx, ibex_allreduce(recv.data(), recv.data(), recv.size(), IBEX_F32, IBEX_SUM, comm, &r2));
+        RANK_CHECK_OK(ctx, ibex_alltoall(recv.data(), again.data(), count, IBEX_F32, comm, &r3));
+        for (ibex_request_t *r : {r3, r2, r1, r0}) RANK_CHECK_OK(ctx, ibex_wait(r));
+        RANK_CHECK(ctx, warm[0] == static_cast<float>(n), "rank %d: warm-up sum %g", ctx.rank, warm[0]);
+        // recv block q on rank r was q*10 + r; summed over the ranks r: n*10*q + n(n-1)/2.
+        for (int q = 0; q < n; ++q) {
+            const float want = static_cast<float>(n * 10 * q + n * (n - 1) / 2);
+            RANK_CHECK(ctx, recv[q * count] == want && recv[q * count + count - 1] == want,
+                       "rank %d: summed block %d is %g, want %g", ctx.rank, q, recv[q * count], want);
+            // again block q = rank q's recv block for this rank, the sum for block ctx.rank
+            const float want2 = static_cast<float>(n * 10 * ctx.rank + n * (n - 1) / 2);
+            RANK_CHECK(ctx, again[q * count] == want2, "rank %d: second alltoall block %d is %g, want %g", ctx.rank,
+                       q, again[q * count], want2);
+        }
+        RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
+        return 0;
+    });
+    ibex::test::expect_all_passed(out);
+}
+
+TEST(Alltoall, OneRankCopiesItsOwnBlockAndBadArgumentsAreRefused) {
+    ibex_unique_id_t id{};
+    ASSERT_EQ(ibex_get_unique_id(&id), IBEX_OK) << ibex_last_error();
+    ibex_comm_config_t cfg = IBEX_COMM_CONFIG_INIT;
+    cfg.device = "udp:lo";
+    ibex_comm_t *comm = nullptr;
+    ASSERT_EQ(ibex_comm_init_rank(&comm, 1, &id, 0, &cfg), IBEX_OK) << ibex_last_error();
+    std::vector<int32_t> send(1000), recv(1000, -1);
+    for (size_t i = 0; i < send.size(); ++i) send[i] = static_cast<int32_t>(i * 7);
+    ASSERT_EQ(ibex_alltoall(send.data(), recv.data(), send.size(), IBEX_I32, comm, nullptr), IBEX_OK) << ibex_last_error();
+    EXPECT_EQ(recv, send);
+    EXPECT_EQ(ibex_alltoall(send.data(), send.data() + 10, 100, IBEX_I32, comm, nullptr), IBEX_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(ibex_last_error()).find("not in place"), std::string::npos) << ibex_last_error();
+    EXPECT_EQ(ibex_alltoall(nullptr, recv.data(), 4, IBEX_I32, comm, nullptr), IBEX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(ibex_alltoall(send.data(), recv.data(), 4, static_cast<ibex_datatype_t>(99), comm, nullptr),
+              IBEX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(ibex_alltoall(send.data(), recv.data(), 4, IBEX_I32, nullptr, nullptr), IBEX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(ibex_alltoall(nullptr, nullptr, 0, IBEX_I32, comm, nullptr), IBEX_OK) << "nothing to move";
+    EXPECT_EQ(ibex_comm_destroy(comm), IBEX_OK);
+    ibex::bootstrap::release_unique_id(&id);
+}
+
+// A rank that is gone when the others connect every pair: they fail, none hangs.
+TEST(Alltoall, ARankGoneBeforeTheFirstAlltoallFailsTheOthers) {
+    const auto out = ibex::test::run_ranks(4, [](RankCtx &ctx) {
+        ibex_comm_t *comm = nullptr;
+        RANK_CHECK_OK(ctx, ibex::test::init_host_comm(ctx, &comm, 10000));
+        if (ctx.rank == 2) ::_exit(0);
+        std::vector<float> send(4 * 1000, 1.0f), recv(send.size());
+        const auto t0 = std::chrono::steady_clock::now();
+        const ibex_status_t st = ibex_alltoall(send.data(), recv.data(), 1000, IBEX_F32, comm, nullptr);
+        RANK_CHECK(ctx, st != IBEX_OK, "rank %d: alltoall without rank 2 succeeded", ctx.rank);
+        ctx.say("rank %d: %s after %ld ms: %s", ctx.rank, ibex_strerror(st), ibex::test::ms_since(t0), ibex_last_error());
+        RANK_CHECK(ctx, ibex::test::ms_since(t0) < 9000, "rank %d: error only after %ld ms", ctx.rank,
+                   ibex::test::ms_since(t0));
+        RANK_CHECK_OK(ctx, ibex_comm_abort(comm));
+        return 0;
+    });
+    ibex::test::expect_all_passed(out, true);
+}
+
+// A rank killed in the middle of a long alltoall (after the pairs are connected).
+TEST(Alltoall, ARankKilledMidAlltoallFailsTheOthers) {
+    ibex::test::run_with_victim(4, 1, [](RankCtx &ctx, std::atomic<int> *ready) {
+        ::setenv("IBEX_SHM", "0", 1);
+        ibex_comm_t *comm = nullptr;
+        RANK_CHECK_OK(ctx, ibex::test::init_host_comm(ctx, &comm, 10000));
+        const size_t count = size_t(4) << 20; // 16 MiB to each rank
+        std::vector<float> send(count * 4, 1.0f), recv(send.size());
+        RANK_CHECK_OK(ctx, ibex_alltoall(send.data(), recv.data(), 1, IBEX_F32, comm, nullptr)); // connects
+        ready->fetch_add(1);
+        if (ctx.rank == 1) ibex::test::die_when_all_ready(ctx, ready, 20);
+        const auto t0 = std::chrono::steady_clock::now();
+        ibex_status_t st = IBEX_OK;
+        for (int i = 0; i < 20 && st == IBEX_OK; ++i)
+            st = ibex_alltoall(send.data(), recv.data(), count, IBEX_F32, comm, nullptr);
+        RANK_CHECK(ctx, st != IBEX_OK, "rank %d: twenty alltoalls without rank 1 succeeded", ctx.rank);
+        ctx.say("rank %d: %s after %ld ms: %s", ctx.rank, ibex_strerror(st), ibex::test::ms_since(t0), ibex_last_error());
+        RANK_CHECK(ctx, ibex::test::ms_since(t0) < 9000, "rank %d: error only after %ld ms", ctx.rank,
+                   ibex::test::ms_since(t0));
+        RANK_CHECK_OK(ctx, ibex_comm_abort(comm));
+        return 0;
+    }, "alltoall: ");
+}
+
+} // namespace
