@@ -247,6 +247,17 @@ public:
         });
     }
 
+    // The first alltoall connects every pair of ranks (collective, it blocks until all
+    // ranks reach it), so it starts with the GIL released even when async.
+    py::object alltoall(py::handle send, py::handle recv, bool async_op) {
+        return collective(send, recv, Shape::Exchange, async_op, [&](auto &s, auto &r, size_t n, auto t, auto q) {
+            if (!PyGILState_Check()) // run() released it already (not async)
+                return ibex_alltoall(s.data(), r.data(), n, t, comm_, q);
+            py::gil_scoped_release unlocked;
+            return ibex_alltoall(s.data(), r.data(), n, t, comm_, q);
+        });
+    }
+
     py::object broadcast(py::handle send, py::handle recv, int root, bool async_op) {
         return collective(send, recv, Shape::Same, async_op, [&](auto &s, auto &r, size_t n, auto t, auto q) {
             return ibex_broadcast(s.data(), r.data(), n, t, root, comm_, q);
@@ -353,8 +364,8 @@ private:
     }
 
     // How the two buffers' sizes relate: equal; recv holds every rank's send (gather);
-    // send holds every rank's recv (scatter).
-    enum class Shape { Same, Gather, Scatter };
+    // send holds every rank's recv (scatter); equal, a block per rank (exchange).
+    enum class Shape { Same, Gather, Scatter, Exchange };
 
     // Checks the pair against `shape` and runs call(send, recv, count, type, req), where
     // count is the per-rank element count the C API takes.
@@ -364,8 +375,15 @@ private:
         auto [s, r] = pair(send, recv);
         const ibex_datatype_t type = common_type(*s, *r);
         const auto ranks = static_cast<size_t>(size());
-        const size_t count = elements(shape == Shape::Scatter ? *r : *s, type);
-        if (shape == Shape::Scatter)
+        size_t count = elements(shape == Shape::Scatter ? *r : *s, type);
+        if (shape == Shape::Exchange) {
+            if (count % ranks != 0)
+                raise(PyExc_ValueError, "ibex: send holds " + std::to_string(count) + " " +
+                                            ibex_datatype_name(type) + " elements, not a block for each of " +
+                                            std::to_string(ranks) + " ranks");
+            require(*r, type, count, "recv");
+            count /= ranks;
+        } else if (shape == Shape::Scatter)
             require(*s, type, count * ranks, "send");
         else
             require(*r, type, shape == Shape::Gather ? count * ranks : count, "recv");
@@ -475,6 +493,7 @@ PYBIND11_MODULE(_core, m) {
         .def("reduce_scatter", &Comm::reduce_scatter, "send"_a, "recv"_a, "op"_a = IBEX_SUM,
              "async_op"_a = false)
         .def("allgather", &Comm::allgather, "send"_a, "recv"_a, "async_op"_a = false)
+        .def("alltoall", &Comm::alltoall, "send"_a, "recv"_a, "async_op"_a = false)
         .def("broadcast", &Comm::broadcast, "send"_a, "recv"_a = py::none(), "root"_a = 0,
              "async_op"_a = false)
         .def("reduce", &Comm::reduce, "send"_a, "recv"_a = py::none(), "op"_a = IBEX_SUM,

@@ -88,6 +88,9 @@ def numpy_collectives(comm):
         req.wait()
     out["async"] = [float(x[0]) for x in arrays]
     comm.barrier()
+    a2a = np.zeros(2 * n, dtype=np.float32)
+    comm.alltoall(np.arange(2 * n, dtype=np.float32) + 100 * r, a2a)
+    out["alltoall"] = a2a.tolist()
     sub = comm.split(color=r % 2, key=r)
     out["split_size"] = sub.size
     sub.destroy()
@@ -199,6 +202,7 @@ def refusals(comm):
     e["readonly"] = err(lambda: comm.allreduce(np.zeros(4, np.float32), bytes(16)))
     e["not_a_buffer"] = err(lambda: comm.allreduce([1.0, 2.0]))
     e["bad_root"] = err(lambda: comm.broadcast(np.zeros(4), root=comm.size + 3))
+    e["alltoall_blocks"] = err(lambda: comm.alltoall(np.zeros(comm.size + 1), np.zeros(comm.size + 1)))
     if torch is not None:
         e["torch_strided"] = err(lambda: comm.allreduce(torch.ones(4, 4).t()))
         e["torch_sparse"] = err(lambda: comm.allreduce(torch.ones(4).to_sparse()))
@@ -226,6 +230,7 @@ class Collectives(unittest.TestCase):
                 self.assertEqual(out["reduce"], [6.0] * 4)
             self.assertEqual(out["async"], [float(i * n) for i in range(8)])
             self.assertEqual(out["split_size"], 2 if r % 2 == 0 else 1)
+            self.assertEqual(out["alltoall"], [float(100 * q + 2 * r + j) for q in range(n) for j in range(2)])
 
     @unittest.skipIf(torch is None, "torch is not installed")
     def test_torch_tensors_in_place(self):
@@ -284,6 +289,7 @@ class Collectives(unittest.TestCase):
             self.assertIn("BufferError", e["readonly"])
             self.assertIn("TypeError: ibex: expected a torch tensor", e["not_a_buffer"])
             self.assertIn("IbexError: IBEX_ERR_INVALID_ARGUMENT", e["bad_root"])
+            self.assertIn("not a block for each of", e["alltoall_blocks"])
             if torch is not None:
                 self.assertIn("not contiguous", e["torch_strided"])
                 self.assertIn("sparse tensors are not supported", e["torch_sparse"])

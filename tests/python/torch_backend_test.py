@@ -108,6 +108,9 @@ class Collectives(unittest.TestCase):
             self.assertEqual(res["reduce_scatter_base"],
                              [float(world * (3 * r + j) + base) for j in range(3)])
             self.assertEqual(res["async_values"], [float(i * world) for i in range(20)])
+            self.assertEqual(res["alltoall_single"],
+                             [float(100 * q + 2 * r + j) for q in range(world) for j in range(2)])
+            self.assertEqual(res["alltoall_rows"], [q for q in range(world) for _ in range(2)])
 
     def test_two_ranks(self):
         self.check_world(2)
@@ -130,7 +133,8 @@ class BadInput(unittest.TestCase):
             self.assertIn("ReduceOp.BAND is not supported by ibex", e["op_band"])
             self.assertIn("not supported by ibex", e["send"])
             self.assertIn("not supported by ibex", e["gather"])
-            self.assertIn("not supported by ibex", e["alltoall"])
+            self.assertIn("uneven splits (alltoallv) are not supported by ibex", e["alltoall_uneven"])
+            self.assertIn("not supported by ibex", e["alltoall_list"])
             self.assertEqual(e["after"], [2.0, 2.0, 2.0])
 
     def test_world_size_disagreeing_with_rank_0(self):

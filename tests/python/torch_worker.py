@@ -68,6 +68,13 @@ def collectives(rank, world):
     rsb = torch.zeros(3)
     dist._reduce_scatter_base(rsb, torch.arange(3.0 * world) + rank)
     out["reduce_scatter_base"] = rsb.tolist()
+    a2a = torch.zeros(world * 2)
+    dist.all_to_all_single(a2a, torch.arange(world * 2.0) + 100 * rank)
+    out["alltoall_single"] = a2a.tolist()
+    rows = torch.zeros(world * 2, 3, dtype=torch.int64)
+    dist.all_to_all_single(rows, torch.full((world * 2, 3), rank, dtype=torch.int64),
+                           output_split_sizes=[2] * world, input_split_sizes=[2] * world)
+    out["alltoall_rows"] = rows[:, 0].tolist()
     dist.barrier()
     # Many async operations in flight, finished out of order by the caller.
     works = [dist.all_reduce(torch.full((64,), float(i)), async_op=True) for i in range(20)]
@@ -93,8 +100,11 @@ def bad_input(rank, world):
     e["send"] = expect_error(lambda: dist.send(torch.ones(2), (rank + 1) % world))
     e["gather"] = expect_error(lambda: dist.gather(torch.ones(2), [torch.ones(2)] * world
                                                    if rank == 0 else None, dst=0))
-    e["alltoall"] = expect_error(lambda: dist.all_to_all_single(torch.ones(world),
-                                                                torch.ones(world)))
+    e["alltoall_uneven"] = expect_error(lambda: dist.all_to_all_single(
+        torch.ones(4), torch.ones(4), output_split_sizes=[1, 3] + [0] * (world - 2),
+        input_split_sizes=[1, 3] + [0] * (world - 2)))
+    e["alltoall_list"] = expect_error(lambda: dist.all_to_all([torch.ones(1)] * world,
+                                                              [torch.ones(1)] * world))
     # The group still works after refusals.
     t = torch.ones(3)
     dist.all_reduce(t)

@@ -352,10 +352,38 @@ public:
                                            const c10d::ScatterOptions &) override {
         unsupported("scatter");
     }
-    c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor &, at::Tensor &,
-                                                 std::vector<int64_t> &, std::vector<int64_t> &,
-                                                 const c10d::AllToAllOptions &) override {
-        unsupported("alltoall_base");
+    // all_to_all_single: equal blocks (ibex_alltoall); the splits, along dim 0, may be
+    // given as long as they are equal too. Uneven ones (alltoallv) are refused.
+    c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor &output, at::Tensor &input,
+                                                 std::vector<int64_t> &output_split_sizes,
+                                                 std::vector<int64_t> &input_split_sizes,
+                                                 const c10d::AllToAllOptions & /*opts*/) override {
+        check_tensor(input, "alltoall_base");
+        check_same_kind(input, output, "alltoall_base");
+        const int64_t n = getSize();
+        if (input.numel() != output.numel())
+            refuse("alltoall_base: the output holds " + std::to_string(output.numel()) +
+                   " elements, the input " + std::to_string(input.numel()));
+        const int64_t rows = input.dim() > 0 ? input.size(0) : 1;
+        if (rows % n != 0 || input.numel() % n != 0)
+            refuse("alltoall_base: " + std::to_string(rows) + " rows are not a block for each of " +
+                   std::to_string(n) + " ranks");
+        for (const std::vector<int64_t> *splits : {&input_split_sizes, &output_split_sizes}) {
+            if (splits->empty())
+                continue;
+            const bool even = static_cast<int64_t>(splits->size()) == n &&
+                              std::all_of(splits->begin(), splits->end(),
+                                          [&](int64_t rows_each) { return rows_each == rows / n; });
+            if (!even)
+                refuse("alltoall_base: uneven splits (alltoallv) are not supported by ibex; "
+                       "every rank's block must be " + std::to_string(rows / n) + " rows");
+        }
+        return issue(c10d::OpType::ALLTOALL_BASE, "alltoall_base", {output}, {input},
+                     [&](ibex_request_t **req) {
+                         return ibex_alltoall(input.data_ptr(), output.data_ptr(),
+                                              static_cast<size_t>(input.numel() / n),
+                                              datatype_of(input), comm_, req);
+                     });
     }
     c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor> &, std::vector<at::Tensor> &,
                                             const c10d::AllToAllOptions &) override {
