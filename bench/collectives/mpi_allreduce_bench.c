@@ -5,6 +5,9 @@
  * algbw = bytes / time, busbw = algbw x 2(n-1)/n. Rank 0 prints one line per size:
  *   size count time_us algbw_GBps busbw_GBps #wrong
  * The result of one extra operation on integer-valued inputs is checked (#wrong).
+ * -c alltoall: MPI_Alltoall instead, as ibex_alltoall_perf measures ibex_alltoall: the size
+ * is a rank's whole send buffer (a block of size / n bytes for each rank), busbw = algbw x
+ * (n-1)/n.
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -25,7 +28,7 @@ static size_t parse_size(const char *s) {
 
 int main(int argc, char **argv) {
     size_t min_bytes = 8, max_bytes = 64u << 20, factor = 2;
-    int iters = 20, warmup = 1, rank = 0, n = 1;
+    int iters = 20, warmup = 1, rank = 0, n = 1, alltoall = 0;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &n);
@@ -35,8 +38,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-f")) factor = (size_t)atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-n")) iters = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-w")) warmup = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-c") && !strcmp(argv[i + 1], "alltoall")) alltoall = 1;
+        else if (!strcmp(argv[i], "-c") && !strcmp(argv[i + 1], "allreduce")) alltoall = 0;
         else {
-            if (rank == 0) fprintf(stderr, "mpi_allreduce_bench: unknown flag %s (-b -e -f -n -w)\n", argv[i]);
+            if (rank == 0) fprintf(stderr, "mpi_allreduce_bench: unknown flag %s (-b -e -f -n -w -c allreduce|alltoall)\n", argv[i]);
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
     }
@@ -48,11 +53,39 @@ int main(int argc, char **argv) {
     if (!send || !recv) MPI_Abort(MPI_COMM_WORLD, 3);
     memset(recv, 0, max_bytes);
     if (rank == 0) {
-        printf("# MPI_Allreduce float sum, %d ranks, warmup %d iters %d\n", n, warmup, iters);
+        printf("# %s, %d ranks, warmup %d iters %d\n", alltoall ? "MPI_Alltoall float" : "MPI_Allreduce float sum", n,
+               warmup, iters);
         printf("#       size         count      time    algbw    busbw  #wrong\n");
         printf("#        (B)    (elements)      (us)   (GB/s)   (GB/s)\n");
     }
     for (size_t bytes = min_bytes; bytes <= max_bytes; bytes *= factor) {
+        if (alltoall) {
+            const int block = (int)(bytes / sizeof(float) / (size_t)n);
+            if (block == 0) continue;
+            for (int i = 0; i < block * n; ++i) send[i] = (float)((i + rank) % 7 - 3);
+            for (int i = 0; i < warmup; ++i) MPI_Alltoall(send, block, MPI_FLOAT, recv, block, MPI_FLOAT, MPI_COMM_WORLD);
+            MPI_Barrier(MPI_COMM_WORLD);
+            const double t0 = MPI_Wtime();
+            for (int i = 0; i < iters; ++i) MPI_Alltoall(send, block, MPI_FLOAT, recv, block, MPI_FLOAT, MPI_COMM_WORLD);
+            double us = (MPI_Wtime() - t0) * 1e6 / iters, sum_us = 0;
+            MPI_Allreduce(&us, &sum_us, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+            us = sum_us / n;
+            memset(recv, 0xff, (size_t)block * (size_t)n * sizeof(float));
+            MPI_Alltoall(send, block, MPI_FLOAT, recv, block, MPI_FLOAT, MPI_COMM_WORLD);
+            long long wrong = 0, total = 0;
+            for (int q = 0; q < n; ++q) /* block q: rank q's elements for this rank */
+                for (int j = 0; j < block; ++j)
+                    if (recv[q * block + j] != (float)((rank * block + j + q) % 7 - 3)) ++wrong;
+            MPI_Allreduce(&wrong, &total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+            if (rank == 0) {
+                const size_t sent = (size_t)block * (size_t)n * sizeof(float);
+                const double algbw = (double)sent / (us * 1e3);
+                printf("  %10zu  %12d  %8.2f  %7.3f  %7.3f  %6lld\n", sent, block * n, us, algbw,
+                       algbw * (n - 1) / n, total);
+                fflush(stdout);
+            }
+            continue;
+        }
         const int count = (int)(bytes / sizeof(float));
         for (int i = 0; i < count; ++i) send[i] = (float)((i + rank) % 7 - 3);
         for (int i = 0; i < warmup; ++i) MPI_Allreduce(send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);

@@ -8,7 +8,9 @@
 #
 # usage: bench/collectives/run.sh [--build DIR] [--ranks "2 4"] [--devices "udp:lo ..."]
 #                                 [--min 8] [--max 64M] [--iters 10] [--warmup 2] [--out DIR]
-#                                 [--repeat 1]
+#                                 [--repeat 1] [--coll allreduce]
+# --coll alltoall: ibex_alltoall beside MPI_Alltoall instead (the size: a rank's whole send
+# buffer; busbw = algbw (n-1)/n).
 # --repeat N: N rounds, each measuring every column once in turn (one table per round), then
 # per rank count the median (min-max) over the rounds of each ibex / MPI busbw ratio, the
 # ratio being taken within a round (this VM's speed moves between runs).
@@ -28,8 +30,11 @@ ITERS=10
 WARMUP=2
 OUT=
 REPEAT=1
+COLL=allreduce
 source bench/collectives/options.sh # after the cd to the top of the tree
-bench_options run.sh 2,17 build ranks devices min max iters warmup out repeat -- "$@"
+bench_options run.sh 2,20 build ranks devices min max iters warmup out repeat coll -- "$@"
+[[ $COLL == allreduce || $COLL == alltoall ]] || { echo "run.sh: --coll allreduce or alltoall" >&2; exit 2; }
+BUSF=$([[ $COLL == allreduce ]] && echo 2 || echo 1) # busbw = algbw x BUSF (n-1)/n
 [[ -n $OUT ]] || OUT=$(mktemp -d /tmp/ibex_coll_bench.XXXXXX)
 mkdir -p "$OUT"
 
@@ -103,7 +108,7 @@ for n in $RANKS; do
             names+=("ibex:$label")
         else
             measure "ibex_${dev//[^A-Za-z0-9]/_}${suffix:+_shared}_$n" "ibex:$label" ibex_cols \
-                "$PERF" -np "$n" -b "$MIN" -e "$MAX" -f 2 -n "$ITERS" -w "$WARMUP" -d float -o sum --device "$rankdev" \
+                "$PERF" -np "$n" -b "$MIN" -e "$MAX" -f 2 -n "$ITERS" -w "$WARMUP" -d float -o sum --device "$rankdev" --coll "$COLL" \
                 "${shared[@]}"
         fi
         if [[ $dev == dpdk:switch ]]; then
@@ -113,18 +118,18 @@ for n in $RANKS; do
     done
     # Open MPI's TCP BTL skips loopback unless told; ibex's soft provider runs on lo too.
     measure "mpi_tcp_$n" ompi:tcp mpi_cols "${MPIRUN[@]}" -np "$n" --mca btl tcp,self --mca btl_tcp_if_include lo \
-        "$MPIB" -b "$MIN" -e "$MAX" -f 2 -n "$ITERS" -w "$WARMUP"
+        "$MPIB" -b "$MIN" -e "$MAX" -f 2 -n "$ITERS" -w "$WARMUP" -c "$COLL"
     measure "mpi_vader_$n" ompi:vader mpi_cols "${MPIRUN[@]}" -np "$n" --mca btl vader,self \
-        "$MPIB" -b "$MIN" -e "$MAX" -f 2 -n "$ITERS" -w "$WARMUP"
+        "$MPIB" -b "$MIN" -e "$MAX" -f 2 -n "$ITERS" -w "$WARMUP" -c "$COLL"
 
     # Join on size: time and busbw per column, then each ibex device over each MPI.
     echo
-    echo "## $n ranks, float sum, out-of-place: time per allreduce (us) and busbw (GB/s = 10^9 B/s)"
-    awk -v names="${names[*]}" -v ndev="$(wc -w <<<"$DEVICES")" -v n="$n" '
+    echo "## $n ranks, float, out-of-place: time per $COLL (us) and busbw (GB/s = 10^9 B/s)"
+    awk -v names="${names[*]}" -v ndev="$(wc -w <<<"$DEVICES")" -v n="$n" -v busf="$BUSF" '
         BEGIN { nn = split(names, nm, " "); for (i = 1; i < ARGC; i++) idx[ARGV[i]] = i }
         { f = idx[FILENAME] }  # by name: a failed run leaves an empty file, which must keep its column
         $2 > 0 {
-            t[f, $1] = $2; b[f, $1] = $1 / ($2 * 1e3) * 2 * (n - 1) / n  # nccl-tests allreduce busbw
+            t[f, $1] = $2; b[f, $1] = $1 / ($2 * 1e3) * busf * (n - 1) / n  # nccl-tests busbw
             if (!($1 in seen)) { seen[$1] = 1; order[++ns] = $1 }
         }
         END {
@@ -187,4 +192,4 @@ if ((REPEAT > 1)); then
 fi
 echo
 echo "# ratio dev/btl: busbw of ibex on that device / busbw of MPI over that BTL (= MPI time / ibex time);"
-echo "# above 1 means ibex is faster. busbw = size / time x 2(n-1)/n (nccl-tests' allreduce factor)."
+echo "# above 1 means ibex is faster. busbw = size / time x $BUSF(n-1)/n (nccl-tests' $COLL factor)."

@@ -70,7 +70,7 @@ public:
     // One line of the table (nothing when the size holds no element per rank).
     bool measure(size_t bytes, ibex_datatype_t type, ibex_redop_t op, Row *row) {
         const size_t tsize = ibex_datatype_size(type);
-        const bool split = o_.coll == Coll::allgather || o_.coll == Coll::reduce_scatter;
+        const bool split = coll_split(o_.coll);
         const size_t per = bytes / (tsize * (split ? static_cast<size_t>(n_) : 1u)); // elements per op argument
         if (per == 0) return false;
         row->type = type;
@@ -81,7 +81,10 @@ public:
         row->bytes = row->count * tsize;
         if (o_.coll == Coll::allreduce) row->algo = ibex_comm_allreduce_algo(comm_, row->bytes);
         row->oop = run_one(type, op, per, false, row->bytes);
-        row->ip = run_one(type, op, per, true, row->bytes);
+        if (coll_in_place(o_.coll))
+            row->ip = run_one(type, op, per, true, row->bytes);
+        else
+            row->ip.ran = false;
         return true;
     }
 
@@ -130,7 +133,8 @@ private:
     // copied over for GPU buffers).
     void fill(const Args &a, ibex_datatype_t type, ibex_redop_t op, size_t per) {
         void *dst = const_cast<void *>(a.send);
-        const size_t count = o_.coll == Coll::reduce_scatter ? per * static_cast<size_t>(n_) : per;
+        const size_t count =
+            o_.coll == Coll::reduce_scatter || o_.coll == Coll::alltoall ? per * static_cast<size_t>(n_) : per;
         if (!o_.gpu) {
             fill_input(dst, count, type, op, rank_);
             return;
@@ -157,6 +161,7 @@ private:
             check_call(ibex_broadcast(a.send, a.recv, per, type, o_.root, comm_, req), "ibex_broadcast");
             break;
         case Coll::reduce: check_call(ibex_reduce(a.send, a.recv, per, type, op, o_.root, comm_, req), "ibex_reduce"); break;
+        case Coll::alltoall: check_call(ibex_alltoall(a.send, a.recv, per, type, comm_, req), "ibex_alltoall"); break;
         }
     }
 
@@ -194,7 +199,8 @@ private:
             check_call(recv_.fill(0xff), "poisoning the output");
             fill(a, type, op, per);
             issue(a, type, op, per, nullptr);
-            CheckSpec spec{o_.coll, type, op, rank_, n_, o_.root, o_.coll == Coll::allgather ? per * static_cast<size_t>(n_) : per};
+            const bool whole = o_.coll == Coll::allgather || o_.coll == Coll::alltoall;
+            CheckSpec spec{o_.coll, type, op, rank_, n_, o_.root, whole ? per * static_cast<size_t>(n_) : per};
             wrong = sum_over_ranks(wrong_in(a.recv, spec));
         }
         return make_result(o_.coll, n_, table_bytes, us, wrong);

@@ -112,6 +112,12 @@ int64_t count_wrong(const void *out, const CheckSpec &s) {
             break;
         }
         case Coll::broadcast: store(want, s.type, pattern(s.op, s.root, i)); break;
+        case Coll::alltoall: {
+            // Block q came from rank q: its elements for this rank, at rank * per there.
+            const size_t per = s.count / static_cast<size_t>(s.nranks);
+            store(want, s.type, pattern(s.op, static_cast<int>(i / per), static_cast<size_t>(s.rank) * per + i % per));
+            break;
+        }
         }
         if (std::memcmp(want, got + i * sz, sz) != 0) ++wrong;
     }

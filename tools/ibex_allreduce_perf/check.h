@@ -23,7 +23,7 @@ struct CheckSpec {
     int nranks;
     int root;
     size_t count; // elements per rank's result: allreduce/broadcast/reduce count, allgather
-                  // nranks*sendcount, reduce_scatter recvcount
+                  // and alltoall nranks*sendcount, reduce_scatter recvcount
 };
 
 // Elements of out that differ from what `spec` should produce on this rank (0 where this

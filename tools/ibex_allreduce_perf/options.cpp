@@ -17,18 +17,22 @@ const char *coll_name(Coll c) {
     case Coll::allgather: return "allgather";
     case Coll::broadcast: return "broadcast";
     case Coll::reduce: return "reduce";
+    case Coll::alltoall: return "alltoall";
     }
     return "?";
 }
 
 bool coll_reduces(Coll c) { return c == Coll::allreduce || c == Coll::reduce_scatter || c == Coll::reduce; }
 bool coll_rooted(Coll c) { return c == Coll::broadcast || c == Coll::reduce; }
+bool coll_split(Coll c) { return c == Coll::allgather || c == Coll::reduce_scatter || c == Coll::alltoall; }
+bool coll_in_place(Coll c) { return c != Coll::alltoall; }
 
 double bus_factor(Coll c, int n) {
     switch (c) {
     case Coll::allreduce: return 2.0 * (n - 1) / n;
     case Coll::reduce_scatter:
-    case Coll::allgather: return static_cast<double>(n - 1) / n;
+    case Coll::allgather:
+    case Coll::alltoall: return static_cast<double>(n - 1) / n;
     default: return 1.0;
     }
 }
@@ -107,7 +111,7 @@ bool parse_op(std::string_view s, ibex_redop_t *out) {
 }
 
 bool parse_coll(std::string_view s, Coll *out) {
-    for (Coll c : {Coll::allreduce, Coll::reduce_scatter, Coll::allgather, Coll::broadcast, Coll::reduce}) {
+    for (Coll c : {Coll::allreduce, Coll::reduce_scatter, Coll::allgather, Coll::broadcast, Coll::reduce, Coll::alltoall}) {
         if (s == coll_name(c)) {
             *out = c;
             return true;
@@ -234,7 +238,7 @@ std::string parse_options(int argc, char **argv, Coll default_coll, Options *o) 
             o->bind = std::strcmp(value, "core") == 0;
         } else if (f == "coll") {
             if (!parse_coll(value, &o->coll))
-                return bad(name.c_str(), value, "expected allreduce, reduce_scatter, allgather, broadcast or reduce");
+                return bad(name.c_str(), value, "expected allreduce, reduce_scatter, allgather, broadcast, reduce or alltoall");
         } else if (f == "device") {
             o->device = value;
         } else if (f == "gpu") {
@@ -287,7 +291,8 @@ void print_usage(const char *prog) {
         "  -z, --blocking <0/1>       1: wait for each operation before issuing the next (default 0)\n"
         "  -a, --average <0/1/2/3>    time of rank 0, mean, min or max over ranks (default 1)\n"
         "  -T, --timeout <s>          fail a collective that waits longer (default IBEX_TIMEOUT_MS, 30 s)\n"
-        "      --coll <name>          allreduce, reduce_scatter, allgather, broadcast or reduce\n"
+        "      --coll <name>          allreduce, reduce_scatter, allgather, broadcast, reduce or\n"
+        "                             alltoall (out of place only: its in-place columns print N/A)\n"
         "                             (default from the program name: ibex_allreduce_perf, ...)\n"
         "  -np <n>                    fork n local ranks (one host); without it the ranks come from\n"
         "                             mpirun, srun, torchrun or IBEX_RANK/IBEX_NRANKS, else 1 rank\n"

@@ -22,6 +22,10 @@ void print_header(FILE *f) {
 
 namespace {
 void print_result(FILE *f, const Result &r) {
+    if (!r.ran) {
+        std::fprintf(f, "  %8s  %7s  %7s  %6s", "N/A", "N/A", "N/A", "N/A");
+        return;
+    }
     // Long times lose their decimals so the column keeps its width.
     if (r.time_us >= 10000.0) std::fprintf(f, "  %8.0f", r.time_us);
     else std::fprintf(f, "  %8.2f", r.time_us);
@@ -43,10 +47,12 @@ void print_row(FILE *f, const Row &r) {
 double average_busbw(const std::vector<Row> &rows) {
     double sum = 0;
     size_t n = 0;
-    for (const Row &r : rows) {
-        sum += r.oop.busbw + r.ip.busbw;
-        n += 2;
-    }
+    for (const Row &r : rows)
+        for (const Result *x : {&r.oop, &r.ip})
+            if (x->ran) {
+                sum += x->busbw;
+                ++n;
+            }
     return n ? sum / static_cast<double>(n) : 0.0;
 }
 
@@ -60,6 +66,10 @@ void print_footer(FILE *f, const std::vector<Row> &rows, long long total_wrong, 
 
 namespace {
 void json_result(FILE *f, const char *name, const Result &r) {
+    if (!r.ran) {
+        std::fprintf(f, "\"%s\": null", name);
+        return;
+    }
     // %.9g, not fixed decimals: a slow 8-byte operation's algbw is far below 1e-6 GB/s and must not read as 0.
     std::fprintf(f, "\"%s\": {\"time_us\": %.9g, \"algbw_GBps\": %.9g, \"busbw_GBps\": %.9g, \"wrong\": ", name,
                  r.time_us, r.algbw, r.busbw);

@@ -15,6 +15,7 @@ struct Result {
     double algbw = 0; // GB/s (10^9 bytes)
     double busbw = 0;
     long long wrong = -1; // -1: not checked (N/A)
+    bool ran = true;      // false: the collective has no such form (alltoall in place): N/A
 };
 
 struct Row {

@@ -36,6 +36,12 @@ std::vector<uint8_t> reference_result(const CheckSpec &s, size_t inputs_per_rank
             break;
         }
         case Coll::broadcast: std::memcpy(dst, &in[static_cast<size_t>(s.root)][i * sz], sz); break;
+        case Coll::alltoall: {
+            // block q: rank q's elements for this rank
+            const size_t per = s.count / static_cast<size_t>(s.nranks);
+            std::memcpy(dst, &in[i / per][(static_cast<size_t>(s.rank) * per + i % per) * sz], sz);
+            break;
+        }
         }
     }
     return out;
@@ -55,9 +61,11 @@ TEST(CollPerfCheck, ReferenceResultsPassAndCorruptionIsCounted) {
                     {Coll::allgather, type, rop, 0, n, 0, per * static_cast<size_t>(n)},
                     {Coll::broadcast, type, rop, 0, n, n - 1, per},
                     {Coll::reduce, type, rop, n / 2, n, n / 2, per},
+                    {Coll::alltoall, type, rop, n / 2, n, 0, per * static_cast<size_t>(n)},
                 };
                 for (const CheckSpec &s : specs) {
-                    const size_t inputs = s.coll == Coll::reduce_scatter ? per * static_cast<size_t>(n) : per;
+                    const size_t inputs =
+                        s.coll == Coll::reduce_scatter || s.coll == Coll::alltoall ? per * static_cast<size_t>(n) : per;
                     std::vector<uint8_t> got = reference_result(s, inputs);
                     ASSERT_EQ(count_wrong(got.data(), s), 0) << coll_name(s.coll);
                     const size_t sz = ibex_datatype_size(type);

@@ -67,6 +67,10 @@ TEST(CollPerfOptions, AllTypesAllOpsAndTheCollectiveFromNameOrFlag) {
     EXPECT_EQ(o.coll, Coll::reduce_scatter);
     ASSERT_EQ(parse({"--coll", "all_gather"}, &o), "");
     EXPECT_EQ(o.coll, Coll::allgather);
+    ASSERT_EQ(parse({"--coll", "alltoall"}, &o), "");
+    EXPECT_EQ(o.coll, Coll::alltoall);
+    EXPECT_FALSE(coll_in_place(Coll::alltoall));
+    EXPECT_TRUE(coll_split(Coll::alltoall));
 }
 
 TEST(CollPerfOptions, GpuBuffersByDashGOrMem) {
@@ -102,7 +106,7 @@ TEST(CollPerfOptions, BadInputNamesTheFlag) {
     Options o;
     const std::pair<std::vector<const char *>, const char *> cases[] = {
         {{"-b", "12Q"}, "-b"},          {{"-d", "float8"}, "-d"},         {{"-o", "xor"}, "-o"},
-        {{"-np", "0"}, "-np"},          {{"-n", "0"}, "-n"},              {{"--coll", "alltoall"}, "--coll"},
+        {{"-np", "0"}, "-np"},          {{"-n", "0"}, "-n"},              {{"--coll", "alltoallv"}, "--coll"},
         {{"--algo", "magic"}, "--algo"}, {{"-z", "2"}, "-z"},             {{"--bogus"}, "--bogus"},
         {{"-e"}, "-e"},                 {{"-b", "2M", "-e", "1M"}, "-b"}, {{"stray"}, "stray"},
         {{"-G", "2"}, "-G"},            {{"--mem", "gpu"}, "--mem"},
@@ -145,6 +149,7 @@ TEST(CollPerfOptions, BusBandwidthFactorsAreNcclTests) {
     EXPECT_DOUBLE_EQ(bus_factor(Coll::allgather, 8), 0.875);
     EXPECT_DOUBLE_EQ(bus_factor(Coll::broadcast, 8), 1.0);
     EXPECT_DOUBLE_EQ(bus_factor(Coll::reduce, 3), 1.0);
+    EXPECT_DOUBLE_EQ(bus_factor(Coll::alltoall, 4), 0.75);
 }
 
 } // namespace
