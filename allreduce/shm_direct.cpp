@@ -183,7 +183,7 @@ ibex_status_t ShmDirect::open_staging(ibex_comm *c) {
 ibex_pd_t *ShmDirect::shared_pd() const { return min_bytes_ && link_ >= 0 ? comm_->exec.pd(link_) : nullptr; }
 
 bool ShmDirect::takes(const Op &op) const {
-    if (!min_bytes_ || op.kind == OpKind::alltoall) return false;
+    if (!min_bytes_) return false;
     // The larger side is the whole buffer (the input of a reduce-scatter, the output of an
     // allgather), the same on every rank whichever side a rank leaves unused.
     const OpBytes b = op_bytes(op, rank_, nranks_);
@@ -197,7 +197,8 @@ bool ShmDirect::stages(OpKind kind, size_t whole) const {
     // process_vm_readv (broadcast) is a single copy, where the staging makes two; measured
     // 0.68-1.03x of it at 256 KiB-16 MiB (bench/collectives/staged.sh). From three ranks
     // the staging wins (0.92-1.77x).
-    return !(cma_ok_ && nranks_ == 2 && (kind == OpKind::allgather || kind == OpKind::broadcast));
+    return !(cma_ok_ && nranks_ == 2 &&
+             (kind == OpKind::allgather || kind == OpKind::broadcast || kind == OpKind::alltoall));
 }
 
 bool ShmDirect::takes_allreduce(size_t bytes) const {
@@ -383,6 +384,7 @@ bool ShmDirect::stage_in(const Op &op) {
         }
         return true;
     case OpKind::reduce_scatter: // the blocks the peers reduce
+    case OpKind::alltoall:       // the blocks the peers take
         for (int q = 0; q < nranks_; ++q)
             if (q != rank_) copy_bypassing_cache(in + q * bytes, send + q * bytes, bytes);
         return true;
@@ -392,7 +394,6 @@ bool ShmDirect::stage_in(const Op &op) {
         copy_bypassing_cache(in, send, bytes);
         return true;
     case OpKind::barrier:
-    case OpKind::alltoall:
     case OpKind::probe: return false;
     }
     return false;
@@ -421,6 +422,25 @@ ibex_status_t ShmDirect::reduce_from_staging(const Op &op, size_t src, uint8_t *
                     IBEX_TRY(write_to(q, at, dst, bytes));
             return IBEX_OK;
         });
+}
+
+ibex_status_t ShmDirect::take_blocks(const Op &op, bool staged) {
+    // Alltoall: rank r takes block r of every peer's send buffer (only it reads there, and
+    // only it writes its own receive buffer), from the peer's staging, its mapped shared
+    // buffer, or with process_vm_readv.
+    const CollArgs &a = op.args;
+    const size_t bytes = a.count * ibex_datatype_size(a.type), mine = static_cast<size_t>(rank_) * bytes;
+    auto *recv = static_cast<uint8_t *>(a.recvbuf);
+    for (int q = 0; q < nranks_; ++q) {
+        uint8_t *dst = recv + static_cast<size_t>(q) * bytes;
+        if (q == rank_)
+            std::memcpy(dst, static_cast<const uint8_t *>(a.sendbuf) + mine, bytes); // never in place
+        else if (staged && !send_shared(q))
+            std::memcpy(dst, stage_of_[static_cast<size_t>(q)] + mine, bytes);
+        else
+            IBEX_TRY(read_from(q, dst, mine, bytes));
+    }
+    return IBEX_OK;
 }
 
 ibex_status_t ShmDirect::run_staged(const Op &op) {
@@ -467,8 +487,8 @@ ibex_status_t ShmDirect::run_staged(const Op &op) {
         else if (recv != a.sendbuf)
             std::memmove(recv, a.sendbuf, bytes);
         return IBEX_OK;
+    case OpKind::alltoall: return take_blocks(op, true);
     case OpKind::barrier:
-    case OpKind::alltoall:
     case OpKind::probe: return IBEX_OK;
     }
     return IBEX_OK;
@@ -515,8 +535,8 @@ ibex_status_t ShmDirect::run_local(const Op &op) {
             return IBEX_OK;
         }
         return read_from(a.root, recv, 0, bytes);
+    case OpKind::alltoall: return take_blocks(op, false);
     case OpKind::barrier:
-    case OpKind::alltoall:
     case OpKind::probe: break;
     }
     return IBEX_OK;

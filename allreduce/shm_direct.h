@@ -17,6 +17,7 @@
 //        r of every send buffer into its own receive buffer;
 //      - allgather: rank r writes its block into every peer's receive buffer;
 //      - broadcast: every rank reads the root's buffer;
+//      - alltoall: rank r reads block r of every peer's send buffer into its receive buffer;
 //   3. a barrier: every result is in place and nobody touches this rank's buffers any
 //      more, so the call may return.
 // Per rank an allreduce moves (n-1)/n of the buffer in and (n-1)/n out across address
@@ -40,6 +41,8 @@
 // step 2. Reduce-scatter: step 0 stages the blocks q != r, step 1 reduces block r into the
 // receive buffer. Allgather: step 0 stages this rank's block at its place, step 1 copies every
 // peer's out. Broadcast: the root stages its buffer, the others copy it out in step 1.
+// Alltoall: step 0 stages the blocks q != r, step 1 copies block r out of every peer's input
+// area (two ranks with process_vm_* keep it instead: one copy against two).
 // Three (allreduce, reduce) or two memcpy-speed passes and no page pinning. Reuse is safe without
 // a third round: a rank's next step 0 writes its input area, which peers read only in their
 // step 1, done before their barrier word; its next step 1 writes its result area, which
@@ -179,6 +182,9 @@ private:
     bool stages(OpKind kind, size_t whole) const;
     bool stage_in(const Op &op); // false: nothing to stage on this rank
     ibex_status_t run_staged(const Op &op);
+    // Alltoall's local phase: block rank_ of every peer's send buffer (staged: from their
+    // input areas where the buffer is not shared).
+    ibex_status_t take_blocks(const Op &op, bool staged);
     void finish_staged(const Op &op);
     // Reduces count elements in rank order, block by block: rank q's input at byte offset
     // src of this rank's send buffer (q == rank_) or of q's input area, into out; each

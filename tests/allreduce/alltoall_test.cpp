@@ -79,6 +79,55 @@ TEST(Alltoall, EveryBlockLandsOverShm) {
     }
 }
 
+// Ranks of one host read their blocks straight out of the peers' send buffers
+// (allreduce/shm_direct.h): through the peers' staging by default, with process_vm_readv
+// without it (and for two ranks), and in place from buffers the peers map
+// (ibex_comm_mem_alloc); below IBEX_SHM_DIRECT_MIN the scheduled path over shm QPs.
+TEST(Alltoall, OneHostReadsBlocksStraightFromThePeers) {
+    for (int n : {2, 3}) {
+        SCOPED_TRACE(std::to_string(n) + " ranks");
+        ibex::test::expect_all_passed(ibex::test::run_ranks(n, [](RankCtx &ctx) {
+            ibex_comm_t *staged = nullptr, *attach = nullptr;
+            RANK_CHECK_OK(ctx, ibex::test::init_host_comm(ctx, &staged));
+            ::setenv("IBEX_SHM_STAGE_BYTES", "0", 1);
+            RANK_CHECK_OK(ctx, ibex_comm_split(staged, 0, ctx.rank, &attach));
+            ::unsetenv("IBEX_SHM_STAGE_BYTES");
+            RANK_CHECK(ctx, staged->direct.enabled() && attach->direct.enabled(), "rank %d: no direct path", ctx.rank);
+            for (ibex_comm_t *comm : {staged, attach}) {
+                const uint64_t taken = comm->direct.taken(), was_staged = comm->direct.staged();
+                if (int rc = exchange<float>(ctx, comm, IBEX_F32, 100003)) return rc; // direct
+                if (int rc = exchange<uint8_t>(ctx, comm, IBEX_U8, 7)) return rc;     // below: scheduled
+                if (int rc = exchange<int64_t>(ctx, comm, IBEX_I64, 4099)) return rc; // direct
+                RANK_CHECK(ctx, comm->direct.taken() == taken + 2, "rank %d: %llu alltoalls taken directly, want 2",
+                           ctx.rank, static_cast<unsigned long long>(comm->direct.taken() - taken));
+                const uint64_t want_staged = comm == staged && ctx.nranks > 2 ? 2 : 0;
+                RANK_CHECK(ctx, comm->direct.staged() - was_staged == want_staged,
+                           "rank %d: %llu staged, want %llu (staging %zu bytes)", ctx.rank,
+                           static_cast<unsigned long long>(comm->direct.staged() - was_staged),
+                           static_cast<unsigned long long>(want_staged), comm->direct.stage_bytes());
+            }
+            // Buffers the peers map: read in place.
+            const size_t count = 30011, n = static_cast<size_t>(ctx.nranks);
+            void *sp = nullptr, *rp = nullptr;
+            RANK_CHECK_OK(ctx, ibex_comm_mem_alloc(staged, count * n * sizeof(int32_t), &sp));
+            RANK_CHECK_OK(ctx, ibex_comm_mem_alloc(staged, count * n * sizeof(int32_t), &rp));
+            auto *s = static_cast<int32_t *>(sp), *r = static_cast<int32_t *>(rp);
+            for (size_t p = 0; p < n; ++p)
+                for (size_t i = 0; i < count; ++i) s[p * count + i] = value<int32_t>(ctx.rank, static_cast<int>(p), i);
+            RANK_CHECK_OK(ctx, ibex_alltoall(s, r, count, IBEX_I32, staged, nullptr));
+            for (size_t q = 0; q < n; ++q)
+                for (size_t i = 0; i < count; ++i)
+                    RANK_CHECK(ctx, r[q * count + i] == value<int32_t>(static_cast<int>(q), ctx.rank, i),
+                               "rank %d: shared buffers, element %zu of rank %zu's block", ctx.rank, i, q);
+            RANK_CHECK_OK(ctx, ibex_comm_mem_free(staged, sp));
+            RANK_CHECK_OK(ctx, ibex_comm_mem_free(staged, rp));
+            RANK_CHECK_OK(ctx, ibex_comm_destroy(attach));
+            RANK_CHECK_OK(ctx, ibex_comm_destroy(staged));
+            return 0;
+        }));
+    }
+}
+
 // Queued without waiting: an alltoall, an allreduce of its output and another alltoall run
 // in the order issued, as on a stream.
 TEST(Alltoall, QueuedBehindAndAheadOfOtherCollectives) {
