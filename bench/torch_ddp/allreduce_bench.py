@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""torch.distributed.all_reduce alone on any backend: the median of 200 calls after 20
-warm-up calls, on rank 0. Run under torchrun; compare backends in one sitting.
+"""torch.distributed.all_reduce (or --op all_to_all_single) alone on any backend: the
+median of 200 calls after 20 warm-up calls, on rank 0. Run under torchrun; compare
+backends in one sitting.
 
     PYTHONPATH=build/python torchrun --redirects 1 --tee 1 --nproc_per_node 2 \\
         bench/torch_ddp/allreduce_bench.py --backend ibex --floats 400000
@@ -20,6 +21,8 @@ def main():
     p.add_argument("--backend", default="ibex")
     p.add_argument("--floats", type=int, default=400000, help="float32 elements")
     p.add_argument("--iters", type=int, default=200)
+    p.add_argument("--op", default="all_reduce", choices=["all_reduce", "all_to_all_single"],
+                   help="all_to_all_single: --floats is a rank's whole send buffer, a block per rank")
     a = p.parse_args()
     torch.set_num_threads(1)
     if a.backend == "ibex":
@@ -27,15 +30,17 @@ def main():
 
     dist.init_process_group(a.backend)
     t = torch.ones(a.floats)
+    out = torch.empty_like(t)
+    call = (lambda: dist.all_reduce(t)) if a.op == "all_reduce" else (lambda: dist.all_to_all_single(out, t))
     for _ in range(20):
-        dist.all_reduce(t)
+        call()
     times = []
     for _ in range(a.iters):
         t0 = time.perf_counter()
-        dist.all_reduce(t)
+        call()
         times.append(time.perf_counter() - t0)
     if dist.get_rank() == 0:
-        print(f"{a.backend} {os.environ.get('IBEX_DEVICE', '')} {a.floats * 4} B x "
+        print(f"{a.op} {a.backend} {os.environ.get('IBEX_DEVICE', '')} {a.floats * 4} B x "
               f"{dist.get_world_size()} ranks: median {statistics.median(times) * 1e6:.1f} us")
     dist.destroy_process_group()
 
