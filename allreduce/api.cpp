@@ -1,6 +1,10 @@
 // The collectives C API (ibex/coll.h): argument checks, then the communicator's stream.
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "allreduce/comm.h"
 #include "allreduce/op_start.h"
@@ -270,6 +274,50 @@ ibex_status_t ibex_alltoall(const void *sendbuf, void *recvbuf, size_t count, ib
     // (every rank reaches this call at the same place in its sequence of collectives).
     IBEX_TRY(comm_connect_all(comm));
     return run(comm, make_op(OpKind::alltoall, sendbuf, recvbuf, count, type, IBEX_SUM, 0), req);
+}
+
+ibex_status_t ibex_alltoallv(const void *sendbuf, const size_t *sendcounts, const size_t *sdispls, void *recvbuf,
+                             const size_t *recvcounts, const size_t *rdispls, ibex_datatype_t type, ibex_comm_t *comm,
+                             ibex_request_t **req) {
+    ibex::clear_error();
+    IBEX_TRY(check_call(__func__, comm, type, nullptr, true));
+    IBEX_COLL_CHECK(sendcounts && sdispls && recvcounts && rdispls, "ibex_alltoallv: NULL count or displacement array");
+    const size_t n = static_cast<size_t>(comm->nranks), me = static_cast<size_t>(comm->rank);
+    const size_t elem = ibex_datatype_size(type);
+    IBEX_COLL_CHECK(sendcounts[me] == recvcounts[me],
+                    "ibex_alltoallv: this rank sends itself %zu elements but receives %zu from itself", sendcounts[me],
+                    recvcounts[me]);
+    // Blocks as byte ranges (empty ones left out), checked for overflow on the way.
+    using Range = std::pair<uintptr_t, uintptr_t>;
+    std::vector<Range> sends, recvs;
+    size_t total = 0;
+    constexpr size_t kMaxElems = size_t(1) << 56;
+    for (size_t p = 0; p < n; ++p) {
+        for (const auto &[base, count, displ, out] :
+             {std::tuple{reinterpret_cast<uintptr_t>(sendbuf), sendcounts[p], sdispls[p], &sends},
+              std::tuple{reinterpret_cast<uintptr_t>(recvbuf), recvcounts[p], rdispls[p], &recvs}}) {
+            if (!count) continue;
+            IBEX_COLL_CHECK(count < kMaxElems && displ < kMaxElems, "ibex_alltoallv: block for rank %zu is out of range",
+                            p);
+            IBEX_COLL_CHECK(base, "ibex_alltoallv: NULL buffer with a block of %zu elements for rank %zu", count, p);
+            out->push_back({base + displ * elem, base + (displ + count) * elem});
+            total += count;
+        }
+    }
+    std::sort(recvs.begin(), recvs.end());
+    std::sort(sends.begin(), sends.end());
+    for (size_t i = 1; i < recvs.size(); ++i)
+        IBEX_COLL_CHECK(recvs[i].first >= recvs[i - 1].second, "ibex_alltoallv: two receive blocks overlap");
+    for (size_t i = 0, j = 0; i < sends.size() && j < recvs.size();) {
+        IBEX_COLL_CHECK(sends[i].second <= recvs[j].first || recvs[j].second <= sends[i].first,
+                        "ibex_alltoallv: a receive block overlaps a send block; alltoallv is not in place");
+        (sends[i].second <= recvs[j].second ? i : j)++;
+    }
+    IBEX_TRY(comm_connect_all(comm));
+    Op o = make_op(OpKind::alltoallv, sendbuf, recvbuf, total, type, IBEX_SUM, 0);
+    o.blocks.reserve(4 * n);
+    for (const size_t *a : {sendcounts, sdispls, recvcounts, rdispls}) o.blocks.insert(o.blocks.end(), a, a + n);
+    return run(comm, std::move(o), req);
 }
 
 ibex_status_t ibex_broadcast(const void *sendbuf, void *recvbuf, size_t count, ibex_datatype_t type, int root,

@@ -157,7 +157,8 @@ bool Fastbox::takes(const ibex_comm *c, const Op &op) const {
     if (!max_bytes_) return false;
     switch (op.kind) {
     case OpKind::probe:
-    case OpKind::alltoall: return false; // every rank's block differs per peer: the executor's
+    case OpKind::alltoall:
+    case OpKind::alltoallv: return false; // every rank's block differs per peer: the executor's
     case OpKind::barrier: return true;
     default: break;
     }
@@ -297,6 +298,7 @@ ibex_status_t Fastbox::finish(const Op &op, const uint8_t *own) {
         return IBEX_OK;
     case OpKind::barrier:
     case OpKind::alltoall:
+    case OpKind::alltoallv:
     case OpKind::probe: return IBEX_OK;
     }
     return IBEX_OK;

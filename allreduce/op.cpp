@@ -1,5 +1,7 @@
 #include "allreduce/op.h"
 
+#include <algorithm>
+
 #include "runtime/base/status.h"
 
 namespace ibex::coll {
@@ -14,6 +16,7 @@ const char *op_kind_name(OpKind k) {
     case OpKind::barrier: return "barrier";
     case OpKind::probe: return "probe";
     case OpKind::alltoall: return "alltoall";
+    case OpKind::alltoallv: return "alltoallv";
     }
     return "?";
 }
@@ -27,10 +30,28 @@ OpBytes op_bytes(const Op &op, int rank, int nranks) {
     case OpKind::reduce_scatter: return {n * bytes, bytes, false};
     case OpKind::allgather: return {bytes, n * bytes, false};
     case OpKind::alltoall: return {n * bytes, n * bytes, false};
+    case OpKind::alltoallv: {
+        // The extent of each side: from the buffer's start to the end of its last block.
+        const AlltoallvBlocks b = alltoallv_blocks(op, nranks);
+        const size_t elem = ibex_datatype_size(op.args.type);
+        size_t send = 0, recv = 0;
+        for (size_t p = 0; p < n && b.sendcounts.size() == n; ++p) {
+            if (b.sendcounts[p]) send = std::max(send, (b.sdispls[p] + b.sendcounts[p]) * elem);
+            if (b.recvcounts[p]) recv = std::max(recv, (b.rdispls[p] + b.recvcounts[p]) * elem);
+        }
+        return {send, recv, false};
+    }
     case OpKind::barrier:
     case OpKind::probe: break;
     }
     return {};
+}
+
+AlltoallvBlocks alltoallv_blocks(const Op &op, int nranks) {
+    const size_t n = static_cast<size_t>(nranks);
+    if (op.blocks.size() != 4 * n) return {};
+    const std::span<const size_t> all(op.blocks);
+    return {all.subspan(0, n), all.subspan(n, n), all.subspan(2 * n, n), all.subspan(3 * n, n)};
 }
 
 namespace {

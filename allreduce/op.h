@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -15,7 +16,7 @@
 
 namespace ibex::coll {
 
-enum class OpKind { allreduce, reduce_scatter, allgather, broadcast, reduce, barrier, probe, alltoall };
+enum class OpKind { allreduce, reduce_scatter, allgather, broadcast, reduce, barrier, probe, alltoall, alltoallv };
 
 const char *op_kind_name(OpKind k);
 
@@ -33,6 +34,9 @@ struct Op {
     // allreduce only: run this algorithm, not the cost model's choice or IBEX_ALGO's
     // (calibration times the hierarchical schedule itself). Always scheduled.
     std::optional<Algo> algo;
+    // alltoallv only: sendcounts, sdispls, recvcounts, rdispls, nranks each, in elements
+    // (copied from the caller's arrays; args.count is the elements sent and received).
+    std::vector<size_t> blocks;
     // probe only
     int pings = 0;
     size_t bulk = 0;
@@ -48,6 +52,12 @@ struct OpBytes {
     bool elementwise = false;
 };
 OpBytes op_bytes(const Op &op, int rank, int nranks);
+
+// alltoallv's arrays in Op::blocks.
+struct AlltoallvBlocks {
+    std::span<const size_t> sendcounts, sdispls, recvcounts, rdispls;
+};
+AlltoallvBlocks alltoallv_blocks(const Op &op, int nranks);
 
 // An op's call as one word, type | reduction op << 8 | kind << 16 (the reduction op only
 // where the collective reduces), for ranks to compare what each of them called.

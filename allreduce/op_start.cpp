@@ -73,6 +73,7 @@ ibex_status_t start_op(ibex_comm *c, Op &op, bool *empty) {
     case OpKind::allreduce:
     case OpKind::allgather:
     case OpKind::alltoall:
+    case OpKind::alltoallv:
     case OpKind::broadcast: break;
     }
     *empty = false;
@@ -93,7 +94,9 @@ ibex_status_t start_op(ibex_comm *c, Op &op, bool *empty) {
     // Built in the memo's own schedule (its storage reused op after op), which the
     // executor copies; kept for the next identical call where that may be.
     ScheduleMemo &memo = c->last_schedule;
-    if (op.kind != OpKind::probe && memo.matches(op.kind, op.algo, a))
+    // alltoallv's counts are not in the args: its schedules are not kept.
+    const bool memoizable = op.kind != OpKind::probe && op.kind != OpKind::alltoallv;
+    if (memoizable && memo.matches(op.kind, op.algo, a))
         return c->exec.start(memo.schedule, a.type, a.op, c->caches, op.times != nullptr);
     memo.forget();
     const Algo algo = op.algo ? *op.algo : comm_algo(c, a.count * elem);
@@ -122,6 +125,11 @@ ibex_status_t start_op(ibex_comm *c, Op &op, bool *empty) {
         break;
     case OpKind::broadcast: build_chain_broadcast(a, b); break;
     case OpKind::alltoall: build_pairwise_alltoall(a, b); break;
+    case OpKind::alltoallv: {
+        const AlltoallvBlocks v = alltoallv_blocks(op, c->nranks);
+        build_pairwise_alltoallv(a, v.sendcounts, v.sdispls, v.recvcounts, v.rdispls, b);
+        break;
+    }
     case OpKind::reduce: build_chain_reduce(a, b); break;
     case OpKind::probe: build_probe(c->rank, op.partner, op.pings, op.bulk, c->scratch, b); break;
     }
@@ -130,7 +138,7 @@ ibex_status_t start_op(ibex_comm *c, Op &op, bool *empty) {
         *empty = !c->sumsrv.active();
         return IBEX_OK;
     }
-    if (op.kind != OpKind::probe && !c->sumsrv.active()) memo.keep(op.kind, op.algo, a);
+    if (memoizable && !c->sumsrv.active()) memo.keep(op.kind, op.algo, a);
     return c->exec.start(s, op.kind == OpKind::probe ? IBEX_U8 : a.type, a.op, c->caches, op.times != nullptr);
 }
 

@@ -183,7 +183,8 @@ ibex_status_t ShmDirect::open_staging(ibex_comm *c) {
 ibex_pd_t *ShmDirect::shared_pd() const { return min_bytes_ && link_ >= 0 ? comm_->exec.pd(link_) : nullptr; }
 
 bool ShmDirect::takes(const Op &op) const {
-    if (!min_bytes_) return false;
+    // alltoallv's blocks differ per pair, and its announce round carries one count.
+    if (!min_bytes_ || op.kind == OpKind::alltoallv) return false;
     // The larger side is the whole buffer (the input of a reduce-scatter, the output of an
     // allgather), the same on every rank whichever side a rank leaves unused.
     const OpBytes b = op_bytes(op, rank_, nranks_);
@@ -394,6 +395,7 @@ bool ShmDirect::stage_in(const Op &op) {
         copy_bypassing_cache(in, send, bytes);
         return true;
     case OpKind::barrier:
+    case OpKind::alltoallv:
     case OpKind::probe: return false;
     }
     return false;
@@ -489,6 +491,7 @@ ibex_status_t ShmDirect::run_staged(const Op &op) {
         return IBEX_OK;
     case OpKind::alltoall: return take_blocks(op, true);
     case OpKind::barrier:
+    case OpKind::alltoallv:
     case OpKind::probe: return IBEX_OK;
     }
     return IBEX_OK;
@@ -537,6 +540,7 @@ ibex_status_t ShmDirect::run_local(const Op &op) {
         return read_from(a.root, recv, 0, bytes);
     case OpKind::alltoall: return take_blocks(op, false);
     case OpKind::barrier:
+    case OpKind::alltoallv:
     case OpKind::probe: break;
     }
     return IBEX_OK;

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -116,6 +117,10 @@ void build_chain_reduce(const CollArgs &a, ScheduleBuilder &b); // partials in s
 // sendbuf) goes to p, which puts it at r * count of its recvbuf; r's own block is a local
 // copy. Needs a connection to every peer (comm_connect_all).
 void build_pairwise_alltoall(const CollArgs &a, ScheduleBuilder &b);
+// Uneven blocks (alltoallv): sendcounts[p] elements at sdispls[p] to p, recvcounts[q] from
+// q at rdispls[q] (nranks each; the caller checked that a rank's own two agree).
+void build_pairwise_alltoallv(const CollArgs &a, std::span<const size_t> sendcounts, std::span<const size_t> sdispls,
+                              std::span<const size_t> recvcounts, std::span<const size_t> rdispls, ScheduleBuilder &b);
 
 // hierarchical.cpp: which ranks share a host, and the collectives built on it: reduce
 // inside each host, cross the network once per local rank (one rail each), spread inside.

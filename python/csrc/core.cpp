@@ -248,14 +248,50 @@ public:
     }
 
     // The first alltoall connects every pair of ranks (collective, it blocks until all
-    // ranks reach it), so it starts with the GIL released even when async.
-    py::object alltoall(py::handle send, py::handle recv, bool async_op) {
-        return collective(send, recv, Shape::Exchange, async_op, [&](auto &s, auto &r, size_t n, auto t, auto q) {
+    // ranks reach it), so it starts with the GIL released even when async. With counts
+    // (elements to each rank, from each rank; the blocks packed in rank order) it is
+    // ibex_alltoallv.
+    py::object alltoall(py::handle send, py::handle recv, std::optional<std::vector<size_t>> send_counts,
+                        std::optional<std::vector<size_t>> recv_counts, bool async_op) {
+        const auto unlocked = [](auto call) {
             if (!PyGILState_Check()) // run() released it already (not async)
-                return ibex_alltoall(s.data(), r.data(), n, t, comm_, q);
-            py::gil_scoped_release unlocked;
-            return ibex_alltoall(s.data(), r.data(), n, t, comm_, q);
-        });
+                return call();
+            py::gil_scoped_release released;
+            return call();
+        };
+        if (!send_counts && !recv_counts)
+            return collective(send, recv, Shape::Exchange, async_op, [&](auto &s, auto &r, size_t n, auto t, auto q) {
+                return unlocked([&] { return ibex_alltoall(s.data(), r.data(), n, t, comm_, q); });
+            });
+        if (!send_counts || !recv_counts)
+            raise(PyExc_ValueError, "ibex: alltoall takes send_counts and recv_counts together");
+        auto [s, r] = pair(send, recv);
+        const ibex_datatype_t type = common_type(*s, *r);
+        const auto ranks = static_cast<size_t>(size());
+        // Displacements: the blocks packed in rank order.
+        const auto packed = [&](const std::vector<size_t> &counts, const BorrowedBuffer &b, const char *what) {
+            if (counts.size() != ranks)
+                raise(PyExc_ValueError, std::string("ibex: ") + what + "_counts holds " +
+                                            std::to_string(counts.size()) + " counts, the world has " +
+                                            std::to_string(ranks) + " ranks");
+            std::vector<size_t> displs;
+            size_t at = 0;
+            for (size_t c : counts) {
+                displs.push_back(at);
+                at += c;
+            }
+            require(b, type, at, what);
+            return displs;
+        };
+        const std::vector<size_t> sdispls = packed(*send_counts, *s, "send"), rdispls = packed(*recv_counts, *r, "recv");
+        return run(
+            [&](ibex_request_t **req) {
+                return unlocked([&] {
+                    return ibex_alltoallv(s->data(), send_counts->data(), sdispls.data(), r->data(),
+                                          recv_counts->data(), rdispls.data(), type, comm_, req);
+                });
+            },
+            {s, r}, async_op);
     }
 
     py::object broadcast(py::handle send, py::handle recv, int root, bool async_op) {
@@ -493,7 +529,8 @@ PYBIND11_MODULE(_core, m) {
         .def("reduce_scatter", &Comm::reduce_scatter, "send"_a, "recv"_a, "op"_a = IBEX_SUM,
              "async_op"_a = false)
         .def("allgather", &Comm::allgather, "send"_a, "recv"_a, "async_op"_a = false)
-        .def("alltoall", &Comm::alltoall, "send"_a, "recv"_a, "async_op"_a = false)
+        .def("alltoall", &Comm::alltoall, "send"_a, "recv"_a, "send_counts"_a = py::none(),
+             "recv_counts"_a = py::none(), "async_op"_a = false)
         .def("broadcast", &Comm::broadcast, "send"_a, "recv"_a = py::none(), "root"_a = 0,
              "async_op"_a = false)
         .def("reduce", &Comm::reduce, "send"_a, "recv"_a = py::none(), "op"_a = IBEX_SUM,

@@ -185,6 +185,146 @@ TEST(Alltoall, OneRankCopiesItsOwnBlockAndBadArgumentsAreRefused) {
     ibex::bootstrap::release_unique_id(&id);
 }
 
+// alltoallv: rank r sends uneven(r, p) elements to p (some none at all; the last rank
+// sends and receives nothing, so it runs no schedule), its send blocks in reverse rank
+// order and its receive blocks with gaps between them, which stay untouched.
+size_t uneven(int r, int p, int n) { return r == n - 1 || p == n - 1 ? 0 : static_cast<size_t>((r * 3 + p * 5) % 7) * 1500; }
+
+int uneven_body(RankCtx &ctx, bool over_shm) {
+    ::setenv("IBEX_SHM", over_shm ? "1" : "0", 1);
+    ibex_comm_t *comm = nullptr;
+    RANK_CHECK_OK(ctx, ibex::test::init_host_comm(ctx, &comm));
+    const int n = ctx.nranks;
+    std::vector<size_t> sendcounts(n), sdispls(n), recvcounts(n), rdispls(n);
+    size_t at = 0;
+    for (int p = n - 1; p >= 0; --p) { // reverse order
+        sendcounts[p] = uneven(ctx.rank, p, n);
+        sdispls[p] = at;
+        at += sendcounts[p];
+    }
+    std::vector<int32_t> send(at + 1);
+    at = 3; // a gap before the first block and between any two
+    for (int q = 0; q < n; ++q) {
+        recvcounts[q] = uneven(q, ctx.rank, n);
+        rdispls[q] = at;
+        at += recvcounts[q] + 5;
+    }
+    std::vector<int32_t> recv(at, -7);
+    for (int p = 0; p < n; ++p)
+        for (size_t i = 0; i < sendcounts[p]; ++i) send[sdispls[p] + i] = value<int32_t>(ctx.rank, p, i);
+    for (int round = 0; round < 2; ++round) { // the second with nothing memoized from the first
+        RANK_CHECK_OK(ctx, ibex_alltoallv(send.data(), sendcounts.data(), sdispls.data(), recv.data(),
+                                          recvcounts.data(), rdispls.data(), IBEX_I32, comm, nullptr));
+        std::vector<bool> written(recv.size(), false);
+        for (int q = 0; q < n; ++q)
+            for (size_t i = 0; i < recvcounts[q]; ++i) {
+                RANK_CHECK(ctx, recv[rdispls[q] + i] == value<int32_t>(q, ctx.rank, i),
+                           "rank %d: element %zu of rank %d's block is %d", ctx.rank, i, q, recv[rdispls[q] + i]);
+                written[rdispls[q] + i] = true;
+            }
+        for (size_t i = 0; i < recv.size(); ++i)
+            RANK_CHECK(ctx, written[i] || recv[i] == -7, "rank %d: the gap at %zu was written", ctx.rank, i);
+    }
+    // An equal alltoall after it, and the counts' arrays were copied: change them now.
+    std::fill(sendcounts.begin(), sendcounts.end(), size_t(999999));
+    if (int rc = exchange<float>(ctx, comm, IBEX_F32, 777)) return rc;
+    RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
+    return 0;
+}
+
+TEST(Alltoall, UnevenBlocksOverTheUdpPortAndShm) {
+    for (bool shm : {false, true}) {
+        SCOPED_TRACE(shm ? "shm" : "udp");
+        ibex::test::expect_all_passed(ibex::test::run_ranks(4, [shm](RankCtx &ctx) { return uneven_body(ctx, shm); }));
+    }
+}
+
+// Rank 0 sends rank 1 ten elements where rank 1 expects twelve: rank 1's alltoallv fails,
+// and rank 0's too or, where its own part was done first, its next collective; neither
+// hangs, and nothing lands past what either announced.
+TEST(Alltoall, UnevenCountsThatDisagreeFailBothRanks) {
+    const auto out = ibex::test::run_ranks(2, [](RankCtx &ctx) {
+        ibex_comm_t *comm = nullptr;
+        RANK_CHECK_OK(ctx, ibex::test::init_host_comm(ctx, &comm, 5000));
+        const size_t to_peer = ctx.rank == 0 ? 10 : 3, from_peer = ctx.rank == 1 ? 12 : 3;
+        const std::vector<size_t> sendcounts = ctx.rank == 0 ? std::vector<size_t>{2, to_peer} : std::vector<size_t>{to_peer, 2},
+                                  recvcounts = ctx.rank == 0 ? std::vector<size_t>{2, from_peer}
+                                                             : std::vector<size_t>{from_peer, 2},
+                                  sdispls{0, 100}, rdispls{0, 100};
+        std::vector<float> send(200, 1.0f), recv(200, -1.0f);
+        const auto t0 = std::chrono::steady_clock::now();
+        ibex_status_t st = ibex_alltoallv(send.data(), sendcounts.data(), sdispls.data(), recv.data(),
+                                          recvcounts.data(), rdispls.data(), IBEX_F32, comm, nullptr);
+        RANK_CHECK(ctx, st != IBEX_OK || ctx.rank == 0, "rank 1: twelve elements expected, ten came, no error");
+        if (st == IBEX_OK) st = ibex_barrier(comm, nullptr);
+        ctx.say("rank %d: %s after %ld ms: %s", ctx.rank, ibex_strerror(st), ibex::test::ms_since(t0), ibex_last_error());
+        RANK_CHECK(ctx, st != IBEX_OK, "rank %d: disagreeing counts went unnoticed", ctx.rank);
+        RANK_CHECK(ctx, ibex::test::ms_since(t0) < 4500, "rank %d: error only after %ld ms", ctx.rank,
+                   ibex::test::ms_since(t0));
+        for (size_t i = 100 + from_peer; i < recv.size(); ++i)
+            RANK_CHECK(ctx, recv[i] == -1.0f, "rank %d: element %zu past the block was written", ctx.rank, i);
+        RANK_CHECK_OK(ctx, ibex_comm_abort(comm));
+        return 0;
+    });
+    ibex::test::expect_all_passed(out, true);
+}
+
+TEST(Alltoall, UnevenArgumentsAreRefused) {
+    ibex_unique_id_t id{};
+    ASSERT_EQ(ibex_get_unique_id(&id), IBEX_OK) << ibex_last_error();
+    ibex_comm_config_t cfg = IBEX_COMM_CONFIG_INIT;
+    cfg.device = "udp:lo";
+    ibex_comm_t *comm = nullptr;
+    ASSERT_EQ(ibex_comm_init_rank(&comm, 1, &id, 0, &cfg), IBEX_OK) << ibex_last_error();
+    std::vector<int32_t> send(100), recv(100, -1);
+    for (size_t i = 0; i < send.size(); ++i) send[i] = static_cast<int32_t>(i);
+    size_t c40 = 40, d10 = 10, d50 = 50, c30 = 30, zero = 0;
+    // One rank: its block to itself, from displacement 10 to 50.
+    ASSERT_EQ(ibex_alltoallv(send.data(), &c40, &d10, recv.data(), &c40, &d50, IBEX_I32, comm, nullptr), IBEX_OK)
+        << ibex_last_error();
+    EXPECT_EQ(recv[50], 10);
+    EXPECT_EQ(recv[89], 49);
+    EXPECT_EQ(recv[49], -1);
+    EXPECT_EQ(recv[90], -1);
+    const auto refused = [&](const void *s, const size_t *sc, const size_t *sd, void *r, const size_t *rc,
+                             const size_t *rd, const char *says) {
+        EXPECT_EQ(ibex_alltoallv(s, sc, sd, r, rc, rd, IBEX_I32, comm, nullptr), IBEX_ERR_INVALID_ARGUMENT) << says;
+        EXPECT_NE(std::string(ibex_last_error()).find(says), std::string::npos) << ibex_last_error();
+    };
+    refused(send.data(), nullptr, &d10, recv.data(), &c40, &d50, "NULL count or displacement array");
+    refused(send.data(), &c40, &d10, recv.data(), &c30, &d50, "sends itself 40 elements but receives 30");
+    EXPECT_EQ(ibex_alltoallv(send.data(), &c40, &d10, send.data(), &c40, &d50, IBEX_I32, comm, nullptr), IBEX_OK)
+        << "one buffer, disjoint blocks: " << ibex_last_error();
+    EXPECT_EQ(send[50], 10);
+    size_t d30 = 30;
+    refused(send.data(), &c40, &d10, send.data(), &c40, &d30, "not in place");
+    refused(nullptr, &c40, &d10, recv.data(), &c40, &d50, "NULL buffer");
+    size_t huge = size_t(1) << 60;
+    refused(send.data(), &c40, &huge, recv.data(), &c40, &d50, "out of range");
+    // Nothing to move: fine, with NULL buffers too.
+    EXPECT_EQ(ibex_alltoallv(nullptr, &zero, &zero, nullptr, &zero, &zero, IBEX_I32, comm, nullptr), IBEX_OK)
+        << ibex_last_error();
+    EXPECT_EQ(ibex_comm_destroy(comm), IBEX_OK);
+    ibex::bootstrap::release_unique_id(&id);
+}
+
+// Two receive blocks of one rank may not overlap (two peers would write the same place).
+TEST(Alltoall, OverlappingReceiveBlocksAreRefused) {
+    const auto out = ibex::test::run_ranks(2, [](RankCtx &ctx) {
+        ibex_comm_t *comm = nullptr;
+        RANK_CHECK_OK(ctx, ibex::test::init_host_comm(ctx, &comm));
+        const std::vector<size_t> counts{10, 10}, sdispls{0, 10}, rdispls{0, 5};
+        std::vector<float> send(20), recv(20);
+        const ibex_status_t st = ibex_alltoallv(send.data(), counts.data(), sdispls.data(), recv.data(), counts.data(),
+                                                rdispls.data(), IBEX_F32, comm, nullptr);
+        RANK_CHECK(ctx, st == IBEX_ERR_INVALID_ARGUMENT && std::strstr(ibex_last_error(), "two receive blocks overlap"),
+                   "rank %d: %s: %s", ctx.rank, ibex_strerror(st), ibex_last_error());
+        RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
+        return 0;
+    });
+    ibex::test::expect_all_passed(out);
+}
+
 // A survivor's end of a lost-rank test: its alltoall failed (st), within 9 s of t0 (the
 // timeout is 10 s), and the communicator aborts cleanly.
 int failed_in_time(RankCtx &ctx, ibex_comm_t *comm, ibex_status_t st, std::chrono::steady_clock::time_point t0) {

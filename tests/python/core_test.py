@@ -91,6 +91,13 @@ def numpy_collectives(comm):
     a2a = np.zeros(2 * n, dtype=np.float32)
     comm.alltoall(np.arange(2 * n, dtype=np.float32) + 100 * r, a2a)
     out["alltoall"] = a2a.tolist()
+    # Uneven: rank r sends q + r + 1 elements to q (valued 100 r + q), packed in rank order.
+    sc = [q + r + 1 for q in range(n)]
+    rc = [q + r + 1 for q in range(n)]  # rank q sends this rank r + q + 1
+    src = np.concatenate([np.full(c, 100 * r + q, dtype=np.int32) for q, c in enumerate(sc)])
+    dst = np.zeros(sum(rc), dtype=np.int32)
+    comm.alltoall(src, dst, send_counts=sc, recv_counts=rc)
+    out["alltoallv"] = dst.tolist()
     sub = comm.split(color=r % 2, key=r)
     out["split_size"] = sub.size
     sub.destroy()
@@ -203,6 +210,7 @@ def refusals(comm):
     e["not_a_buffer"] = err(lambda: comm.allreduce([1.0, 2.0]))
     e["bad_root"] = err(lambda: comm.broadcast(np.zeros(4), root=comm.size + 3))
     e["alltoall_blocks"] = err(lambda: comm.alltoall(np.zeros(comm.size + 1), np.zeros(comm.size + 1)))
+    e["alltoallv_counts"] = err(lambda: comm.alltoall(np.zeros(4), np.zeros(4), send_counts=[4], recv_counts=[4]))
     if torch is not None:
         e["torch_strided"] = err(lambda: comm.allreduce(torch.ones(4, 4).t()))
         e["torch_sparse"] = err(lambda: comm.allreduce(torch.ones(4).to_sparse()))
@@ -231,6 +239,7 @@ class Collectives(unittest.TestCase):
             self.assertEqual(out["async"], [float(i * n) for i in range(8)])
             self.assertEqual(out["split_size"], 2 if r % 2 == 0 else 1)
             self.assertEqual(out["alltoall"], [float(100 * q + 2 * r + j) for q in range(n) for j in range(2)])
+            self.assertEqual(out["alltoallv"], [100 * q + r for q in range(n) for _ in range(q + r + 1)])
 
     @unittest.skipIf(torch is None, "torch is not installed")
     def test_torch_tensors_in_place(self):
@@ -290,6 +299,7 @@ class Collectives(unittest.TestCase):
             self.assertIn("TypeError: ibex: expected a torch tensor", e["not_a_buffer"])
             self.assertIn("IbexError: IBEX_ERR_INVALID_ARGUMENT", e["bad_root"])
             self.assertIn("not a block for each of", e["alltoall_blocks"])
+            self.assertIn("send_counts holds 1 counts, the world has", e["alltoallv_counts"])
             if torch is not None:
                 self.assertIn("not contiguous", e["torch_strided"])
                 self.assertIn("sparse tensors are not supported", e["torch_sparse"])

@@ -111,6 +111,8 @@ class Collectives(unittest.TestCase):
             self.assertEqual(res["alltoall_single"],
                              [float(100 * q + 2 * r + j) for q in range(world) for j in range(2)])
             self.assertEqual(res["alltoall_rows"], [q for q in range(world) for _ in range(2)])
+            self.assertEqual(res["alltoall_uneven"],
+                             [float(100 * q + r) for q in range(world) for _ in range((q + r) % 3 + 1)])
 
     def test_two_ranks(self):
         self.check_world(2)
@@ -133,7 +135,7 @@ class BadInput(unittest.TestCase):
             self.assertIn("ReduceOp.BAND is not supported by ibex", e["op_band"])
             self.assertIn("not supported by ibex", e["send"])
             self.assertIn("not supported by ibex", e["gather"])
-            self.assertIn("uneven splits (alltoallv) are not supported by ibex", e["alltoall_uneven"])
+            self.assertIn("the output splits add up to 3 rows, the tensor has 4", e["alltoall_splits"])
             self.assertIn("not supported by ibex", e["alltoall_list"])
             self.assertEqual(e["after"], [2.0, 2.0, 2.0])
 

@@ -75,6 +75,13 @@ def collectives(rank, world):
     dist.all_to_all_single(rows, torch.full((world * 2, 3), rank, dtype=torch.int64),
                            output_split_sizes=[2] * world, input_split_sizes=[2] * world)
     out["alltoall_rows"] = rows[:, 0].tolist()
+    # Uneven splits: rank r sends (r + q) % 3 + 1 rows to q, valued 100 r + q.
+    sends = [(rank + q) % 3 + 1 for q in range(world)]
+    recvs = [(q + rank) % 3 + 1 for q in range(world)]
+    inp = torch.cat([torch.full((c, 2), 100 * rank + q, dtype=torch.float32) for q, c in enumerate(sends)])
+    outp = torch.zeros(sum(recvs), 2)
+    dist.all_to_all_single(outp, inp, output_split_sizes=recvs, input_split_sizes=sends)
+    out["alltoall_uneven"] = outp[:, 1].tolist()
     dist.barrier()
     # Many async operations in flight, finished out of order by the caller.
     works = [dist.all_reduce(torch.full((64,), float(i)), async_op=True) for i in range(20)]
@@ -100,8 +107,8 @@ def bad_input(rank, world):
     e["send"] = expect_error(lambda: dist.send(torch.ones(2), (rank + 1) % world))
     e["gather"] = expect_error(lambda: dist.gather(torch.ones(2), [torch.ones(2)] * world
                                                    if rank == 0 else None, dst=0))
-    e["alltoall_uneven"] = expect_error(lambda: dist.all_to_all_single(
-        torch.ones(4), torch.ones(4), output_split_sizes=[1, 3] + [0] * (world - 2),
+    e["alltoall_splits"] = expect_error(lambda: dist.all_to_all_single(
+        torch.ones(4), torch.ones(4), output_split_sizes=[1, 2] + [0] * (world - 2),
         input_split_sizes=[1, 3] + [0] * (world - 2)))
     e["alltoall_list"] = expect_error(lambda: dist.all_to_all([torch.ones(1)] * world,
                                                               [torch.ones(1)] * world))

@@ -352,37 +352,66 @@ public:
                                            const c10d::ScatterOptions &) override {
         unsupported("scatter");
     }
-    // all_to_all_single: equal blocks (ibex_alltoall); the splits, along dim 0, may be
-    // given as long as they are equal too. Uneven ones (alltoallv) are refused.
+    // all_to_all_single: equal blocks (ibex_alltoall), or the split sizes given, along dim
+    // 0 (ibex_alltoallv); a side without splits is cut into equal blocks.
     c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor &output, at::Tensor &input,
                                                  std::vector<int64_t> &output_split_sizes,
                                                  std::vector<int64_t> &input_split_sizes,
                                                  const c10d::AllToAllOptions & /*opts*/) override {
         check_tensor(input, "alltoall_base");
+        check_tensor(output, "alltoall_base");
         check_same_kind(input, output, "alltoall_base");
         const int64_t n = getSize();
-        if (input.numel() != output.numel())
-            refuse("alltoall_base: the output holds " + std::to_string(output.numel()) +
-                   " elements, the input " + std::to_string(input.numel()));
-        const int64_t rows = input.dim() > 0 ? input.size(0) : 1;
-        if (rows % n != 0 || input.numel() % n != 0)
-            refuse("alltoall_base: " + std::to_string(rows) + " rows are not a block for each of " +
-                   std::to_string(n) + " ranks");
-        for (const std::vector<int64_t> *splits : {&input_split_sizes, &output_split_sizes}) {
-            if (splits->empty())
-                continue;
-            const bool even = static_cast<int64_t>(splits->size()) == n &&
-                              std::all_of(splits->begin(), splits->end(),
-                                          [&](int64_t rows_each) { return rows_each == rows / n; });
-            if (!even)
-                refuse("alltoall_base: uneven splits (alltoallv) are not supported by ibex; "
-                       "every rank's block must be " + std::to_string(rows / n) + " rows");
+        const int64_t in_rows = input.dim() > 0 ? input.size(0) : 1;
+        const int64_t out_rows = output.dim() > 0 ? output.size(0) : 1;
+        const int64_t row = in_rows ? input.numel() / in_rows : 0;
+        if (out_rows && output.numel() / out_rows != row)
+            refuse("alltoall_base: input rows of " + std::to_string(row) + " elements, output rows of " +
+                   std::to_string(output.numel() / out_rows));
+        if (input_split_sizes.empty() && output_split_sizes.empty()) {
+            if (input.numel() != output.numel())
+                refuse("alltoall_base: the output holds " + std::to_string(output.numel()) +
+                       " elements, the input " + std::to_string(input.numel()));
+            if (in_rows % n != 0)
+                refuse("alltoall_base: " + std::to_string(in_rows) + " rows are not a block for each of " +
+                       std::to_string(n) + " ranks");
+            return issue(c10d::OpType::ALLTOALL_BASE, "alltoall_base", {output}, {input},
+                         [&](ibex_request_t **req) {
+                             return ibex_alltoall(input.data_ptr(), output.data_ptr(),
+                                                  static_cast<size_t>(input.numel() / n),
+                                                  datatype_of(input), comm_, req);
+                         });
         }
+        // Counts and displacements in elements, from each side's splits (or equal blocks).
+        const auto layout = [&](const std::vector<int64_t> &splits, int64_t rows, const char *side,
+                                std::vector<size_t> *counts, std::vector<size_t> *displs) {
+            if (!splits.empty() && static_cast<int64_t>(splits.size()) != n)
+                refuse(std::string("alltoall_base: ") + side + " splits name " + std::to_string(splits.size()) +
+                       " ranks, the world has " + std::to_string(n));
+            if (splits.empty() && rows % n != 0)
+                refuse(std::string("alltoall_base: ") + std::to_string(rows) + " " + side +
+                       " rows are not a block for each of " + std::to_string(n) + " ranks");
+            int64_t at = 0;
+            for (int64_t p = 0; p < n; ++p) {
+                const int64_t rows_p = splits.empty() ? rows / n : splits[static_cast<size_t>(p)];
+                if (rows_p < 0)
+                    refuse(std::string("alltoall_base: a negative ") + side + " split");
+                counts->push_back(static_cast<size_t>(rows_p * row));
+                displs->push_back(static_cast<size_t>(at * row));
+                at += rows_p;
+            }
+            if (at != rows)
+                refuse(std::string("alltoall_base: the ") + side + " splits add up to " + std::to_string(at) +
+                       " rows, the tensor has " + std::to_string(rows));
+        };
+        std::vector<size_t> sendcounts, sdispls, recvcounts, rdispls;
+        layout(input_split_sizes, in_rows, "input", &sendcounts, &sdispls);
+        layout(output_split_sizes, out_rows, "output", &recvcounts, &rdispls);
         return issue(c10d::OpType::ALLTOALL_BASE, "alltoall_base", {output}, {input},
                      [&](ibex_request_t **req) {
-                         return ibex_alltoall(input.data_ptr(), output.data_ptr(),
-                                              static_cast<size_t>(input.numel() / n),
-                                              datatype_of(input), comm_, req);
+                         return ibex_alltoallv(input.data_ptr(), sendcounts.data(), sdispls.data(),
+                                               output.data_ptr(), recvcounts.data(), rdispls.data(),
+                                               datatype_of(input), comm_, req);
                      });
     }
     c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor> &, std::vector<at::Tensor> &,

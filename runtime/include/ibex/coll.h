@@ -222,6 +222,17 @@ IBEX_API ibex_status_t ibex_allgather(const void *sendbuf, void *recvbuf, size_t
  * alltoall holds no more QPs than before). */
 IBEX_API ibex_status_t ibex_alltoall(const void *sendbuf, void *recvbuf, size_t count, ibex_datatype_t type,
                                      ibex_comm_t *comm, ibex_request_t **req);
+/* Since 0.9. Uneven blocks (MPI_Alltoallv): sendcounts[p] elements at sendbuf + sdispls[p]
+ * go to rank p, and recvcounts[q] elements from rank q land at recvbuf + rdispls[q]
+ * (counts and displacements in elements; each array holds nranks). Rank r's sendcounts[p]
+ * must be rank p's recvcounts[r]: where they differ, the rank that finds it fails and the
+ * communicator enters its error state on every rank (nothing is written past a block a
+ * rank announced). The receive blocks may not
+ * overlap each other or the send buffer's blocks. The arrays are copied: they need not
+ * outlive the call. Connects every pair at its first call, as ibex_alltoall does. */
+IBEX_API ibex_status_t ibex_alltoallv(const void *sendbuf, const size_t *sendcounts, const size_t *sdispls,
+                                      void *recvbuf, const size_t *recvcounts, const size_t *rdispls,
+                                      ibex_datatype_t type, ibex_comm_t *comm, ibex_request_t **req);
 IBEX_API ibex_status_t ibex_broadcast(const void *sendbuf, void *recvbuf, size_t count,
                                       ibex_datatype_t type, int root, ibex_comm_t *comm,
                                       ibex_request_t **req);
