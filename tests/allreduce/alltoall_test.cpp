@@ -163,13 +163,28 @@ TEST(Alltoall, QueuedBehindAndAheadOfOtherCollectives) {
     ibex::test::expect_all_passed(out);
 }
 
-TEST(Alltoall, OneRankCopiesItsOwnBlockAndBadArgumentsAreRefused) {
-    ibex_unique_id_t id{};
-    ASSERT_EQ(ibex_get_unique_id(&id), IBEX_OK) << ibex_last_error();
-    ibex_comm_config_t cfg = IBEX_COMM_CONFIG_INIT;
-    cfg.device = "udp:lo";
+// A communicator of one rank, in this process: for what needs no peer.
+class AlltoallOneRank : public ::testing::Test {
+protected:
+    void SetUp() override {
+        ASSERT_EQ(ibex_get_unique_id(&id_), IBEX_OK) << ibex_last_error();
+        ibex_comm_config_t cfg = IBEX_COMM_CONFIG_INIT;
+        cfg.device = "udp:lo";
+        ASSERT_EQ(ibex_comm_init_rank(&comm, 1, &id_, 0, &cfg), IBEX_OK) << ibex_last_error();
+    }
+    void TearDown() override {
+        if (comm) {
+            EXPECT_EQ(ibex_comm_destroy(comm), IBEX_OK);
+        }
+        ibex::bootstrap::release_unique_id(&id_);
+    }
     ibex_comm_t *comm = nullptr;
-    ASSERT_EQ(ibex_comm_init_rank(&comm, 1, &id, 0, &cfg), IBEX_OK) << ibex_last_error();
+
+private:
+    ibex_unique_id_t id_{};
+};
+
+TEST_F(AlltoallOneRank, CopiesItsOwnBlockAndRefusesBadArguments) {
     std::vector<int32_t> send(1000), recv(1000, -1);
     for (size_t i = 0; i < send.size(); ++i) send[i] = static_cast<int32_t>(i * 7);
     ASSERT_EQ(ibex_alltoall(send.data(), recv.data(), send.size(), IBEX_I32, comm, nullptr), IBEX_OK) << ibex_last_error();
@@ -181,8 +196,6 @@ TEST(Alltoall, OneRankCopiesItsOwnBlockAndBadArgumentsAreRefused) {
               IBEX_ERR_INVALID_ARGUMENT);
     EXPECT_EQ(ibex_alltoall(send.data(), recv.data(), 4, IBEX_I32, nullptr, nullptr), IBEX_ERR_INVALID_ARGUMENT);
     EXPECT_EQ(ibex_alltoall(nullptr, nullptr, 0, IBEX_I32, comm, nullptr), IBEX_OK) << "nothing to move";
-    EXPECT_EQ(ibex_comm_destroy(comm), IBEX_OK);
-    ibex::bootstrap::release_unique_id(&id);
 }
 
 // alltoallv: rank r sends uneven(r, p) elements to p (some none at all; the last rank
@@ -269,13 +282,7 @@ TEST(Alltoall, UnevenCountsThatDisagreeFailBothRanks) {
     ibex::test::expect_all_passed(out, true);
 }
 
-TEST(Alltoall, UnevenArgumentsAreRefused) {
-    ibex_unique_id_t id{};
-    ASSERT_EQ(ibex_get_unique_id(&id), IBEX_OK) << ibex_last_error();
-    ibex_comm_config_t cfg = IBEX_COMM_CONFIG_INIT;
-    cfg.device = "udp:lo";
-    ibex_comm_t *comm = nullptr;
-    ASSERT_EQ(ibex_comm_init_rank(&comm, 1, &id, 0, &cfg), IBEX_OK) << ibex_last_error();
+TEST_F(AlltoallOneRank, UnevenBlocksAndBadArguments) {
     std::vector<int32_t> send(100), recv(100, -1);
     for (size_t i = 0; i < send.size(); ++i) send[i] = static_cast<int32_t>(i);
     size_t c40 = 40, d10 = 10, d50 = 50, c30 = 30, zero = 0;
@@ -304,8 +311,6 @@ TEST(Alltoall, UnevenArgumentsAreRefused) {
     // Nothing to move: fine, with NULL buffers too.
     EXPECT_EQ(ibex_alltoallv(nullptr, &zero, &zero, nullptr, &zero, &zero, IBEX_I32, comm, nullptr), IBEX_OK)
         << ibex_last_error();
-    EXPECT_EQ(ibex_comm_destroy(comm), IBEX_OK);
-    ibex::bootstrap::release_unique_id(&id);
 }
 
 // Two receive blocks of one rank may not overlap (two peers would write the same place).
