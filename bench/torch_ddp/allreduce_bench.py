@@ -21,8 +21,9 @@ def main():
     p.add_argument("--backend", default="ibex")
     p.add_argument("--floats", type=int, default=400000, help="float32 elements")
     p.add_argument("--iters", type=int, default=200)
-    p.add_argument("--op", default="all_reduce", choices=["all_reduce", "all_to_all_single"],
-                   help="all_to_all_single: --floats is a rank's whole send buffer, a block per rank")
+    p.add_argument("--op", default="all_reduce", choices=["all_reduce", "all_to_all_single", "all_to_all_uneven"],
+                   help="all_to_all_single: --floats is a rank's whole send buffer, a block per rank; "
+                        "all_to_all_uneven: rows of 1024 floats, rank r sends ((r + q) %% 3 + 1) * 64 rows to q")
     a = p.parse_args()
     torch.set_num_threads(1)
     if a.backend == "ibex":
@@ -32,6 +33,13 @@ def main():
     t = torch.ones(a.floats)
     out = torch.empty_like(t)
     call = (lambda: dist.all_reduce(t)) if a.op == "all_reduce" else (lambda: dist.all_to_all_single(out, t))
+    if a.op == "all_to_all_uneven":
+        r, n = dist.get_rank(), dist.get_world_size()
+        sends = [((r + q) % 3 + 1) * 64 for q in range(n)]
+        recvs = [((q + r) % 3 + 1) * 64 for q in range(n)]
+        t, out = torch.ones(sum(sends), 1024), torch.empty(sum(recvs), 1024)
+        a.floats = t.numel()
+        call = lambda: dist.all_to_all_single(out, t, output_split_sizes=recvs, input_split_sizes=sends)
     for _ in range(20):
         call()
     times = []
