@@ -17,14 +17,12 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #endif
 #include <ATen/ATen.h>
-#include <c10/core/impl/VirtualGuardImpl.h>
 #include <pybind11/chrono.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
-#include <cstring>
 #include <deque>
 #include <functional>
 #include <limits>
@@ -32,10 +30,12 @@
 #include <optional>
 #include <string>
 #include <thread>
-#include <unistd.h>
 #include <vector>
 
 #include <ibex/coll.h>
+
+#include "rendezvous.h"
+#include "tensors.h"
 
 namespace ibex_torch {
 
@@ -44,98 +44,6 @@ using BackendBase = c10d::Backend;
 #else
 using BackendBase = c10d::ProcessGroup;
 #endif
-
-namespace {
-
-[[noreturn]] void refuse(const std::string &what) { TORCH_CHECK(false, "ibex: ", what); }
-
-std::string describe(ibex_status_t status) {
-    static const char *const names[] = {
-        "IBEX_OK", "IBEX_ERR_INVALID_ARGUMENT", "IBEX_ERR_NOT_SUPPORTED", "IBEX_ERR_NO_DEVICE",
-        "IBEX_ERR_NO_MEMORY", "IBEX_ERR_INVALID_STATE", "IBEX_ERR_QUEUE_FULL",
-        "IBEX_ERR_SYSTEM", "IBEX_ERR_TIMEOUT", "IBEX_ERR_REMOTE", "IBEX_ERR_ADDRESS_IN_USE",
-        "IBEX_ERR_INTERNAL"};
-    const auto index = static_cast<size_t>(status);
-    const std::string name = index < std::size(names) ? names[index] : "IBEX_STATUS_UNKNOWN";
-    return name + ": " + ibex_last_error();
-}
-
-void check(ibex_status_t status, const char *what) {
-    if (status != IBEX_OK)
-        refuse(std::string(what) + " failed: " + describe(status));
-}
-
-ibex_datatype_t datatype_of(const at::Tensor &t) {
-    switch (t.scalar_type()) {
-    case at::kFloat: return IBEX_F32;
-    case at::kDouble: return IBEX_F64;
-    case at::kHalf: return IBEX_F16;
-    case at::kBFloat16: return IBEX_BF16;
-    case at::kInt: return IBEX_I32;
-    case at::kLong: return IBEX_I64;
-    case at::kByte: return IBEX_U8;
-    default: break;
-    }
-    refuse(std::string("tensors of dtype ") + c10::toString(t.scalar_type()) +
-           " are not supported (float32/64, float16, bfloat16, int32/64, uint8)");
-}
-
-ibex_redop_t redop_of(const c10d::ReduceOp &op) {
-    switch (op.op_) {
-    case c10d::ReduceOp::SUM: return IBEX_SUM;
-    case c10d::ReduceOp::PRODUCT: return IBEX_PROD;
-    case c10d::ReduceOp::MIN: return IBEX_MIN;
-    case c10d::ReduceOp::MAX: return IBEX_MAX;
-    case c10d::ReduceOp::AVG: return IBEX_AVG;
-    default: break;
-    }
-    static const char *const names[] = {"SUM", "AVG", "PRODUCT", "MIN", "MAX",
-                                        "BAND", "BOR", "BXOR", "PREMUL_SUM"};
-    const auto index = static_cast<size_t>(op.op_);
-    refuse(std::string("ReduceOp.") +
-           (index < std::size(names) ? names[index] : std::to_string(index).c_str()) +
-           " is not supported by ibex (SUM, PRODUCT, MIN, MAX, AVG)");
-}
-
-// A tensor ibex can take by pointer: dense, contiguous, CPU or CUDA, a known dtype.
-void check_tensor(const at::Tensor &t, const char *op) {
-    if (t.is_sparse() || t.layout() != c10::kStrided)
-        refuse(std::string(op) + ": sparse tensors are not supported (use .to_dense())");
-    if (!t.is_contiguous())
-        refuse(std::string(op) + ": the tensor is not contiguous (pass tensor.contiguous())");
-    if (!t.device().is_cpu() && !t.device().is_cuda())
-        refuse(std::string(op) + ": tensors on " + t.device().str() +
-               " are not supported (cpu, cuda)");
-    (void)datatype_of(t);
-}
-
-const at::Tensor &single(const std::vector<at::Tensor> &tensors, const char *op) {
-    if (tensors.size() != 1)
-        refuse(std::string(op) + " takes one tensor per process, got " +
-               std::to_string(tensors.size()));
-    check_tensor(tensors[0], op);
-    return tensors[0];
-}
-
-void check_same_kind(const at::Tensor &a, const at::Tensor &b, const char *op) {
-    check_tensor(b, op);
-    if (a.scalar_type() != b.scalar_type())
-        refuse(std::string(op) + ": dtype mismatch, " + c10::toString(a.scalar_type()) +
-               " and " + c10::toString(b.scalar_type()));
-    if (a.device() != b.device())
-        refuse(std::string(op) + ": device mismatch, " + a.device().str() + " and " +
-               b.device().str());
-}
-
-// CUDA work queued on the tensor's current stream must land before ibex reads it.
-void wait_for_producers(const at::Tensor &t) {
-    if (!t.device().is_cuda())
-        return;
-    c10::impl::VirtualGuardImpl guard(t.device().type());
-    guard.getStream(t.device()).synchronize();
-}
-
-} // namespace
 
 // One collective in flight. `after` runs on the completion thread once ibex is done
 // (copy-outs for the list forms); the future's value is `outputs`, as DDP expects.
@@ -504,84 +412,6 @@ private:
 };
 
 namespace {
-
-std::string store_text(const std::vector<uint8_t> &bytes) {
-    return std::string(bytes.begin(), bytes.end());
-}
-
-std::string host_name() {
-    char name[256] = {};
-    (void)gethostname(name, sizeof(name) - 1);
-    return name;
-}
-
-void wait_for(c10d::Store &store, const std::vector<std::string> &keys,
-              std::chrono::milliseconds timeout, const std::string &what) {
-    try {
-        store.wait(keys, timeout);
-    } catch (const std::exception &e) {
-        refuse("waited " + std::to_string(timeout.count() / 1000) + " s for " + what + ": " +
-               e.what());
-    }
-}
-
-struct Rendezvous {
-    ibex_unique_id_t id{};
-    std::string device; // empty: each rank's own default (IBEX_DEVICE, else the first listed)
-};
-
-// Rendezvous through the store torch hands over. Every rank publishes its host name;
-// rank 0 opens ibex's listener, picks the device for everyone (its IBEX_DEVICE, else
-// `shm` when all ranks share its host, else each rank's default) and publishes that
-// with its id and world size; every rank checks what it was told against that. Keys
-// carry this rank's count of process groups made on this store, so a store reused for
-// a second group never hands out a stale id.
-Rendezvous exchange_unique_id(c10d::Store &store, int rank, int size,
-                              std::chrono::milliseconds timeout) {
-    const int64_t generation = store.add("ibex/created/" + std::to_string(rank), 1);
-    const std::string prefix = "ibex/" + std::to_string(generation) + "/";
-    const std::string me = host_name();
-    store.set(prefix + "host/" + std::to_string(rank), std::vector<uint8_t>(me.begin(), me.end()));
-    Rendezvous out;
-    if (rank == 0) {
-        std::vector<std::string> keys;
-        for (int r = 0; r < size; ++r)
-            keys.push_back(prefix + "host/" + std::to_string(r));
-        wait_for(store, keys, timeout, "every rank to join (are all " + std::to_string(size) +
-                                           " ranks running?)");
-        bool one_host = true;
-        for (const std::string &k : keys)
-            one_host = one_host && store_text(store.get(k)) == me;
-        const char *env = std::getenv("IBEX_DEVICE");
-        out.device = env != nullptr && *env != '\0' ? env : (one_host ? "shm" : "");
-        check(ibex_get_unique_id(&out.id), "ibex_get_unique_id");
-        const std::string value = std::to_string(size) + " " +
-                                  (out.device.empty() ? "-" : out.device) + " " + out.id.text;
-        store.set(prefix + "id", std::vector<uint8_t>(value.begin(), value.end()));
-        return out;
-    }
-    wait_for(store, {prefix + "id"}, timeout,
-             "rank 0's rendezvous id (is rank 0 running, or is rank " + std::to_string(rank) +
-                 " started twice?)");
-    const std::string value = store_text(store.get(prefix + "id"));
-    const size_t first = value.find(' ');
-    const size_t second = value.find(' ', first + 1);
-    if (first == std::string::npos || second == std::string::npos)
-        refuse("malformed rendezvous value in the store: " + value);
-    const int root_size = std::stoi(value.substr(0, first));
-    if (root_size != size)
-        refuse("this process was given world size " + std::to_string(size) +
-               " but rank 0 was given " + std::to_string(root_size) +
-               " (check WORLD_SIZE / world_size on every rank)");
-    out.device = value.substr(first + 1, second - first - 1);
-    if (out.device == "-")
-        out.device.clear();
-    const std::string text = value.substr(second + 1);
-    if (text.size() >= sizeof(out.id.text))
-        refuse("malformed rendezvous id in the store: " + text);
-    std::memcpy(out.id.text, text.data(), text.size());
-    return out;
-}
 
 c10::intrusive_ptr<BackendBase> create(const c10::intrusive_ptr<c10d::Store> &store, int rank,
                                        int size, const std::chrono::duration<float> &timeout) {

@@ -1,0 +1,34 @@
+// What the ibex backend takes from torch and gives back: a tensor checked for what ibex
+// can take by pointer, its dtype and reduction as ibex's, and ibex's errors as torch's
+// (a c10::Error with the status name and ibex's detail).
+#pragma once
+
+#include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+
+#include <string>
+#include <vector>
+
+#include <ibex/coll.h>
+
+namespace ibex_torch {
+
+// Raises a c10::Error "ibex: <what>".
+[[noreturn]] void refuse(const std::string &what);
+// "IBEX_ERR_...: <ibex_last_error()>".
+std::string describe(ibex_status_t status);
+// Raises "<what> failed: <describe(status)>" unless status is IBEX_OK.
+void check(ibex_status_t status, const char *what);
+
+ibex_datatype_t datatype_of(const at::Tensor &t);
+ibex_redop_t redop_of(const c10d::ReduceOp &op);
+// A tensor ibex can take by pointer: dense, contiguous, CPU or CUDA, a known dtype.
+void check_tensor(const at::Tensor &t, const char *op);
+// The one tensor of a list (torch's per-process lists), checked.
+const at::Tensor &single(const std::vector<at::Tensor> &tensors, const char *op);
+// b checked, and of a's dtype and device.
+void check_same_kind(const at::Tensor &a, const at::Tensor &b, const char *op);
+// CUDA work queued on the tensor's current stream must land before ibex reads it.
+void wait_for_producers(const at::Tensor &t);
+
+} // namespace ibex_torch
