@@ -61,17 +61,8 @@ ibex_status_t Executor::open(const char *device, const char *local_device, int r
     const bool need_device = on_shm < peers.size() || on_shm == 0;
     nlinks_ = 0;
     for (int kind = 0; kind < 2; ++kind) {
-        if (kind == 0 ? !need_device : on_shm == 0) continue;
-        const int peer = [&] {
-            for (int p : peers)
-                if ((!local_device_.empty() && local_[static_cast<size_t>(p)]) == (kind == 1)) return p;
-            return -1;
-        }();
         int link;
-        if (peer >= 0)
-            IBEX_TRY(link_for(peer, &link));
-        else
-            IBEX_TRY(open_kind(kind, &link)); // no peers at all: the device, for the queries
+        if (kind == 0 ? need_device : on_shm > 0) IBEX_TRY(open_kind(kind, &link));
     }
     chans_.resize(peers.size());
     for (size_t i = 0; i < peers.size(); ++i) {

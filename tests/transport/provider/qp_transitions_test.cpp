@@ -49,10 +49,12 @@ TEST(QpTransitions, EachTransitionTakesWhatVerbsTakesThere) {
 
 class EveryProvider : public ::testing::TestWithParam<const char *> {
 protected:
+    // Opens both endpoints (not connected) and reads b's address into ba.
     void open() {
         a.open(1 << 16, GetParam());
         b.open(1 << 16, GetParam());
         ASSERT_TRUE(a.ok() && b.ok()) << ibex_last_error();
+        IBEX_ASSERT_OK(b.local_addr(&ba));
     }
     ibex_qp_attr_t query(const Endpoint &e) {
         ibex_qp_attr_t q = IBEX_QP_ATTR_INIT;
@@ -70,6 +72,7 @@ protected:
         EXPECT_EQ(b.buf[767], fill);
     }
     Endpoint a, b;
+    ibex_ep_addr_t ba{}; // b's address, once open()ed
 };
 
 // What verbs refuses on an RTS QP, every provider refuses, naming the attributes, and the
@@ -106,8 +109,6 @@ TEST_P(EveryProvider, RefusesWhatVerbsRefusesAndKeepsTheQp) {
 
 TEST_P(EveryProvider, RefusesAttributesBeforeTheirTransition) {
     open();
-    ibex_ep_addr_t ba{};
-    IBEX_ASSERT_OK(b.local_addr(&ba));
     ibex_qp_attr_t at = IBEX_QP_ATTR_INIT;
     at.qp_state = IBEX_QPS_INIT;
     at.timeout = 18;
@@ -158,8 +159,6 @@ TEST_P(EveryProvider, ConnectAttrSetsTheChosenAttributes) {
 
 TEST_P(EveryProvider, ConnectAttrRefusesWhatTheAddressesDecide) {
     open();
-    ibex_ep_addr_t ba{};
-    IBEX_ASSERT_OK(b.local_addr(&ba));
     ibex_qp_attr_t at = IBEX_QP_ATTR_INIT;
     for (unsigned bit : {unsigned(IBEX_QP_STATE), unsigned(IBEX_QP_DEST), unsigned(IBEX_QP_RQ_PSN),
                          unsigned(IBEX_QP_SQ_PSN), 1u << 20}) {
