@@ -1,7 +1,9 @@
 // The collectives C API (ibex/coll.h): argument checks, then the communicator's stream.
 #include <algorithm>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
+#include <span>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -46,6 +48,23 @@ Op make_op(OpKind kind, const void *sendbuf, void *recvbuf, size_t count, ibex_d
     return o;
 }
 
+// Byte ranges [first, second) of the blocks a call reads and writes.
+using Range = std::pair<uintptr_t, uintptr_t>;
+enum class Overlap { none, two_receives, receive_and_send };
+// Whether a receive range overlaps another, or a send range (sends may overlap each other:
+// they are only read). Sorts both.
+Overlap overlap(std::vector<Range> &sends, std::vector<Range> &recvs) {
+    std::sort(recvs.begin(), recvs.end());
+    std::sort(sends.begin(), sends.end());
+    for (size_t i = 1; i < recvs.size(); ++i)
+        if (recvs[i].first < recvs[i - 1].second) return Overlap::two_receives;
+    for (size_t i = 0, j = 0; i < sends.size() && j < recvs.size();) {
+        if (sends[i].second > recvs[j].first && recvs[j].second > sends[i].first) return Overlap::receive_and_send;
+        (sends[i].second <= recvs[j].second ? i : j)++;
+    }
+    return Overlap::none;
+}
+
 // Queues the op; with req == NULL waits for it.
 ibex_status_t run(ibex_comm *comm, Op &&op, ibex_request **req) {
     if (req) *req = nullptr;
@@ -59,6 +78,63 @@ ibex_status_t run(ibex_comm *comm, Op &&op, ibex_request **req) {
         return IBEX_OK;
     }
     return request_wait(r);
+}
+
+// Sends and receives (fn: the caller's name; batch: ops are numbered in its errors). The
+// pairs no collective connected are connected first, in ascending order of the peer (a
+// pair's two ranks then never wait on each other in opposite orders).
+ibex_status_t run_p2p(ibex_comm *comm, std::span<const ibex_p2p_op_t> ops, ibex_request **req, const char *fn,
+                      bool batch) {
+    if (req) *req = nullptr;
+    Op op = make_op(OpKind::p2p, nullptr, nullptr, 0, IBEX_U8, IBEX_SUM, 0);
+    std::vector<Range> sends, recvs;
+    std::vector<size_t> to_self, from_self; // bytes, in the batch's order
+    std::vector<int> peers;
+    constexpr size_t kMaxBytes = size_t(1) << 56;
+    for (size_t i = 0; i < ops.size(); ++i) {
+        const ibex_p2p_op_t &o = ops[i];
+        char where[96];
+        if (batch)
+            std::snprintf(where, sizeof where, "%s: op %zu", fn, i);
+        else
+            std::snprintf(where, sizeof where, "%s", fn);
+        IBEX_COLL_CHECK(o.kind == IBEX_P2P_SEND || o.kind == IBEX_P2P_RECV, "%s: unknown kind %d", where,
+                        static_cast<int>(o.kind));
+        IBEX_COLL_CHECK(o.type >= 0 && o.type < IBEX_DATATYPE_COUNT, "%s: unknown datatype %d", where,
+                        static_cast<int>(o.type));
+        IBEX_COLL_CHECK(o.peer >= 0 && o.peer < comm->nranks, "%s: peer %d not in 0..%d", where, o.peer,
+                        comm->nranks - 1);
+        if (o.count == 0) continue;
+        IBEX_COLL_CHECK(o.buf, "%s: NULL buffer for %zu elements", where, o.count);
+        const size_t elem = ibex_datatype_size(o.type);
+        IBEX_COLL_CHECK(o.count < kMaxBytes / elem, "%s: %zu elements of %s are out of range", where, o.count,
+                        ibex_datatype_name(o.type));
+        if (ibex::cuda::is_device_pointer(o.buf))
+            return fail(IBEX_ERR_NOT_SUPPORTED,
+                        "%s: %p is GPU memory; sends and receives take host memory (copy through a pinned host "
+                        "buffer)",
+                        where, o.buf);
+        const bool send = o.kind == IBEX_P2P_SEND;
+        const size_t bytes = o.count * elem;
+        const auto at = reinterpret_cast<uintptr_t>(o.buf);
+        (send ? sends : recvs).push_back({at, at + bytes});
+        if (o.peer == comm->rank) (send ? to_self : from_self).push_back(bytes);
+        op.pieces.push_back({send, o.peer, o.buf, bytes});
+        op.args.count += bytes;
+        if (o.peer != comm->rank) peers.push_back(o.peer);
+    }
+    IBEX_COLL_CHECK(to_self == from_self,
+                    "%s: this rank's %zu sends to itself do not pair, length for length and in order, with its %zu "
+                    "receives from itself%s",
+                    fn, to_self.size(), from_self.size(),
+                    batch ? "" : " (a send to itself needs its receive in the same ibex_p2p_batch)");
+    const Overlap o = overlap(sends, recvs);
+    IBEX_COLL_CHECK(o != Overlap::two_receives, "%s: two receive buffers overlap", fn);
+    IBEX_COLL_CHECK(o != Overlap::receive_and_send, "%s: a receive buffer overlaps a send buffer", fn);
+    std::sort(peers.begin(), peers.end());
+    peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
+    for (int p : peers) IBEX_TRY(comm_connect_pair(comm, p));
+    return run(comm, std::move(op), req);
 }
 
 } // namespace
@@ -288,7 +364,6 @@ ibex_status_t ibex_alltoallv(const void *sendbuf, const size_t *sendcounts, cons
                     "ibex_alltoallv: this rank sends itself %zu elements but receives %zu from itself", sendcounts[me],
                     recvcounts[me]);
     // Blocks as byte ranges (empty ones left out), checked for overflow on the way.
-    using Range = std::pair<uintptr_t, uintptr_t>;
     std::vector<Range> sends, recvs;
     size_t total = 0;
     constexpr size_t kMaxElems = size_t(1) << 56;
@@ -304,20 +379,15 @@ ibex_status_t ibex_alltoallv(const void *sendbuf, const size_t *sendcounts, cons
             total += count;
         }
     }
-    std::sort(recvs.begin(), recvs.end());
-    std::sort(sends.begin(), sends.end());
-    for (size_t i = 1; i < recvs.size(); ++i)
-        IBEX_COLL_CHECK(recvs[i].first >= recvs[i - 1].second, "ibex_alltoallv: two receive blocks overlap");
-    for (size_t i = 0, j = 0; i < sends.size() && j < recvs.size();) {
-        IBEX_COLL_CHECK(sends[i].second <= recvs[j].first || recvs[j].second <= sends[i].first,
-                        "ibex_alltoallv: a receive block overlaps a send block; alltoallv is not in place");
-        (sends[i].second <= recvs[j].second ? i : j)++;
-    }
+    const Overlap o = overlap(sends, recvs);
+    IBEX_COLL_CHECK(o != Overlap::two_receives, "ibex_alltoallv: two receive blocks overlap");
+    IBEX_COLL_CHECK(o != Overlap::receive_and_send,
+                    "ibex_alltoallv: a receive block overlaps a send block; alltoallv is not in place");
     IBEX_TRY(comm_connect_all(comm));
-    Op o = make_op(OpKind::alltoallv, sendbuf, recvbuf, total, type, IBEX_SUM, 0);
-    o.blocks.reserve(4 * n);
-    for (const size_t *a : {sendcounts, sdispls, recvcounts, rdispls}) o.blocks.insert(o.blocks.end(), a, a + n);
-    return run(comm, std::move(o), req);
+    Op op = make_op(OpKind::alltoallv, sendbuf, recvbuf, total, type, IBEX_SUM, 0);
+    op.blocks.reserve(4 * n);
+    for (const size_t *a : {sendcounts, sdispls, recvcounts, rdispls}) op.blocks.insert(op.blocks.end(), a, a + n);
+    return run(comm, std::move(op), req);
 }
 
 ibex_status_t ibex_broadcast(const void *sendbuf, void *recvbuf, size_t count, ibex_datatype_t type, int root,
@@ -342,6 +412,29 @@ ibex_status_t ibex_barrier(ibex_comm_t *comm, ibex_request_t **req) {
     ibex::clear_error();
     IBEX_COLL_CHECK(comm, "ibex_barrier: comm is NULL");
     return run(comm, make_op(OpKind::barrier, nullptr, nullptr, 1, IBEX_U8, IBEX_MAX, 0), req);
+}
+
+ibex_status_t ibex_send(const void *buf, size_t count, ibex_datatype_t type, int peer, ibex_comm_t *comm,
+                        ibex_request_t **req) {
+    ibex::clear_error();
+    IBEX_COLL_CHECK(comm, "ibex_send: comm is NULL");
+    const ibex_p2p_op_t o{IBEX_P2P_SEND, peer, const_cast<void *>(buf), count, type};
+    return run_p2p(comm, {&o, 1}, req, __func__, false);
+}
+
+ibex_status_t ibex_recv(void *buf, size_t count, ibex_datatype_t type, int peer, ibex_comm_t *comm,
+                        ibex_request_t **req) {
+    ibex::clear_error();
+    IBEX_COLL_CHECK(comm, "ibex_recv: comm is NULL");
+    const ibex_p2p_op_t o{IBEX_P2P_RECV, peer, buf, count, type};
+    return run_p2p(comm, {&o, 1}, req, __func__, false);
+}
+
+ibex_status_t ibex_p2p_batch(const ibex_p2p_op_t *ops, size_t nops, ibex_comm_t *comm, ibex_request_t **req) {
+    ibex::clear_error();
+    IBEX_COLL_CHECK(comm, "ibex_p2p_batch: comm is NULL");
+    IBEX_COLL_CHECK(ops || nops == 0, "ibex_p2p_batch: ops is NULL for %zu ops", nops);
+    return run_p2p(comm, {ops, nops}, req, __func__, true);
 }
 
 ibex_status_t ibex_test(ibex_request_t *req, int *done) {

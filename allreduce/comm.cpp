@@ -103,25 +103,6 @@ uint64_t fnv1a(const std::string &s) {
     return h;
 }
 
-// Every rank's QP address for every other rank, all at once (zero where it has no QP);
-// (*remote)[p] for each of `peers`: p's QP address for this rank.
-ibex_status_t exchange_addresses(ibex_comm *c, const std::vector<int> &peers, std::vector<ibex_ep_addr_t> *remote) {
-    const size_t n = static_cast<size_t>(c->nranks);
-    const std::vector<ibex_ep_addr_t> mine = c->exec.local_addrs();
-    std::vector<uint8_t> packed(n * IBEX_EP_ADDR_WIRE_LEN);
-    for (size_t p = 0; p < n; ++p)
-        ibex_ep_addr_pack(&mine[p], packed.data() + p * IBEX_EP_ADDR_WIRE_LEN, IBEX_EP_ADDR_WIRE_LEN);
-    std::vector<uint8_t> table(packed.size() * n);
-    IBEX_TRY(c->boot->allgather(packed.data(), packed.size(), table.data(), c->opt.timeout_ms));
-    remote->assign(n, ibex_ep_addr_t{});
-    for (int p : peers) {
-        const uint8_t *row = table.data() + static_cast<size_t>(p) * packed.size();
-        IBEX_TRY(ibex_ep_addr_unpack(row + static_cast<size_t>(c->rank) * IBEX_EP_ADDR_WIRE_LEN, IBEX_EP_ADDR_WIRE_LEN,
-                                     &(*remote)[static_cast<size_t>(p)]));
-    }
-    return IBEX_OK;
-}
-
 // Every rank's QP choice (ibex_comm_config_t.qp_attr) must be rank 0's: the two ends of a
 // QP with different path MTUs drop each other's packets, and timeouts or classes that differ
 // by rank are a fault nothing would name. Compared value by value (the attributes not
@@ -369,7 +350,7 @@ ibex_status_t comm_create(int nranks, const char *id_text, int rank, const CommO
         c->caches.add_domain(c->exec.pd(link),
                              static_cast<size_t>(config::get_int("IBEX_COMM_REG_CACHE", 64, 4, 1 << 20)));
     std::vector<ibex_ep_addr_t> remote;
-    if (ibex_status_t st = exchange_addresses(c, c->peers, &remote); st != IBEX_OK) return bail(st);
+    if (ibex_status_t st = comm_exchange_addresses(c, c->peers, &remote); st != IBEX_OK) return bail(st);
     if (ibex_status_t st = c->exec.connect(remote, c->opt.qp); st != IBEX_OK) return bail(st);
     if (ibex_status_t st = c->fast.open(c); st != IBEX_OK) return bail(st);
     if (ibex_status_t st = c->direct.open(c); st != IBEX_OK) return bail(st);
@@ -420,46 +401,6 @@ ibex_status_t comm_split(ibex_comm *c, int color, int key, ibex_comm **out) {
     ids[static_cast<size_t>(members[0])].text[IBEX_UNIQUE_ID_BYTES - 1] = '\0';
     return comm_create(static_cast<int>(members.size()), ids[static_cast<size_t>(members[0])].text, new_rank, c->opt,
                        out);
-}
-
-ibex_status_t comm_connect_all(ibex_comm *c) {
-    if (c->all_connected) return IBEX_OK;
-    IBEX_TRY(comm_drain(c));
-    // The stream is idle; holding its drive lock keeps the progress thread off the
-    // executor while channels are added (as a waiting caller would).
-    c->waiters.fetch_add(1, std::memory_order_acq_rel);
-    std::unique_lock dl(c->drive_mu);
-    const auto leave = [&](ibex_status_t st) {
-        if (st != IBEX_OK) {
-            const std::string detail = std::string("connecting every pair of ranks: ") + ibex_last_error();
-            enter_error(c, st, detail, true, nullptr);
-            fail(st, "%s", detail.c_str());
-        }
-        dl.unlock();
-        c->waiters.fetch_sub(1, std::memory_order_acq_rel);
-        c->caller_turns.fetch_add(1, std::memory_order_acq_rel);
-        return st;
-    };
-    std::vector<int> more;
-    for (int p = 0; p < c->nranks; ++p)
-        if (p != c->rank && !c->exec.connected_to(p)) more.push_back(p);
-    const int links_before = c->exec.links();
-    size_t first = 0;
-    if (ibex_status_t st = c->exec.add_peers(more, &first); st != IBEX_OK) return leave(st);
-    for (int link = links_before; link < c->exec.links(); ++link)
-        c->caches.add_domain(c->exec.pd(link), static_cast<size_t>(config::get_int("IBEX_COMM_REG_CACHE", 64, 4, 1 << 20)));
-    std::vector<ibex_ep_addr_t> remote;
-    if (ibex_status_t st = exchange_addresses(c, more, &remote); st != IBEX_OK) return leave(st);
-    if (ibex_status_t st = c->exec.connect(remote, c->opt.qp, first); st != IBEX_OK) return leave(st);
-    // Nobody writes before every rank has its receives posted.
-    if (ibex_status_t st = c->boot->barrier(c->opt.timeout_ms); st != IBEX_OK) return leave(st);
-    if (ibex_status_t st = c->exec.announce(first); st != IBEX_OK) return leave(st);
-    c->peers.insert(c->peers.end(), more.begin(), more.end());
-    std::sort(c->peers.begin(), c->peers.end());
-    c->all_connected = true;
-    if (c->rank == 0)
-        IBEX_LOG(info, "communicator of %d ranks: every pair connected (%zu more QPs on rank 0)", c->nranks, more.size());
-    return leave(IBEX_OK);
 }
 
 ibex_status_t comm_destroy(ibex_comm *c, bool abort) {

@@ -106,10 +106,18 @@ Algo comm_algo(const ibex_comm *c, size_t bytes);
 // Whether reduce-scatter or allgather of `bytes` per rank runs hierarchically: forced with
 // IBEX_ALGO=hierarchical, else when the cost model says it is cheaper than the flat ring.
 bool comm_hierarchical(const ibex_comm *c, OpKind kind, size_t bytes);
+// Collective: every rank's QP address for every other rank, all at once (zero where it has
+// no QP); (*remote)[p] for each of `peers`: p's QP address for this rank.
+ibex_status_t comm_exchange_addresses(ibex_comm *c, const std::vector<int> &peers, std::vector<ibex_ep_addr_t> *remote);
 // Collective: connects this rank to every rank it has no QP to yet (the algorithms need
 // only a few peers each; alltoall needs them all). Waits for the queued collectives first;
 // a failure puts the communicator in its error state on every rank.
 ibex_status_t comm_connect_all(ibex_comm *c);
+// This rank and `peer` only (a send or receive between ranks no collective connected):
+// connects their QP, swapping addresses through the bootstrap's relay. Waits for the
+// queued operations first, then for the peer to make the same call (bounded by the
+// communicator's timeout); a failure puts the communicator in its error state.
+ibex_status_t comm_connect_pair(ibex_comm *c, int peer);
 // Grows the communicator's scratch (registered) to at least bytes.
 ibex_status_t comm_ensure_scratch(ibex_comm *c, size_t bytes);
 // Frees the scratch (no collective may be running).

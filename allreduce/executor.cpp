@@ -319,7 +319,7 @@ ibex_status_t Executor::advance(bool *did) {
                 if (cr.len != st.bytes)
                     return fail(IBEX_ERR_INVALID_ARGUMENT,
                                 "rank %d expects %u bytes where this rank sends %zu: the ranks called different "
-                                "collectives, counts or types",
+                                "collectives, counts or types, or a send and its receive differ in length",
                                 c.rank, cr.len, st.bytes);
                 wr.wr.rdma.remote_addr = cr.addr;
                 wr.wr.rdma.rkey = cr.rkey;

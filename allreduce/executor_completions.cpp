@@ -31,7 +31,8 @@ ibex_status_t Executor::match_arrival(Channel &c, bool eager, uint32_t byte_len)
     if (eager != (!sched_.direct && is_eager(st.bytes)) || ((eager || sched_.direct) && byte_len != st.bytes))
         return fail(IBEX_ERR_INVALID_ARGUMENT,
                     "rank %d sent %u bytes where this rank expects %zu: the ranks called different collectives, "
-                    "counts or types (or set IBEX_COMM_EAGER differently)",
+                    "counts or types, or a send and its receive differ in length (or set IBEX_COMM_EAGER "
+                    "differently)",
                     c.rank, byte_len, st.bytes);
     if (eager)
         c.eager_slot_of[c.next_arrival] =

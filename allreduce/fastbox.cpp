@@ -158,7 +158,8 @@ bool Fastbox::takes(const ibex_comm *c, const Op &op) const {
     switch (op.kind) {
     case OpKind::probe:
     case OpKind::alltoall:
-    case OpKind::alltoallv: return false; // every rank's block differs per peer: the executor's
+    case OpKind::alltoallv:
+    case OpKind::p2p: return false; // every rank's block differs per peer: the executor's
     case OpKind::barrier: return true;
     default: break;
     }
@@ -299,6 +300,7 @@ ibex_status_t Fastbox::finish(const Op &op, const uint8_t *own) {
     case OpKind::barrier:
     case OpKind::alltoall:
     case OpKind::alltoallv:
+    case OpKind::p2p:
     case OpKind::probe: return IBEX_OK;
     }
     return IBEX_OK;

@@ -17,6 +17,7 @@ const char *op_kind_name(OpKind k) {
     case OpKind::probe: return "probe";
     case OpKind::alltoall: return "alltoall";
     case OpKind::alltoallv: return "alltoallv";
+    case OpKind::p2p: return "send/recv";
     }
     return "?";
 }
@@ -42,7 +43,8 @@ OpBytes op_bytes(const Op &op, int rank, int nranks) {
         return {send, recv, false};
     }
     case OpKind::barrier:
-    case OpKind::probe: break;
+    case OpKind::probe:
+    case OpKind::p2p: break; // buffers of its own per piece
     }
     return {};
 }

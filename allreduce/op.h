@@ -16,7 +16,7 @@
 
 namespace ibex::coll {
 
-enum class OpKind { allreduce, reduce_scatter, allgather, broadcast, reduce, barrier, probe, alltoall, alltoallv };
+enum class OpKind { allreduce, reduce_scatter, allgather, broadcast, reduce, barrier, probe, alltoall, alltoallv, p2p };
 
 const char *op_kind_name(OpKind k);
 
@@ -37,6 +37,9 @@ struct Op {
     // alltoallv only: sendcounts, sdispls, recvcounts, rdispls, nranks each, in elements
     // (copied from the caller's arrays; args.count is the elements sent and received).
     std::vector<size_t> blocks;
+    // p2p only: the batch's sends and receives in the caller's order (zero-length ones left
+    // out; args.count is their bytes, args.type IBEX_U8).
+    std::vector<P2pPiece> pieces;
     // probe only
     int pings = 0;
     size_t bulk = 0;

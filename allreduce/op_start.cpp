@@ -74,6 +74,7 @@ ibex_status_t start_op(ibex_comm *c, Op &op, bool *empty) {
     case OpKind::allgather:
     case OpKind::alltoall:
     case OpKind::alltoallv:
+    case OpKind::p2p:
     case OpKind::broadcast: break;
     }
     *empty = false;
@@ -90,12 +91,14 @@ ibex_status_t start_op(ibex_comm *c, Op &op, bool *empty) {
         IBEX_TRY(comm_ensure_scratch(c, scratch));
     if (op.kind == OpKind::barrier)
         IBEX_TRY(c->caches.get_all(c->small, sizeof c->small));
+    for (const P2pPiece &p : op.pieces) IBEX_TRY(c->caches.get_all(p.buf, p.bytes));
     a.scratch = c->scratch;
     // Built in the memo's own schedule (its storage reused op after op), which the
     // executor copies; kept for the next identical call where that may be.
     ScheduleMemo &memo = c->last_schedule;
-    // alltoallv's counts are not in the args: its schedules are not kept.
-    const bool memoizable = op.kind != OpKind::probe && op.kind != OpKind::alltoallv;
+    // alltoallv's counts and a batch's sends and receives are not in the args: their
+    // schedules are not kept.
+    const bool memoizable = op.kind != OpKind::probe && op.kind != OpKind::alltoallv && op.kind != OpKind::p2p;
     if (memoizable && memo.matches(op.kind, op.algo, a))
         return c->exec.start(memo.schedule, a.type, a.op, c->caches, op.times != nullptr);
     memo.forget();
@@ -130,6 +133,7 @@ ibex_status_t start_op(ibex_comm *c, Op &op, bool *empty) {
         build_pairwise_alltoallv(a, v.sendcounts, v.sdispls, v.recvcounts, v.rdispls, b);
         break;
     }
+    case OpKind::p2p: build_p2p(op.pieces, c->rank, b); break;
     case OpKind::reduce: build_chain_reduce(a, b); break;
     case OpKind::probe: build_probe(c->rank, op.partner, op.pings, op.bulk, c->scratch, b); break;
     }

@@ -183,8 +183,9 @@ ibex_status_t ShmDirect::open_staging(ibex_comm *c) {
 ibex_pd_t *ShmDirect::shared_pd() const { return min_bytes_ && link_ >= 0 ? comm_->exec.pd(link_) : nullptr; }
 
 bool ShmDirect::takes(const Op &op) const {
-    // alltoallv's blocks differ per pair, and its announce round carries one count.
-    if (!min_bytes_ || op.kind == OpKind::alltoallv) return false;
+    // alltoallv's blocks differ per pair, and its announce round carries one count; a send
+    // or receive involves two ranks, not the host's all.
+    if (!min_bytes_ || op.kind == OpKind::alltoallv || op.kind == OpKind::p2p) return false;
     // The larger side is the whole buffer (the input of a reduce-scatter, the output of an
     // allgather), the same on every rank whichever side a rank leaves unused.
     const OpBytes b = op_bytes(op, rank_, nranks_);
@@ -396,6 +397,7 @@ bool ShmDirect::stage_in(const Op &op) {
         return true;
     case OpKind::barrier:
     case OpKind::alltoallv:
+    case OpKind::p2p:
     case OpKind::probe: return false;
     }
     return false;
@@ -492,6 +494,7 @@ ibex_status_t ShmDirect::run_staged(const Op &op) {
     case OpKind::alltoall: return take_blocks(op, true);
     case OpKind::barrier:
     case OpKind::alltoallv:
+    case OpKind::p2p:
     case OpKind::probe: return IBEX_OK;
     }
     return IBEX_OK;
@@ -541,6 +544,7 @@ ibex_status_t ShmDirect::run_local(const Op &op) {
     case OpKind::alltoall: return take_blocks(op, false);
     case OpKind::barrier:
     case OpKind::alltoallv:
+    case OpKind::p2p:
     case OpKind::probe: break;
     }
     return IBEX_OK;

@@ -253,15 +253,9 @@ public:
     // ibex_alltoallv.
     py::object alltoall(py::handle send, py::handle recv, std::optional<std::vector<size_t>> send_counts,
                         std::optional<std::vector<size_t>> recv_counts, bool async_op) {
-        const auto unlocked = [](auto call) {
-            if (!PyGILState_Check()) // run() released it already (not async)
-                return call();
-            py::gil_scoped_release released;
-            return call();
-        };
         if (!send_counts && !recv_counts)
             return collective(send, recv, Shape::Exchange, async_op, [&](auto &s, auto &r, size_t n, auto t, auto q) {
-                return unlocked([&] { return ibex_alltoall(s.data(), r.data(), n, t, comm_, q); });
+                return without_gil([&] { return ibex_alltoall(s.data(), r.data(), n, t, comm_, q); });
             });
         if (!send_counts || !recv_counts)
             raise(PyExc_ValueError, "ibex: alltoall takes send_counts and recv_counts together");
@@ -286,12 +280,38 @@ public:
         const std::vector<size_t> sdispls = packed(*send_counts, *s, "send"), rdispls = packed(*recv_counts, *r, "recv");
         return run(
             [&](ibex_request_t **req) {
-                return unlocked([&] {
+                return without_gil([&] {
                     return ibex_alltoallv(s->data(), send_counts->data(), sdispls.data(), r->data(),
                                           recv_counts->data(), rdispls.data(), type, comm_, req);
                 });
             },
             {s, r}, async_op);
+    }
+
+    // Sends and receives that run together (ibex_p2p_batch): ("send" | "recv", buffer,
+    // peer) each. The first between two ranks no collective connected waits for the
+    // peer's, so it starts with the GIL released even when async.
+    py::object p2p(const py::sequence &ops, bool async_op) {
+        std::vector<ibex_p2p_op_t> batch;
+        std::vector<BufferRef> buffers;
+        for (py::handle item : ops) {
+            if (!py::isinstance<py::tuple>(item) || py::len(item) != 3)
+                raise(PyExc_TypeError, "ibex: a p2p op is a tuple (\"send\" or \"recv\", buffer, peer)");
+            const auto op = py::reinterpret_borrow<py::tuple>(item);
+            const auto kind = py::cast<std::string>(op[0]);
+            if (kind != "send" && kind != "recv")
+                raise(PyExc_ValueError, "ibex: a p2p op is \"send\" or \"recv\", not \"" + kind + "\"");
+            const bool recv = kind == "recv";
+            auto b = std::make_shared<BorrowedBuffer>(op[1], recv);
+            batch.push_back({recv ? IBEX_P2P_RECV : IBEX_P2P_SEND, py::cast<int>(op[2]), b->data(), b->count(),
+                             b->type()});
+            buffers.push_back(std::move(b));
+        }
+        return run(
+            [&](ibex_request_t **req) {
+                return without_gil([&] { return ibex_p2p_batch(batch.data(), batch.size(), comm_, req); });
+            },
+            std::move(buffers), async_op);
     }
 
     py::object broadcast(py::handle send, py::handle recv, int root, bool async_op) {
@@ -364,6 +384,16 @@ private:
         if (comm_ == nullptr)
             raise(PyExc_ValueError, "ibex: the communicator was destroyed");
         return comm_;
+    }
+
+    // Calls that may wait for other ranks before they queue anything (alltoall's and a
+    // send's first connect) run with the GIL released, also when async.
+    template <typename Call>
+    static ibex_status_t without_gil(Call call) {
+        if (!PyGILState_Check()) // run() released it already (not async)
+            return call();
+        py::gil_scoped_release released;
+        return call();
     }
 
     // recv None means in place: the same memory is both.
@@ -531,6 +561,20 @@ PYBIND11_MODULE(_core, m) {
         .def("allgather", &Comm::allgather, "send"_a, "recv"_a, "async_op"_a = false)
         .def("alltoall", &Comm::alltoall, "send"_a, "recv"_a, "send_counts"_a = py::none(),
              "recv_counts"_a = py::none(), "async_op"_a = false)
+        .def("p2p", &Comm::p2p, "ops"_a, "async_op"_a = false,
+             "Sends and receives that run together: (\"send\" | \"recv\", buffer, peer) each")
+        .def(
+            "send",
+            [](Comm &c, py::handle buf, int peer, bool async_op) {
+                return c.p2p(py::make_tuple(py::make_tuple("send", buf, peer)), async_op);
+            },
+            "buf"_a, "peer"_a, "async_op"_a = false)
+        .def(
+            "recv",
+            [](Comm &c, py::handle buf, int peer, bool async_op) {
+                return c.p2p(py::make_tuple(py::make_tuple("recv", buf, peer)), async_op);
+            },
+            "buf"_a, "peer"_a, "async_op"_a = false)
         .def("broadcast", &Comm::broadcast, "send"_a, "recv"_a = py::none(), "root"_a = 0,
              "async_op"_a = false)
         .def("reduce", &Comm::reduce, "send"_a, "recv"_a = py::none(), "op"_a = IBEX_SUM,

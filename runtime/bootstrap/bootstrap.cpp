@@ -23,6 +23,7 @@ enum FrameType : uint32_t {
     kBye = 5,
     kReject = 6,  // text: why rank 0 refused this rank
     kWelcome = 7, // everyone has joined
+    kRelay = 8,   // u32 to, u32 from, message: for rank `to`, forwarded by rank 0
 };
 
 constexpr uint32_t kMaxFrame = 64u << 20;
@@ -229,6 +230,8 @@ void Bootstrap::pump() {
                 note_failure(st == IBEX_ERR_TIMEOUT ? IBEX_ERR_TIMEOUT : IBEX_ERR_REMOTE, detail, origin, rank_ == 0);
             } else if (type == kBye) {
                 c.bye = true;
+            } else if (type == kRelay && len >= 8) {
+                relay(get32(p), get32(p + 4), p + 8, len - 8);
             } else {
                 c.frames.push_back(Frame{type, std::vector<uint8_t>(p, p + len)});
             }
@@ -242,6 +245,23 @@ void Bootstrap::pump() {
             note_failure(IBEX_ERR_REMOTE, detail, c.rank, rank_ == 0);
         }
     }
+}
+
+void Bootstrap::relay(uint32_t to, uint32_t from, const uint8_t *msg, size_t len) {
+    if (from >= static_cast<uint32_t>(nranks_) || to >= static_cast<uint32_t>(nranks_)) return;
+    if (static_cast<int>(to) == rank_) {
+        inbox_.resize(static_cast<size_t>(nranks_));
+        inbox_[from].emplace_back(msg, msg + len);
+        return;
+    }
+    if (rank_ != 0) return; // only rank 0 forwards
+    std::vector<uint8_t> f;
+    put32(f, to);
+    put32(f, from);
+    f.insert(f.end(), msg, msg + len);
+    // A lost forward would leave the receiver waiting: a closed connection is reported as
+    // the receiver's death anyway, so nothing else is to be done here.
+    send_frame(conns_[to - 1], kRelay, f.data(), f.size(), kControlSendMs * 5);
 }
 
 template <typename Pred>
@@ -316,6 +336,35 @@ ibex_status_t Bootstrap::barrier(int timeout_ms) {
     std::vector<uint8_t> all(static_cast<size_t>(nranks_));
     const uint8_t one = 1;
     return allgather(&one, 1, all.data(), timeout_ms);
+}
+
+ibex_status_t Bootstrap::send_to(int peer, const void *data, size_t len, int timeout_ms) {
+    if (peer < 0 || peer >= nranks_ || peer == rank_)
+        return fail(IBEX_ERR_INVALID_ARGUMENT, "bootstrap: no rank %d to send to (rank %d of %d)", peer, rank_, nranks_);
+    std::lock_guard l(mu_);
+    if (failed_) return fail(fail_status_, "%s", fail_detail_.c_str());
+    std::vector<uint8_t> f;
+    put32(f, static_cast<uint32_t>(peer));
+    put32(f, static_cast<uint32_t>(rank_));
+    const auto *p = static_cast<const uint8_t *>(data);
+    f.insert(f.end(), p, p + len);
+    Conn &via = rank_ == 0 ? conns_[static_cast<size_t>(peer) - 1] : conns_[0];
+    if (!send_frame(via, kRelay, f.data(), f.size(), timeout_ms))
+        return fail(IBEX_ERR_REMOTE, "bootstrap: rank %d went away while rank %d sent to rank %d", via.rank, rank_, peer);
+    return IBEX_OK;
+}
+
+ibex_status_t Bootstrap::recv_from(int peer, std::vector<uint8_t> *data, int timeout_ms) {
+    if (peer < 0 || peer >= nranks_ || peer == rank_)
+        return fail(IBEX_ERR_INVALID_ARGUMENT, "bootstrap: no rank %d to receive from (rank %d of %d)", peer, rank_,
+                    nranks_);
+    const auto from = static_cast<size_t>(peer);
+    const std::string what = "waiting for a message from rank " + std::to_string(peer);
+    IBEX_TRY(wait_for([&] { return inbox_.size() > from && !inbox_[from].empty(); }, timeout_ms, what.c_str()));
+    std::lock_guard l(mu_);
+    *data = std::move(inbox_[from].front());
+    inbox_[from].pop_front();
+    return IBEX_OK;
 }
 
 std::vector<int> Bootstrap::fds() const {

@@ -1,8 +1,10 @@
 // The out-of-band network of a communicator: every rank holds one TCP connection to rank 0
 // (a star). It carries the join handshake, small all-gathers (endpoint addresses, split
-// colours), barriers, and afterwards stays open as the failure channel: a rank that fails
-// sends an abort that rank 0 relays to all, and a connection that closes without a
-// goodbye means its process died. Frames: u32 type, u32 length (network order), payload.
+// colours), barriers, messages between two ranks (relayed by rank 0: the two ranks of a
+// send and its receive connect their QP without the others), and afterwards stays open as
+// the failure channel: a rank that fails sends an abort that rank 0 relays to all, and a
+// connection that closes without a goodbye means its process died. Frames: u32 type, u32
+// length (network order), payload.
 #pragma once
 
 #include <deque>
@@ -32,6 +34,11 @@ public:
     // all receives nranks * len bytes, rank i's at i * len.
     ibex_status_t allgather(const void *mine, size_t len, void *all, int timeout_ms);
     ibex_status_t barrier(int timeout_ms);
+    // A message to one rank, and the next from one rank (in the order that rank sent them),
+    // through rank 0; rank 0 forwards whenever it looks at its connections (any call here,
+    // or healthy() from its progress loop). Only the two ranks take part.
+    ibex_status_t send_to(int peer, const void *data, size_t len, int timeout_ms);
+    ibex_status_t recv_from(int peer, std::vector<uint8_t> *data, int timeout_ms);
 
     // For the owner's progress loop: descriptors to watch for readability, and a
     // non-blocking check that returns false (with the status and detail) once any rank
@@ -65,6 +72,8 @@ private:
     bool send_frame(Conn &c, uint32_t type, const void *data, size_t len, int timeout_ms);
     // Reads what is available on every connection (mu_ held) and handles control frames.
     void pump();
+    // A kRelay frame's message: kept when it is for this rank, forwarded on rank 0.
+    void relay(uint32_t to, uint32_t from, const uint8_t *msg, size_t len);
     void note_failure(ibex_status_t status, const std::string &detail, int origin, bool relay);
     // Waits (mu_ not held) until pred() holds under mu_, or failure, or the deadline.
     template <typename Pred>
@@ -74,6 +83,9 @@ private:
     const int nranks_;
     mutable std::mutex mu_;
     std::vector<Conn> conns_; // rank 0: one per other rank (conns_[r - 1]); others: one, to rank 0
+    // Messages from each rank (send_to), not yet taken by recv_from; apart from the frames
+    // of the all-gathers, which a message arriving in the middle of one must not disturb.
+    std::vector<std::deque<std::vector<uint8_t>>> inbox_;
     bool failed_ = false;
     ibex_status_t fail_status_ = IBEX_OK;
     std::string fail_detail_;

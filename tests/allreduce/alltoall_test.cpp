@@ -13,6 +13,7 @@
 
 #include "allreduce/comm.h"
 #include "tests/allreduce/killed_rank.h"
+#include "tests/allreduce/one_rank.h"
 #include "tests/allreduce/ranks.h"
 
 namespace {
@@ -163,26 +164,7 @@ TEST(Alltoall, QueuedBehindAndAheadOfOtherCollectives) {
     ibex::test::expect_all_passed(out);
 }
 
-// A communicator of one rank, in this process: for what needs no peer.
-class AlltoallOneRank : public ::testing::Test {
-protected:
-    void SetUp() override {
-        ASSERT_EQ(ibex_get_unique_id(&id_), IBEX_OK) << ibex_last_error();
-        ibex_comm_config_t cfg = IBEX_COMM_CONFIG_INIT;
-        cfg.device = "udp:lo";
-        ASSERT_EQ(ibex_comm_init_rank(&comm, 1, &id_, 0, &cfg), IBEX_OK) << ibex_last_error();
-    }
-    void TearDown() override {
-        if (comm) {
-            EXPECT_EQ(ibex_comm_destroy(comm), IBEX_OK);
-        }
-        ibex::bootstrap::release_unique_id(&id_);
-    }
-    ibex_comm_t *comm = nullptr;
-
-private:
-    ibex_unique_id_t id_{};
-};
+class AlltoallOneRank : public ibex::test::OneRankComm {};
 
 TEST_F(AlltoallOneRank, CopiesItsOwnBlockAndRefusesBadArguments) {
     std::vector<int32_t> send(1000), recv(1000, -1);

@@ -306,6 +306,69 @@ class Collectives(unittest.TestCase):
             self.assertEqual(e["after"], [2.0, 2.0, 2.0])
 
 
+def point_to_point(comm):
+    """A pipeline down the ranks, a ring exchange in one batch, async requests, torch."""
+    r, n = comm.rank, comm.size
+    out = {}
+    a = np.zeros(1000, dtype=np.float32)
+    if r > 0:
+        comm.recv(a, r - 1)
+    a += 1
+    if r + 1 < n:
+        comm.send(a, r + 1)
+    out["pipeline"] = float(a[0])
+    mine = np.full(70000, r, dtype=np.int64)
+    theirs = np.zeros(70000, dtype=np.int64)
+    comm.p2p([("send", mine, (r + 1) % n), ("recv", theirs, (r - 1) % n)])
+    out["ring"] = [int(theirs[0]), int(theirs[-1])]
+    got = [np.zeros(3, dtype=np.int32) for _ in range(2)]
+    reqs = [comm.send(np.full(3, 10 * r + k, dtype=np.int32), (r + 1) % n, async_op=True) for k in range(2)]
+    batch = comm.p2p([("recv", got[0], (r - 1) % n), ("recv", got[1], (r - 1) % n)], async_op=True)
+    batch.wait()
+    for q in reqs:
+        q.wait()
+    out["async"] = [int(g[0]) for g in got]
+    if torch is not None:
+        t = torch.full((5,), float(r), dtype=torch.float64)
+        u = torch.zeros(5, dtype=torch.float64)
+        comm.p2p([("send", t, (r + 1) % n), ("recv", u, (r - 1) % n)])
+        out["torch"] = float(u[0])
+
+    def err(fn):
+        try:
+            fn()
+        except Exception as x:
+            return f"{type(x).__name__}: {x}"
+        return "NO ERROR"
+
+    out["bad_peer"] = err(lambda: comm.send(np.zeros(2), n + 4))
+    out["bad_kind"] = err(lambda: comm.p2p([("put", np.zeros(2), 0)]))
+    out["bad_tuple"] = err(lambda: comm.p2p([("send", np.zeros(2))]))
+    out["self"] = err(lambda: comm.send(np.zeros(2), r))
+    comm.barrier()  # still usable after refusals
+    return out
+
+
+class PointToPoint(unittest.TestCase):
+    def test_send_recv_and_batches_on_three_ranks(self):
+        n = 3
+        res = run_ranks(n, point_to_point)
+        self.assertEqual(len(res), n, res)
+        for r in range(n):
+            out = res[r]
+            self.assertIsInstance(out, dict, out)
+            self.assertEqual(out["pipeline"], float(r + 1))
+            self.assertEqual(out["ring"], [(r - 1) % n] * 2)
+            self.assertEqual(out["async"], [10 * ((r - 1) % n), 10 * ((r - 1) % n) + 1])
+            if torch is not None:
+                self.assertEqual(out["torch"], float((r - 1) % n))
+            self.assertIn("IbexError: IBEX_ERR_INVALID_ARGUMENT", out["bad_peer"])
+            self.assertIn(f"peer {n + 4} not in 0..{n - 1}", out["bad_peer"])
+            self.assertIn('ValueError: ibex: a p2p op is "send" or "recv", not "put"', out["bad_kind"])
+            self.assertIn("TypeError: ibex: a p2p op is a tuple", out["bad_tuple"])
+            self.assertIn("sends to itself", out["self"])
+
+
 class CommQpChoice(unittest.TestCase):
     """Comm(qp={...}): the attributes every QP of the communicator is connected with."""
 

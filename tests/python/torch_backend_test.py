@@ -111,6 +111,9 @@ class Collectives(unittest.TestCase):
             self.assertEqual(res["alltoall_single"],
                              [float(100 * q + 2 * r + j) for q in range(world) for j in range(2)])
             self.assertEqual(res["alltoall_rows"], [q for q in range(world) for _ in range(2)])
+            self.assertEqual(res["p2p_pipeline"], float(r + 1))
+            self.assertEqual(res["p2p_ring"], [float((r - 1) % world)] * 2)
+            self.assertEqual(res["p2p_neighbours"], [10 * ((r - 1) % world) + 1, 10 * ((r + 1) % world) + 2])
             self.assertEqual(res["alltoall_uneven"],
                              [float(100 * q + r) for q in range(world) for _ in range((q + r) % 3 + 1)])
 
@@ -133,7 +136,8 @@ class BadInput(unittest.TestCase):
             self.assertIn("dtype mismatch", e["dtype_mismatch"])
             self.assertIn("world size x input", e["size_mismatch"])
             self.assertIn("ReduceOp.BAND is not supported by ibex", e["op_band"])
-            self.assertIn("not supported by ibex", e["send"])
+            self.assertIn("tag 3: ibex matches sends and receives in issue order", e["send_tag"])
+            self.assertIn(f"peer {r} is not another rank", e["send_self"])
             self.assertIn("not supported by ibex", e["gather"])
             self.assertIn("the output splits add up to 3 rows, the tensor has 4", e["alltoall_splits"])
             self.assertIn("not supported by ibex", e["alltoall_list"])

@@ -83,6 +83,30 @@ def collectives(rank, world):
     dist.all_to_all_single(outp, inp, output_split_sizes=recvs, input_split_sizes=sends)
     out["alltoall_uneven"] = outp[:, 1].tolist()
     dist.barrier()
+    # Point to point: a pipeline down the ranks (blocking send and recv), a ring exchange
+    # of 1 MiB each way with batch_isend_irecv, and isend/irecv to both neighbours waited
+    # in reverse order.
+    t = torch.zeros(5, dtype=torch.float64)
+    if rank > 0:
+        dist.recv(t, rank - 1)
+    t += 1
+    if rank + 1 < world:
+        dist.send(t, rank + 1)
+    out["p2p_pipeline"] = t[0].item()
+    nxt, prv = (rank + 1) % world, (rank - 1) % world
+    mine = torch.full((1 << 18,), float(rank), dtype=torch.float32)
+    theirs = torch.zeros(1 << 18, dtype=torch.float32)
+    reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, mine, nxt), dist.P2POp(dist.irecv, theirs, prv)])
+    for w in reqs:
+        w.wait()
+    out["p2p_ring"] = [theirs[0].item(), theirs[-1].item()]
+    a, b = torch.zeros(3, dtype=torch.int64), torch.zeros(3, dtype=torch.int64)
+    works = [dist.isend(torch.full((3,), 10 * rank + 1, dtype=torch.int64), nxt),
+             dist.isend(torch.full((3,), 10 * rank + 2, dtype=torch.int64), prv),
+             dist.irecv(a, prv), dist.irecv(b, nxt)]
+    for w in reversed(works):
+        w.wait()
+    out["p2p_neighbours"] = [a[0].item(), b[0].item()]
     # Many async operations in flight, finished out of order by the caller.
     works = [dist.all_reduce(torch.full((64,), float(i)), async_op=True) for i in range(20)]
     futs = [w.get_future() for w in works]
@@ -104,7 +128,8 @@ def bad_input(rank, world):
         torch.zeros(2 * world + 1), torch.zeros(2)))
     e["op_band"] = expect_error(lambda: dist.all_reduce(torch.ones(2, dtype=torch.int32),
                                                         op=dist.ReduceOp.BAND))
-    e["send"] = expect_error(lambda: dist.send(torch.ones(2), (rank + 1) % world))
+    e["send_tag"] = expect_error(lambda: dist.send(torch.ones(2), (rank + 1) % world, tag=3))
+    e["send_self"] = expect_error(lambda: dist.send(torch.ones(2), rank))
     e["gather"] = expect_error(lambda: dist.gather(torch.ones(2), [torch.ones(2)] * world
                                                    if rank == 0 else None, dst=0))
     e["alltoall_splits"] = expect_error(lambda: dist.all_to_all_single(

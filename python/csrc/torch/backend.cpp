@@ -7,6 +7,12 @@
 // Collectives are queued on the communicator in issue order (ibex_* with a request) and a
 // completion thread waits for them in that order, finishing each Work and its Future, so
 // DDP's future callbacks run without anyone calling wait().
+//
+// Sends and receives are held back and issued together, as one ibex_p2p_batch, when
+// anything waits on one of them or a collective is issued: torch 1.x hands a third-party
+// backend batch_isend_irecv's ops one by one, and two ranks that each isend to the other
+// before they irecv would otherwise each wait for the other's receive (ibex runs separate
+// calls one after the other, as NCCL does outside a group).
 #include <torch/csrc/api/include/torch/version.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Types.hpp>
@@ -21,6 +27,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -62,7 +69,13 @@ public:
     std::function<void()> after;
     std::vector<at::Tensor> keep_alive; // inputs and staging buffers ibex still reads
 
+    // Works that finish with this one (the other sends and receives of its batch).
+    std::vector<c10::intrusive_ptr<IbexWork>> followers;
+
     void complete(std::exception_ptr error) {
+        for (auto &f : followers)
+            f->complete(error);
+        followers.clear();
         if (!error && after) {
             try {
                 after();
@@ -93,6 +106,24 @@ private:
     c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
+class ProcessGroupIbex;
+
+// A send or receive: held back until something waits on it (see the top of this file).
+class P2pWork : public IbexWork {
+public:
+    P2pWork(ProcessGroupIbex *group, int rank, c10d::OpType type, const char *name, at::Tensor tensor)
+        : IbexWork(rank, type, name, {tensor}), group_(group) {}
+    bool isCompleted() override;
+    bool wait(std::chrono::milliseconds timeout) override;
+    c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+
+    std::atomic<bool> issued{false}; // its batch went to ibex (or failed): group_ is no longer needed
+
+private:
+    void issue_batch();
+    ProcessGroupIbex *group_;
+};
+
 class ProcessGroupIbex : public BackendBase {
 public:
     ProcessGroupIbex(ibex_comm_t *comm, int rank, int size)
@@ -106,6 +137,7 @@ public:
             unlocked.emplace();
         {
             std::lock_guard<std::mutex> lock(mutex_);
+            issue_p2p_locked();
             stopping_ = true;
         }
         cv_.notify_all();
@@ -326,11 +358,25 @@ public:
                                             const c10d::AllToAllOptions &) override {
         unsupported("alltoall");
     }
-    c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor> &, int, int) override {
-        unsupported("send");
+    c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor> &tensors, int dst, int tag) override {
+        return hold_p2p(tensors, dst, tag, true);
     }
-    c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor> &, int, int) override {
-        unsupported("recv");
+    c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor> &tensors, int src, int tag) override {
+        return hold_p2p(tensors, src, tag, false);
+    }
+
+#if TORCH_VERSION_MAJOR < 2
+    // batch_isend_irecv brackets its ops with these: the batch goes out as soon as it is
+    // whole, so the transfers overlap whatever the caller does before it waits.
+    void startCoalescing() override {}
+    void endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>> & /*reqs*/) override { issue_p2p(); }
+#endif
+
+    // Issues the sends and receives held back, as one batch; a failure finishes each of
+    // their Works with the error.
+    void issue_p2p() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        issue_p2p_locked();
     }
     c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor> &, int) override {
         unsupported("recvAnysource");
@@ -362,6 +408,49 @@ private:
         }
     }
 
+    c10::intrusive_ptr<c10d::Work> hold_p2p(std::vector<at::Tensor> &tensors, int peer, int tag, bool send) {
+        const char *name = send ? "send" : "recv";
+        const at::Tensor &t = single(tensors, name);
+        if (!t.device().is_cpu())
+            refuse(std::string(name) + ": ibex sends and receives CPU tensors only (this one is on " +
+                   t.device().str() + "); copy it to a CPU tensor first");
+        if (peer < 0 || peer >= getSize() || peer == getRank())
+            refuse(std::string(name) + ": peer " + std::to_string(peer) + " is not another rank of the world of " +
+                   std::to_string(getSize()));
+        if (tag != 0)
+            refuse(std::string(name) + ": tag " + std::to_string(tag) +
+                   ": ibex matches sends and receives in issue order and takes no tags (use 0)");
+        auto work = c10::make_intrusive<P2pWork>(this, getRank(), send ? c10d::OpType::SEND : c10d::OpType::RECV,
+                                                 name, t);
+        std::lock_guard<std::mutex> lock(mutex_);
+        held_.push_back({work, ibex_p2p_op_t{send ? IBEX_P2P_SEND : IBEX_P2P_RECV, peer, t.data_ptr(),
+                                             static_cast<size_t>(t.numel()), datatype_of(t)}});
+        return work;
+    }
+
+    void issue_p2p_locked() {
+        if (held_.empty())
+            return;
+        std::vector<ibex_p2p_op_t> ops;
+        for (const Held &h : held_)
+            ops.push_back(h.op);
+        auto first = held_.front().work;
+        for (size_t i = 1; i < held_.size(); ++i)
+            first->followers.push_back(held_[i].work);
+        for (const Held &h : held_)
+            h.work->issued = true;
+        held_.clear();
+        const ibex_status_t status = ibex_p2p_batch(ops.data(), ops.size(), comm_, &first->request);
+        if (status != IBEX_OK) {
+            first->complete(std::make_exception_ptr(std::runtime_error(
+                std::string("ibex: send/recv failed on rank ") + std::to_string(getRank()) + ": " + describe(status))));
+            return;
+        }
+        ++issued_;
+        pending_.push_back(first);
+        cv_.notify_one();
+    }
+
     template <typename Start>
     c10::intrusive_ptr<c10d::Work> issue(c10d::OpType type, const char *name,
                                          std::vector<at::Tensor> outputs,
@@ -373,6 +462,7 @@ private:
         work->after = std::move(after);
         work->keep_alive = std::move(inputs);
         std::lock_guard<std::mutex> lock(mutex_); // one issue order for ibex and the queue
+        issue_p2p_locked(); // sends and receives issued before this collective go first
         check(start(&work->request), name);
         ++issued_;
         pending_.push_back(work);
@@ -406,10 +496,32 @@ private:
     std::mutex mutex_;
     std::condition_variable cv_;
     std::deque<c10::intrusive_ptr<IbexWork>> pending_;
+    struct Held {
+        c10::intrusive_ptr<P2pWork> work;
+        ibex_p2p_op_t op;
+    };
+    std::vector<Held> held_; // sends and receives not yet issued
     bool stopping_ = false;
     uint64_t issued_ = 0;
     std::thread completer_;
 };
+
+void P2pWork::issue_batch() {
+    if (!issued.load())
+        group_->issue_p2p();
+}
+bool P2pWork::isCompleted() {
+    issue_batch();
+    return IbexWork::isCompleted();
+}
+bool P2pWork::wait(std::chrono::milliseconds timeout) {
+    issue_batch();
+    return IbexWork::wait(timeout);
+}
+c10::intrusive_ptr<c10::ivalue::Future> P2pWork::getFuture() {
+    issue_batch();
+    return IbexWork::getFuture();
+}
 
 namespace {
 

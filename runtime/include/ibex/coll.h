@@ -242,6 +242,37 @@ IBEX_API ibex_status_t ibex_reduce(const void *sendbuf, void *recvbuf, size_t co
                                    ibex_comm_t *comm, ibex_request_t **req);
 IBEX_API ibex_status_t ibex_barrier(ibex_comm_t *comm, ibex_request_t **req);
 
+/* ------------------------------------------------------------------ point to point */
+
+/* Since 0.10. A send to one rank or a receive from one, on the communicator's stream (in
+ * issue order with its collectives). The i-th send rank a issues to rank b is the i-th
+ * receive rank b issues from rank a (no tags, as NCCL): the two must move the same number
+ * of bytes, else both ranks fail and the communicator enters its error state. A pair of
+ * ranks that no collective connected gets its QP at its first send or receive, with only
+ * the two ranks taking part (the call then waits for the peer's). Host memory only. */
+typedef enum { IBEX_P2P_SEND = 0, IBEX_P2P_RECV = 1 } ibex_p2p_kind_t;
+
+typedef struct {
+    ibex_p2p_kind_t kind;
+    int peer;
+    void *buf; /* read by a send, written by a receive */
+    size_t count;
+    ibex_datatype_t type;
+} ibex_p2p_op_t;
+
+IBEX_API ibex_status_t ibex_send(const void *buf, size_t count, ibex_datatype_t type, int peer,
+                                 ibex_comm_t *comm, ibex_request_t **req);
+IBEX_API ibex_status_t ibex_recv(void *buf, size_t count, ibex_datatype_t type, int peer,
+                                 ibex_comm_t *comm, ibex_request_t **req);
+/* Since 0.10. Several sends and receives that run together, as one operation of the stream
+ * (NCCL's ncclGroupStart/End around them; torch's batch_isend_irecv): two ranks that each
+ * send to the other and receive from it must put both in one batch, since separate calls
+ * run one after the other and each would wait for the other's receive. A send to this rank
+ * itself takes the batch's next receive from itself. Receive buffers may not overlap each
+ * other or a send buffer of the batch; ops of count 0 move nothing. ops is copied. */
+IBEX_API ibex_status_t ibex_p2p_batch(const ibex_p2p_op_t *ops, size_t nops, ibex_comm_t *comm,
+                                      ibex_request_t **req);
+
 /* *done = 1 once the operation has finished; the request is then freed and its status
  * returned. */
 IBEX_API ibex_status_t ibex_test(ibex_request_t *req, int *done);

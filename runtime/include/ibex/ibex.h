@@ -25,7 +25,7 @@ extern "C" {
 #endif
 
 #define IBEX_VERSION_MAJOR 0
-#define IBEX_VERSION_MINOR 9
+#define IBEX_VERSION_MINOR 10
 #define IBEX_VERSION_PATCH 0
 #define IBEX_VERSION_CODE(major, minor, patch) (((major) * 10000) + ((minor) * 100) + (patch))
 #define IBEX_VERSION IBEX_VERSION_CODE(IBEX_VERSION_MAJOR, IBEX_VERSION_MINOR, IBEX_VERSION_PATCH)

@@ -3,6 +3,7 @@
 // (a connection closed without goodbye, an abort relayed to everyone).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -173,6 +174,73 @@ TEST(Bootstrap, AbortIsRelayedWithItsOrigin) {
     const auto t0 = Clock::now();
     EXPECT_EQ(j[1].b->allgather(&x, sizeof x, all.data(), 10000), IBEX_ERR_TIMEOUT);
     EXPECT_LT(Clock::now() - t0, std::chrono::seconds(2));
+}
+
+TEST(Bootstrap, MessagesBetweenTwoRanksGoThroughRankZeroInOrder) {
+    const int n = 4;
+    auto j = join_n(n);
+    for (auto &x : j) ASSERT_EQ(x.st, IBEX_OK) << x.detail;
+    std::vector<std::string> got(n);
+    std::vector<ibex_status_t> st(n, IBEX_ERR_INTERNAL);
+    each(n, [&](int r) {
+        Bootstrap &b = *j[r].b;
+        const auto send = [&](int to, const std::string &m) { return b.send_to(to, m.data(), m.size(), 2000); };
+        const auto take = [&](int from) {
+            std::vector<uint8_t> m;
+            if (b.recv_from(from, &m, 3000) != IBEX_OK) return std::string("<") + ibex_last_error() + ">";
+            return std::string(m.begin(), m.end());
+        };
+        st[r] = IBEX_OK;
+        // Sent before an all-gather that every rank joins: the messages must not be taken
+        // for its frames, nor its frames for them.
+        if (r == 1 && (send(3, "first") != IBEX_OK || send(3, "second") != IBEX_OK)) st[r] = IBEX_ERR_INTERNAL;
+        if (r == 2 && send(0, "to the root") != IBEX_OK) st[r] = IBEX_ERR_INTERNAL;
+        int mine = r * 10;
+        std::vector<int> all(n);
+        if (b.allgather(&mine, sizeof mine, all.data(), 3000) != IBEX_OK || all[3] != 30) st[r] = IBEX_ERR_INTERNAL;
+        if (r == 0 && send(2, "from the root") != IBEX_OK) st[r] = IBEX_ERR_INTERNAL;
+        if (r == 3) {
+            got[r] = take(1);
+            got[r] += "," + take(1);
+        }
+        if (r == 0) got[r] = take(2);
+        if (r == 2) got[r] = take(0);
+    });
+    for (int r = 0; r < n; ++r) EXPECT_EQ(st[r], IBEX_OK) << "rank " << r;
+    EXPECT_EQ(got[3], "first,second");
+    EXPECT_EQ(got[0], "to the root");
+    EXPECT_EQ(got[2], "from the root");
+    // Nothing more is coming: the wait ends at its timeout, naming whom it waited for.
+    std::vector<uint8_t> m;
+    EXPECT_EQ(j[3].b->recv_from(1, &m, 200), IBEX_ERR_TIMEOUT);
+    EXPECT_NE(std::string(ibex_last_error()).find("message from rank 1"), std::string::npos) << ibex_last_error();
+    EXPECT_EQ(j[1].b->send_to(1, "x", 1, 100), IBEX_ERR_INVALID_ARGUMENT) << "a rank sends itself nothing";
+    EXPECT_EQ(j[1].b->send_to(4, "x", 1, 100), IBEX_ERR_INVALID_ARGUMENT);
+    each(n, [&](int r) { j[r].b->goodbye(5000); });
+}
+
+TEST(Bootstrap, AMessageFromADeadRankEndsInItsDeath) {
+    auto j = join_n(3);
+    for (auto &x : j) ASSERT_EQ(x.st, IBEX_OK) << x.detail;
+    j[2].b.reset(); // closes without a goodbye
+    // Rank 0 sees it and tells the others when it looks at its connections, as a
+    // communicator's progress thread does now and then.
+    std::atomic<bool> done{false};
+    std::thread root([&] {
+        ibex_status_t st;
+        std::string d;
+        for (int i = 0; i < 500 && !done; ++i) {
+            j[0].b->healthy(&st, &d);
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+    });
+    std::vector<uint8_t> m;
+    const auto t0 = Clock::now();
+    EXPECT_EQ(j[1].b->recv_from(2, &m, 10000), IBEX_ERR_REMOTE);
+    EXPECT_NE(std::string(ibex_last_error()).find("rank 2 closed"), std::string::npos) << ibex_last_error();
+    EXPECT_LT(Clock::now() - t0, std::chrono::seconds(5));
+    done = true;
+    root.join();
 }
 
 TEST(UniqueId, FormatAndParse) {

@@ -22,7 +22,7 @@ for name in $declared; do
     grep -q "^$name@@IBEX_" <<<"$exports" || fail "$name is declared IBEX_API but not exported (add it to $map)"
 done
 total=0
-for block in IBEX_0.1 IBEX_0.2 IBEX_0.3 IBEX_0.4 IBEX_0.5 IBEX_0.6 IBEX_0.7 IBEX_0.8 IBEX_0.9; do
+for block in IBEX_0.1 IBEX_0.2 IBEX_0.3 IBEX_0.4 IBEX_0.5 IBEX_0.6 IBEX_0.7 IBEX_0.8 IBEX_0.9 IBEX_0.10; do
     released=$(awk -v b="^${block//./\\.} \\{" '$0 ~ b {on=1; next} on && /^}/ {exit} on && /local:/ {exit} on && /^ *ibex_[a-z0-9_]+;/ {gsub(/[ ;]/, ""); print}' "$map")
     [[ -n $released ]] || fail "no names listed in $block of $map"
     for name in $released; do
@@ -30,4 +30,4 @@ for block in IBEX_0.1 IBEX_0.2 IBEX_0.3 IBEX_0.4 IBEX_0.5 IBEX_0.6 IBEX_0.7 IBEX
     done
     total=$((total + $(wc -w <<<"$released")))
 done
-echo "abi: $(wc -l <<<"$exports") exports, $total of them in the named blocks IBEX_0.1 to IBEX_0.9, all in place"
+echo "abi: $(wc -l <<<"$exports") exports, $total of them in the named blocks IBEX_0.1 to IBEX_0.10, all in place"
