@@ -8,6 +8,8 @@
  * -c alltoall: MPI_Alltoall instead, as ibex_alltoall_perf measures ibex_alltoall: the size
  * is a rank's whole send buffer (a block of size / n bytes for each rank), busbw = algbw x
  * (n-1)/n.
+ * -c sendrecv: MPI_Sendrecv instead, as ibex_sendrecv_perf measures ibex_p2p_batch: each rank
+ * sends size bytes to rank + 1 and receives as many from rank - 1, busbw = algbw.
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -28,7 +30,7 @@ static size_t parse_size(const char *s) {
 
 int main(int argc, char **argv) {
     size_t min_bytes = 8, max_bytes = 64u << 20, factor = 2;
-    int iters = 20, warmup = 1, rank = 0, n = 1, alltoall = 0;
+    int iters = 20, warmup = 1, rank = 0, n = 1, alltoall = 0, sendrecv = 0;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &n);
@@ -39,9 +41,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-n")) iters = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-w")) warmup = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-c") && !strcmp(argv[i + 1], "alltoall")) alltoall = 1;
-        else if (!strcmp(argv[i], "-c") && !strcmp(argv[i + 1], "allreduce")) alltoall = 0;
+        else if (!strcmp(argv[i], "-c") && !strcmp(argv[i + 1], "sendrecv")) sendrecv = 1;
+        else if (!strcmp(argv[i], "-c") && !strcmp(argv[i + 1], "allreduce")) alltoall = sendrecv = 0;
         else {
-            if (rank == 0) fprintf(stderr, "mpi_allreduce_bench: unknown flag %s (-b -e -f -n -w -c allreduce|alltoall)\n", argv[i]);
+            if (rank == 0) fprintf(stderr, "mpi_allreduce_bench: unknown flag %s (-b -e -f -n -w -c allreduce|alltoall|sendrecv)\n", argv[i]);
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
     }
@@ -53,8 +56,9 @@ int main(int argc, char **argv) {
     if (!send || !recv) MPI_Abort(MPI_COMM_WORLD, 3);
     memset(recv, 0, max_bytes);
     if (rank == 0) {
-        printf("# %s, %d ranks, warmup %d iters %d\n", alltoall ? "MPI_Alltoall float" : "MPI_Allreduce float sum", n,
-               warmup, iters);
+        printf("# %s, %d ranks, warmup %d iters %d\n",
+               alltoall ? "MPI_Alltoall float" : sendrecv ? "MPI_Sendrecv float (to rank+1, from rank-1)" : "MPI_Allreduce float sum",
+               n, warmup, iters);
         printf("#       size         count      time    algbw    busbw  #wrong\n");
         printf("#        (B)    (elements)      (us)   (GB/s)   (GB/s)\n");
     }
@@ -88,6 +92,30 @@ int main(int argc, char **argv) {
         }
         const int count = (int)(bytes / sizeof(float));
         for (int i = 0; i < count; ++i) send[i] = (float)((i + rank) % 7 - 3);
+        if (sendrecv) {
+            const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+#define SENDRECV() MPI_Sendrecv(send, count, MPI_FLOAT, next, 0, recv, count, MPI_FLOAT, prev, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE)
+            for (int i = 0; i < warmup; ++i) SENDRECV();
+            MPI_Barrier(MPI_COMM_WORLD);
+            const double t0 = MPI_Wtime();
+            for (int i = 0; i < iters; ++i) SENDRECV();
+            double us = (MPI_Wtime() - t0) * 1e6 / iters, sum_us = 0;
+            MPI_Allreduce(&us, &sum_us, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+            us = sum_us / n;
+            memset(recv, 0xff, bytes);
+            SENDRECV();
+#undef SENDRECV
+            long long wrong = 0, total = 0;
+            for (int i = 0; i < count; ++i)
+                if (recv[i] != (float)((i + prev) % 7 - 3)) ++wrong;
+            MPI_Allreduce(&wrong, &total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+            if (rank == 0) {
+                const double algbw = (double)bytes / (us * 1e3);
+                printf("  %10zu  %12d  %8.2f  %7.3f  %7.3f  %6lld\n", bytes, count, us, algbw, algbw, total);
+                fflush(stdout);
+            }
+            continue;
+        }
         for (int i = 0; i < warmup; ++i) MPI_Allreduce(send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
         MPI_Barrier(MPI_COMM_WORLD);
         const double t0 = MPI_Wtime();

@@ -10,7 +10,8 @@
 #                                 [--min 8] [--max 64M] [--iters 10] [--warmup 2] [--out DIR]
 #                                 [--repeat 1] [--coll allreduce]
 # --coll alltoall: ibex_alltoall beside MPI_Alltoall instead (the size: a rank's whole send
-# buffer; busbw = algbw (n-1)/n).
+# buffer; busbw = algbw (n-1)/n). --coll sendrecv: every rank sends to rank+1 and receives
+# from rank-1 at once, ibex_p2p_batch beside MPI_Sendrecv (busbw = algbw).
 # --repeat N: N rounds, each measuring every column once in turn (one table per round), then
 # per rank count the median (min-max) over the rounds of each ibex / MPI busbw ratio, the
 # ratio being taken within a round (this VM's speed moves between runs).
@@ -33,8 +34,9 @@ REPEAT=1
 COLL=allreduce
 source bench/collectives/options.sh # after the cd to the top of the tree
 bench_options run.sh 2,20 build ranks devices min max iters warmup out repeat coll -- "$@"
-[[ $COLL == allreduce || $COLL == alltoall ]] || { echo "run.sh: --coll allreduce or alltoall" >&2; exit 2; }
-BUSF=$([[ $COLL == allreduce ]] && echo 2 || echo 1) # busbw = algbw x BUSF (n-1)/n
+[[ $COLL == allreduce || $COLL == alltoall || $COLL == sendrecv ]] ||
+    { echo "run.sh: --coll allreduce, alltoall or sendrecv" >&2; exit 2; }
+BUSF=$([[ $COLL == allreduce ]] && echo 2 || echo 1) # busbw = algbw x BUSF (n-1)/n (sendrecv: x 1)
 [[ -n $OUT ]] || OUT=$(mktemp -d /tmp/ibex_coll_bench.XXXXXX)
 mkdir -p "$OUT"
 
@@ -125,11 +127,11 @@ for n in $RANKS; do
     # Join on size: time and busbw per column, then each ibex device over each MPI.
     echo
     echo "## $n ranks, float, out-of-place: time per $COLL (us) and busbw (GB/s = 10^9 B/s)"
-    awk -v names="${names[*]}" -v ndev="$(wc -w <<<"$DEVICES")" -v n="$n" -v busf="$BUSF" '
+    awk -v names="${names[*]}" -v ndev="$(wc -w <<<"$DEVICES")" -v n="$n" -v busf="$BUSF" -v coll="$COLL" '
         BEGIN { nn = split(names, nm, " "); for (i = 1; i < ARGC; i++) idx[ARGV[i]] = i }
         { f = idx[FILENAME] }  # by name: a failed run leaves an empty file, which must keep its column
         $2 > 0 {
-            t[f, $1] = $2; b[f, $1] = $1 / ($2 * 1e3) * busf * (n - 1) / n  # nccl-tests busbw
+            t[f, $1] = $2; b[f, $1] = $1 / ($2 * 1e3) * (coll == "sendrecv" ? 1 : busf * (n - 1) / n)  # nccl-tests busbw
             if (!($1 in seen)) { seen[$1] = 1; order[++ns] = $1 }
         }
         END {
@@ -192,4 +194,4 @@ if ((REPEAT > 1)); then
 fi
 echo
 echo "# ratio dev/btl: busbw of ibex on that device / busbw of MPI over that BTL (= MPI time / ibex time);"
-echo "# above 1 means ibex is faster. busbw = size / time x $BUSF(n-1)/n (nccl-tests' $COLL factor)."
+echo "# above 1 means ibex is faster. busbw = size / time x $([[ $COLL == sendrecv ]] && echo 1 || echo "$BUSF(n-1)/n") (nccl-tests' $COLL factor)."

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""torch.distributed.all_reduce (or --op all_to_all_single) alone on any backend: the
+"""torch.distributed.all_reduce (or --op all_to_all_single, send_recv) alone on any backend: the
 median of 200 calls after 20 warm-up calls, on rank 0. Run under torchrun; compare
 backends in one sitting.
 
@@ -21,9 +21,11 @@ def main():
     p.add_argument("--backend", default="ibex")
     p.add_argument("--floats", type=int, default=400000, help="float32 elements")
     p.add_argument("--iters", type=int, default=200)
-    p.add_argument("--op", default="all_reduce", choices=["all_reduce", "all_to_all_single", "all_to_all_uneven"],
+    p.add_argument("--op", default="all_reduce",
+                   choices=["all_reduce", "all_to_all_single", "all_to_all_uneven", "send_recv"],
                    help="all_to_all_single: --floats is a rank's whole send buffer, a block per rank; "
-                        "all_to_all_uneven: rows of 1024 floats, rank r sends ((r + q) %% 3 + 1) * 64 rows to q")
+                        "all_to_all_uneven: rows of 1024 floats, rank r sends ((r + q) %% 3 + 1) * 64 rows to q; "
+                        "send_recv: --floats to rank+1 and as many from rank-1, one batch_isend_irecv")
     a = p.parse_args()
     torch.set_num_threads(1)
     if a.backend == "ibex":
@@ -40,6 +42,13 @@ def main():
         t, out = torch.ones(sum(sends), 1024), torch.empty(sum(recvs), 1024)
         a.floats = t.numel()
         call = lambda: dist.all_to_all_single(out, t, output_split_sizes=recvs, input_split_sizes=sends)
+    if a.op == "send_recv":
+        r, n = dist.get_rank(), dist.get_world_size()
+
+        def call():
+            ops = [dist.P2POp(dist.isend, t, (r + 1) % n), dist.P2POp(dist.irecv, out, (r - 1) % n)]
+            for w in dist.batch_isend_irecv(ops):
+                w.wait()
     for _ in range(20):
         call()
     times = []

@@ -162,6 +162,14 @@ private:
             break;
         case Coll::reduce: check_call(ibex_reduce(a.send, a.recv, per, type, op, o_.root, comm_, req), "ibex_reduce"); break;
         case Coll::alltoall: check_call(ibex_alltoall(a.send, a.recv, per, type, comm_, req), "ibex_alltoall"); break;
+        case Coll::sendrecv: {
+            // nccl-tests' sendrecv_perf: to the next rank, from the one before, together.
+            const ibex_p2p_op_t ops[] = {
+                {IBEX_P2P_SEND, (rank_ + 1) % n_, const_cast<void *>(a.send), per, type},
+                {IBEX_P2P_RECV, (rank_ + n_ - 1) % n_, a.recv, per, type}};
+            check_call(ibex_p2p_batch(ops, 2, comm_, req), "ibex_p2p_batch");
+            break;
+        }
         }
     }
 

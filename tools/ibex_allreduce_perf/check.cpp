@@ -118,6 +118,7 @@ int64_t count_wrong(const void *out, const CheckSpec &s) {
             store(want, s.type, pattern(s.op, static_cast<int>(i / per), static_cast<size_t>(s.rank) * per + i % per));
             break;
         }
+        case Coll::sendrecv: store(want, s.type, pattern(s.op, (s.rank + s.nranks - 1) % s.nranks, i)); break;
         }
         if (std::memcmp(want, got + i * sz, sz) != 0) ++wrong;
     }

@@ -1,5 +1,5 @@
 // ibex_allreduce_perf and its twins (ibex_reduce_scatter_perf, ibex_allgather_perf,
-// ibex_broadcast_perf, ibex_reduce_perf, ibex_alltoall_perf): one program; the name picks the default
+// ibex_broadcast_perf, ibex_reduce_perf, ibex_alltoall_perf, ibex_sendrecv_perf): one program; the name picks the default
 // collective, as nccl-tests' separate binaries do. See README.md.
 #include <cstdio>
 #include <cstring>

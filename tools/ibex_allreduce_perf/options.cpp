@@ -18,6 +18,7 @@ const char *coll_name(Coll c) {
     case Coll::broadcast: return "broadcast";
     case Coll::reduce: return "reduce";
     case Coll::alltoall: return "alltoall";
+    case Coll::sendrecv: return "sendrecv";
     }
     return "?";
 }
@@ -25,7 +26,7 @@ const char *coll_name(Coll c) {
 bool coll_reduces(Coll c) { return c == Coll::allreduce || c == Coll::reduce_scatter || c == Coll::reduce; }
 bool coll_rooted(Coll c) { return c == Coll::broadcast || c == Coll::reduce; }
 bool coll_split(Coll c) { return c == Coll::allgather || c == Coll::reduce_scatter || c == Coll::alltoall; }
-bool coll_in_place(Coll c) { return c != Coll::alltoall; }
+bool coll_in_place(Coll c) { return c != Coll::alltoall && c != Coll::sendrecv; }
 
 double bus_factor(Coll c, int n) {
     switch (c) {
@@ -111,7 +112,8 @@ bool parse_op(std::string_view s, ibex_redop_t *out) {
 }
 
 bool parse_coll(std::string_view s, Coll *out) {
-    for (Coll c : {Coll::allreduce, Coll::reduce_scatter, Coll::allgather, Coll::broadcast, Coll::reduce, Coll::alltoall}) {
+    for (Coll c : {Coll::allreduce, Coll::reduce_scatter, Coll::allgather, Coll::broadcast, Coll::reduce, Coll::alltoall,
+                   Coll::sendrecv}) {
         if (s == coll_name(c)) {
             *out = c;
             return true;
@@ -238,7 +240,7 @@ std::string parse_options(int argc, char **argv, Coll default_coll, Options *o) 
             o->bind = std::strcmp(value, "core") == 0;
         } else if (f == "coll") {
             if (!parse_coll(value, &o->coll))
-                return bad(name.c_str(), value, "expected allreduce, reduce_scatter, allgather, broadcast, reduce or alltoall");
+                return bad(name.c_str(), value, "expected allreduce, reduce_scatter, allgather, broadcast, reduce, alltoall or sendrecv");
         } else if (f == "device") {
             o->device = value;
         } else if (f == "gpu") {
@@ -292,7 +294,8 @@ void print_usage(const char *prog) {
         "  -a, --average <0/1/2/3>    time of rank 0, mean, min or max over ranks (default 1)\n"
         "  -T, --timeout <s>          fail a collective that waits longer (default IBEX_TIMEOUT_MS, 30 s)\n"
         "      --coll <name>          allreduce, reduce_scatter, allgather, broadcast, reduce or\n"
-        "                             alltoall (out of place only: its in-place columns print N/A)\n"
+        "                             alltoall or sendrecv (out of place only: their in-place\n"
+        "                             columns print N/A; sendrecv: to rank+1, from rank-1)\n"
         "                             (default from the program name: ibex_allreduce_perf, ...)\n"
         "  -np <n>                    fork n local ranks (one host); without it the ranks come from\n"
         "                             mpirun, srun, torchrun or IBEX_RANK/IBEX_NRANKS, else 1 rank\n"

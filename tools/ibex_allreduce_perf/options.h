@@ -10,7 +10,7 @@
 
 namespace ibex::collperf {
 
-enum class Coll { allreduce, reduce_scatter, allgather, broadcast, reduce, alltoall };
+enum class Coll { allreduce, reduce_scatter, allgather, broadcast, reduce, alltoall, sendrecv };
 
 const char *coll_name(Coll c);
 bool coll_reduces(Coll c); // has a reduction op (allreduce, reduce_scatter, reduce)
@@ -18,9 +18,9 @@ bool coll_rooted(Coll c);  // has a root (broadcast, reduce)
 // The size is every rank's share together (nccl-tests' count is the total): allgather,
 // reduce_scatter, alltoall.
 bool coll_split(Coll c);
-bool coll_in_place(Coll c); // has an in-place form (alltoall has none)
+bool coll_in_place(Coll c); // has an in-place form (alltoall and sendrecv have none)
 // busbw = algbw x this (nccl-tests' factors): 2(n-1)/n for allreduce, (n-1)/n for
-// reduce_scatter, allgather and alltoall, 1 for broadcast and reduce.
+// reduce_scatter, allgather and alltoall, 1 for broadcast, reduce and sendrecv.
 double bus_factor(Coll c, int nranks);
 
 struct Options {

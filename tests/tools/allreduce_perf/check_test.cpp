@@ -42,6 +42,7 @@ std::vector<uint8_t> reference_result(const CheckSpec &s, size_t inputs_per_rank
             std::memcpy(dst, &in[i / per][(static_cast<size_t>(s.rank) * per + i % per) * sz], sz);
             break;
         }
+        case Coll::sendrecv: std::memcpy(dst, &in[static_cast<size_t>((s.rank + s.nranks - 1) % s.nranks)][i * sz], sz); break;
         }
     }
     return out;
@@ -62,6 +63,7 @@ TEST(CollPerfCheck, ReferenceResultsPassAndCorruptionIsCounted) {
                     {Coll::broadcast, type, rop, 0, n, n - 1, per},
                     {Coll::reduce, type, rop, n / 2, n, n / 2, per},
                     {Coll::alltoall, type, rop, n / 2, n, 0, per * static_cast<size_t>(n)},
+                    {Coll::sendrecv, type, rop, n / 2, n, 0, per},
                 };
                 for (const CheckSpec &s : specs) {
                     const size_t inputs =

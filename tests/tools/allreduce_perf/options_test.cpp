@@ -71,6 +71,10 @@ TEST(CollPerfOptions, AllTypesAllOpsAndTheCollectiveFromNameOrFlag) {
     EXPECT_EQ(o.coll, Coll::alltoall);
     EXPECT_FALSE(coll_in_place(Coll::alltoall));
     EXPECT_TRUE(coll_split(Coll::alltoall));
+    ASSERT_EQ(parse({"--coll", "sendrecv"}, &o), "");
+    EXPECT_EQ(o.coll, Coll::sendrecv);
+    EXPECT_FALSE(coll_in_place(Coll::sendrecv));
+    EXPECT_FALSE(coll_split(Coll::sendrecv));
 }
 
 TEST(CollPerfOptions, GpuBuffersByDashGOrMem) {
@@ -150,6 +154,7 @@ TEST(CollPerfOptions, BusBandwidthFactorsAreNcclTests) {
     EXPECT_DOUBLE_EQ(bus_factor(Coll::broadcast, 8), 1.0);
     EXPECT_DOUBLE_EQ(bus_factor(Coll::reduce, 3), 1.0);
     EXPECT_DOUBLE_EQ(bus_factor(Coll::alltoall, 4), 0.75);
+    EXPECT_DOUBLE_EQ(bus_factor(Coll::sendrecv, 4), 1.0);
 }
 
 } // namespace

@@ -244,40 +244,50 @@ TEST(AllreducePerfTool, EachCollectiveUsesItsBusFactor) {
     }
 }
 
-// nccl-tests' alltoall_perf: the size is a rank's whole send buffer (count: every block's
-// elements), busbw = algbw (n-1)/n, checked clean; no in-place form, so N/A there.
-TEST(AllreducePerfTool, AlltoallChecksCleanOutOfPlaceOnly) {
-    const std::string json = temp_path("a2a.json");
-    const ToolRun r = run({tool("ibex_alltoall_perf"), "-np", "3", "-b", "96", "-e", "3M", "-f", "32", "-n", "3", "-d",
-                           "all", "--device", "udp:lo", "--json=" + json},
-                          120);
-    ASSERT_EQ(r.status, 0) << r.out << r.err;
-    EXPECT_NE(r.out.find("Out of bounds values : 0 OK"), std::string::npos) << r.out;
-    int lines = 0;
-    std::istringstream in(r.out);
-    for (std::string line; std::getline(in, line);) {
-        if (line.empty() || line[0] == '#') continue;
-        std::istringstream ls(line);
-        double size = 0, count = 0, time = 0, algbw = 0, busbw = 0;
-        std::string type, redop, root, wrong, rest[4];
-        ASSERT_TRUE(ls >> size >> count >> type >> redop >> root >> time >> algbw >> busbw >> wrong >> rest[0] >>
-                    rest[1] >> rest[2] >> rest[3])
-            << line;
-        const double elem = type == "double" || type == "int64" ? 8 : type == "half" || type == "bfloat16" ? 2
-                            : type == "uint8"                       ? 1
-                                                                    : 4;
-        EXPECT_EQ(count * elem, size) << line;
-        EXPECT_EQ(redop, "none");
-        EXPECT_EQ(wrong, "0") << line;
-        for (const std::string &na : rest) EXPECT_EQ(na, "N/A") << line;
-        ++lines;
+// nccl-tests' alltoall_perf (the size is a rank's whole send buffer, count every block's
+// elements, busbw = algbw (n-1)/n) and sendrecv_perf (each rank sends the size to the next
+// and receives it from the one before at once, busbw = algbw): checked clean, no in-place
+// form, so N/A there.
+TEST(AllreducePerfTool, AlltoallAndSendrecvCheckCleanOutOfPlaceOnly) {
+    const struct {
+        const char *tool, *coll;
+        double factor;
+    } cases[] = {{"ibex_alltoall_perf", "alltoall", 2.0 / 3}, {"ibex_sendrecv_perf", "sendrecv", 1.0}};
+    for (const auto &c : cases) {
+        SCOPED_TRACE(c.tool);
+        const std::string json = temp_path(std::string(c.coll) + ".json");
+        const ToolRun r = run({tool(c.tool), "-np", "3", "-b", "96", "-e", "3M", "-f", "32", "-n", "3", "-d", "all",
+                               "--device", "udp:lo", "--json=" + json},
+                              120);
+        ASSERT_EQ(r.status, 0) << r.out << r.err;
+        EXPECT_NE(r.out.find("Out of bounds values : 0 OK"), std::string::npos) << r.out;
+        int lines = 0;
+        std::istringstream in(r.out);
+        for (std::string line; std::getline(in, line);) {
+            if (line.empty() || line[0] == '#') continue;
+            std::istringstream ls(line);
+            double size = 0, count = 0, time = 0, algbw = 0, busbw = 0;
+            std::string type, redop, root, wrong, rest[4];
+            ASSERT_TRUE(ls >> size >> count >> type >> redop >> root >> time >> algbw >> busbw >> wrong >> rest[0] >>
+                        rest[1] >> rest[2] >> rest[3])
+                << line;
+            const double elem = type == "double" || type == "int64"     ? 8
+                                : type == "half" || type == "bfloat16" ? 2
+                                : type == "uint8"                       ? 1
+                                                                        : 4;
+            EXPECT_EQ(count * elem, size) << line;
+            EXPECT_EQ(redop, "none");
+            EXPECT_EQ(wrong, "0") << line;
+            for (const std::string &na : rest) EXPECT_EQ(na, "N/A") << line;
+            ++lines;
+        }
+        EXPECT_EQ(lines, 4 * 7) << r.out; // 96 B, 3 KiB, 96 KiB, 3 MiB; seven types
+        const std::string j = slurp(json);
+        std::filesystem::remove(json);
+        EXPECT_NE(j.find(std::string("\"collective\": \"") + c.coll + "\""), std::string::npos) << j;
+        EXPECT_NE(j.find("\"in_place\": null"), std::string::npos) << j;
+        expect_bus_factor(j, c.factor);
     }
-    EXPECT_EQ(lines, 4 * 7) << r.out; // 96 B, 3 KiB, 96 KiB, 3 MiB; seven types
-    const std::string j = slurp(json);
-    std::filesystem::remove(json);
-    EXPECT_NE(j.find("\"collective\": \"alltoall\""), std::string::npos) << j;
-    EXPECT_NE(j.find("\"in_place\": null"), std::string::npos) << j;
-    expect_bus_factor(j, 2.0 / 3);
 }
 
 TEST(AllreducePerfTool, EveryTypeAndOpChecksClean) {
