@@ -65,7 +65,8 @@ if torch is not None:
     # torch's headers ask for C++17 up to 2.11 and for C++20 from 2.12 on
     major, minor = (int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
     cxx_std = "-std=c++20" if (major, minor) >= (2, 12) else "-std=c++17"
-    extensions.append(CppExtension("ibex._torch_backend", ["csrc/torch/backend.cpp", "csrc/torch/rendezvous.cpp", "csrc/torch/tensors.cpp"],
+    sources = ["csrc/torch/" + f for f in ("backend.cpp", "batches.cpp", "rendezvous.cpp", "tensors.cpp")]
+    extensions.append(CppExtension("ibex._torch_backend", sources,
                                    extra_compile_args=[cxx_std], **torch_common))
     cmdclass["build_ext"] = BuildExtension.with_options(no_python_abi_suffix=False)
 

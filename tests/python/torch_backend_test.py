@@ -112,6 +112,10 @@ class Collectives(unittest.TestCase):
                              [float(100 * q + 2 * r + j) for q in range(world) for j in range(2)])
             self.assertEqual(res["alltoall_rows"], [q for q in range(world) for _ in range(2)])
             self.assertEqual(res["p2p_pipeline"], float(r + 1))
+            self.assertEqual(res["gather"], [7 * q for q in range(world)] if r == world - 1 else None)
+            self.assertEqual(res["scatter"], [10.0 + r] * 2)
+            self.assertEqual(res["alltoall_list"], [[100 * q + r] * (r + 1) for q in range(world)])
+            self.assertEqual(res["allreduce_coalesced"], [float(world * (world - 1) // 2), float(world)])
             self.assertEqual(res["p2p_ring"], [float((r - 1) % world)] * 2)
             self.assertEqual(res["p2p_neighbours"], [10 * ((r - 1) % world) + 1, 10 * ((r + 1) % world) + 2])
             self.assertEqual(res["alltoall_uneven"],
@@ -138,9 +142,10 @@ class BadInput(unittest.TestCase):
             self.assertIn("ReduceOp.BAND is not supported by ibex", e["op_band"])
             self.assertIn("tag 3: ibex matches sends and receives in issue order", e["send_tag"])
             self.assertIn(f"peer {r} is not another rank", e["send_self"])
-            self.assertIn("not supported by ibex", e["gather"])
             self.assertIn("the output splits add up to 3 rows, the tensor has 4", e["alltoall_splits"])
-            self.assertIn("not supported by ibex", e["alltoall_list"])
+            self.assertIn("alltoall: the output list holds", e["alltoall_list"])
+            self.assertIn("gather: root", e["gather_root"])
+            self.assertIn("recvAnysource is not supported by ibex", e["recv_any"])
             self.assertEqual(e["after"], [2.0, 2.0, 2.0])
 
     def test_world_size_disagreeing_with_rank_0(self):

@@ -107,6 +107,21 @@ def collectives(rank, world):
     for w in reversed(works):
         w.wait()
     out["p2p_neighbours"] = [a[0].item(), b[0].item()]
+    # gather, scatter, all_to_all with a tensor per rank (each one batch of sends and
+    # receives), and allreduce_coalesced.
+    g = [torch.zeros(3, dtype=torch.int32) for _ in range(world)] if rank == world - 1 else None
+    dist.gather(torch.full((3,), rank * 7, dtype=torch.int32), g, dst=world - 1)
+    out["gather"] = [t[0].item() for t in g] if g else None
+    s = torch.zeros(2)
+    dist.scatter(s, [torch.full((2,), 10.0 + q) for q in range(world)] if rank == 1 else None, src=1)
+    out["scatter"] = s.tolist()
+    ins = [torch.full((q + 1,), 100 * rank + q, dtype=torch.int64) for q in range(world)]
+    outs = [torch.zeros(rank + 1, dtype=torch.int64) for _ in range(world)]
+    dist.all_to_all(outs, ins)
+    out["alltoall_list"] = [t.tolist() for t in outs]
+    c1, c2 = torch.full((4,), float(rank)), torch.full((2, 3), 1.0)
+    dist.all_reduce_coalesced([c1, c2])
+    out["allreduce_coalesced"] = [c1[0].item(), c2[1, 2].item()]
     # Many async operations in flight, finished out of order by the caller.
     works = [dist.all_reduce(torch.full((64,), float(i)), async_op=True) for i in range(20)]
     futs = [w.get_future() for w in works]
@@ -130,13 +145,15 @@ def bad_input(rank, world):
                                                         op=dist.ReduceOp.BAND))
     e["send_tag"] = expect_error(lambda: dist.send(torch.ones(2), (rank + 1) % world, tag=3))
     e["send_self"] = expect_error(lambda: dist.send(torch.ones(2), rank))
-    e["gather"] = expect_error(lambda: dist.gather(torch.ones(2), [torch.ones(2)] * world
-                                                   if rank == 0 else None, dst=0))
     e["alltoall_splits"] = expect_error(lambda: dist.all_to_all_single(
         torch.ones(4), torch.ones(4), output_split_sizes=[1, 2] + [0] * (world - 2),
         input_split_sizes=[1, 3] + [0] * (world - 2)))
-    e["alltoall_list"] = expect_error(lambda: dist.all_to_all([torch.ones(1)] * world,
+    e["alltoall_list"] = expect_error(lambda: dist.all_to_all([torch.ones(1)] * (world + 1),
                                                               [torch.ones(1)] * world))
+    # Refused on every rank alike (a refusal on the root alone would leave the others' sends
+    # to it unmatched).
+    e["gather_root"] = expect_error(lambda: dist.gather(torch.ones(2), None, dst=world + 3))
+    e["recv_any"] = expect_error(lambda: dist.recv(torch.ones(2)))
     # The group still works after refusals.
     t = torch.ones(3)
     dist.all_reduce(t)

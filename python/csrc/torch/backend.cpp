@@ -41,6 +41,7 @@
 
 #include <ibex/coll.h>
 
+#include "batches.h"
 #include "rendezvous.h"
 #include "tensors.h"
 
@@ -272,25 +273,60 @@ public:
                      [&](ibex_request_t **req) { return ibex_barrier(comm_, req); });
     }
 
-    // What ibex has no collective for says so, rather than torch's generic message.
-    c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
-        std::vector<at::Tensor> &, const c10d::AllreduceCoalescedOptions &) override {
-        unsupported("allreduce_coalesced");
+    // The tensors side by side in one buffer, one allreduce, copied back.
+    c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor> &tensors,
+                                                       const c10d::AllreduceCoalescedOptions &opts) override {
+        if (tensors.empty())
+            refuse("allreduce_coalesced: no tensors");
+        std::vector<at::Tensor> flat_parts;
+        for (const at::Tensor &t : tensors) {
+            check_same_kind(tensors[0], t, "allreduce_coalesced");
+            flat_parts.push_back(t.reshape({-1}));
+        }
+        at::Tensor flat = at::cat(flat_parts);
+        const ibex_redop_t op = redop_of(opts.reduceOp);
+        return issue(c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", tensors, {flat},
+                     [&](ibex_request_t **req) {
+                         return ibex_allreduce(flat.data_ptr(), flat.data_ptr(), static_cast<size_t>(flat.numel()),
+                                               datatype_of(flat), op, comm_, req);
+                     },
+                     [flat, tensors]() mutable {
+                         int64_t at = 0;
+                         for (at::Tensor &t : tensors) {
+                             t.copy_(flat.narrow(0, at, t.numel()).view(t.sizes()));
+                             at += t.numel();
+                         }
+                     });
     }
+    // What ibex has no collective for says so, rather than torch's generic message.
     c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>> &,
                                                        std::vector<at::Tensor> &,
                                                        const c10d::AllgatherOptions &) override {
         unsupported("allgather_coalesced");
     }
-    c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>> &,
-                                          std::vector<at::Tensor> &,
-                                          const c10d::GatherOptions &) override {
-        unsupported("gather");
+    // gather, scatter and the list form of all_to_all: one batch of sends and receives
+    // each (batches.h), queued in issue order like the other collectives.
+    c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>> &outputs,
+                                          std::vector<at::Tensor> &inputs,
+                                          const c10d::GatherOptions &opts) override {
+        check_root(opts.rootRank, 0, "gather");
+        const int root = static_cast<int>(opts.rootRank);
+        if (outputs.size() > 1)
+            refuse("gather takes one output list per process, got " + std::to_string(outputs.size()));
+        const std::vector<at::Tensor> list = outputs.empty() ? std::vector<at::Tensor>{} : outputs[0];
+        const auto ops = gather_ops(list, single(inputs, "gather"), getRank(), getSize(), root);
+        return issue_batch(c10d::OpType::GATHER, "gather", list, inputs, ops);
     }
-    c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor> &,
-                                           std::vector<std::vector<at::Tensor>> &,
-                                           const c10d::ScatterOptions &) override {
-        unsupported("scatter");
+    c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor> &outputs,
+                                           std::vector<std::vector<at::Tensor>> &inputs,
+                                           const c10d::ScatterOptions &opts) override {
+        check_root(opts.rootRank, 0, "scatter");
+        const int root = static_cast<int>(opts.rootRank);
+        if (inputs.size() > 1)
+            refuse("scatter takes one input list per process, got " + std::to_string(inputs.size()));
+        const std::vector<at::Tensor> list = inputs.empty() ? std::vector<at::Tensor>{} : inputs[0];
+        const auto ops = scatter_ops(single(outputs, "scatter"), list, getRank(), getSize(), root);
+        return issue_batch(c10d::OpType::SCATTER, "scatter", outputs, list, ops);
     }
     // all_to_all_single: equal blocks (ibex_alltoall), or the split sizes given, along dim
     // 0 (ibex_alltoallv); a side without splits is cut into equal blocks.
@@ -322,31 +358,9 @@ public:
                                                   datatype_of(input), comm_, req);
                          });
         }
-        // Counts and displacements in elements, from each side's splits (or equal blocks).
-        const auto layout = [&](const std::vector<int64_t> &splits, int64_t rows, const char *side,
-                                std::vector<size_t> *counts, std::vector<size_t> *displs) {
-            if (!splits.empty() && static_cast<int64_t>(splits.size()) != n)
-                refuse(std::string("alltoall_base: ") + side + " splits name " + std::to_string(splits.size()) +
-                       " ranks, the world has " + std::to_string(n));
-            if (splits.empty() && rows % n != 0)
-                refuse(std::string("alltoall_base: ") + std::to_string(rows) + " " + side +
-                       " rows are not a block for each of " + std::to_string(n) + " ranks");
-            int64_t at = 0;
-            for (int64_t p = 0; p < n; ++p) {
-                const int64_t rows_p = splits.empty() ? rows / n : splits[static_cast<size_t>(p)];
-                if (rows_p < 0)
-                    refuse(std::string("alltoall_base: a negative ") + side + " split");
-                counts->push_back(static_cast<size_t>(rows_p * row));
-                displs->push_back(static_cast<size_t>(at * row));
-                at += rows_p;
-            }
-            if (at != rows)
-                refuse(std::string("alltoall_base: the ") + side + " splits add up to " + std::to_string(at) +
-                       " rows, the tensor has " + std::to_string(rows));
-        };
         std::vector<size_t> sendcounts, sdispls, recvcounts, rdispls;
-        layout(input_split_sizes, in_rows, "input", &sendcounts, &sdispls);
-        layout(output_split_sizes, out_rows, "output", &recvcounts, &rdispls);
+        split_layout(input_split_sizes, in_rows, row, n, "input", &sendcounts, &sdispls);
+        split_layout(output_split_sizes, out_rows, row, n, "output", &recvcounts, &rdispls);
         return issue(c10d::OpType::ALLTOALL_BASE, "alltoall_base", {output}, {input},
                      [&](ibex_request_t **req) {
                          return ibex_alltoallv(input.data_ptr(), sendcounts.data(), sdispls.data(),
@@ -354,9 +368,10 @@ public:
                                                datatype_of(input), comm_, req);
                      });
     }
-    c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor> &, std::vector<at::Tensor> &,
-                                            const c10d::AllToAllOptions &) override {
-        unsupported("alltoall");
+    c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs,
+                                            const c10d::AllToAllOptions & /*opts*/) override {
+        const auto ops = alltoall_ops(outputs, inputs, getSize());
+        return issue_batch(c10d::OpType::ALLTOALL, "alltoall", outputs, inputs, ops);
     }
     c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor> &tensors, int dst, int tag) override {
         return hold_p2p(tensors, dst, tag, true);
@@ -449,6 +464,13 @@ private:
         ++issued_;
         pending_.push_back(first);
         cv_.notify_one();
+    }
+
+    c10::intrusive_ptr<c10d::Work> issue_batch(c10d::OpType type, const char *name, std::vector<at::Tensor> outputs,
+                                               std::vector<at::Tensor> inputs, const std::vector<ibex_p2p_op_t> &ops) {
+        return issue(type, name, std::move(outputs), std::move(inputs), [&](ibex_request_t **req) {
+            return ibex_p2p_batch(ops.data(), ops.size(), comm_, req);
+        });
     }
 
     template <typename Start>

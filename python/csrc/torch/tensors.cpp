@@ -93,4 +93,27 @@ void wait_for_producers(const at::Tensor &t) {
     guard.getStream(t.device()).synchronize();
 }
 
+
+void split_layout(const std::vector<int64_t> &splits, int64_t rows, int64_t row, int64_t n, const char *side,
+                  std::vector<size_t> *counts, std::vector<size_t> *displs) {
+    if (!splits.empty() && static_cast<int64_t>(splits.size()) != n)
+        refuse(std::string("alltoall_base: ") + side + " splits name " + std::to_string(splits.size()) +
+               " ranks, the world has " + std::to_string(n));
+    if (splits.empty() && rows % n != 0)
+        refuse(std::string("alltoall_base: ") + std::to_string(rows) + " " + side +
+               " rows are not a block for each of " + std::to_string(n) + " ranks");
+    int64_t at = 0;
+    for (int64_t p = 0; p < n; ++p) {
+        const int64_t rows_p = splits.empty() ? rows / n : splits[static_cast<size_t>(p)];
+        if (rows_p < 0)
+            refuse(std::string("alltoall_base: a negative ") + side + " split");
+        counts->push_back(static_cast<size_t>(rows_p * row));
+        displs->push_back(static_cast<size_t>(at * row));
+        at += rows_p;
+    }
+    if (at != rows)
+        refuse(std::string("alltoall_base: the ") + side + " splits add up to " + std::to_string(at) +
+               " rows, the tensor has " + std::to_string(rows));
+}
+
 } // namespace ibex_torch

@@ -30,5 +30,9 @@ const at::Tensor &single(const std::vector<at::Tensor> &tensors, const char *op)
 void check_same_kind(const at::Tensor &a, const at::Tensor &b, const char *op);
 // CUDA work queued on the tensor's current stream must land before ibex reads it.
 void wait_for_producers(const at::Tensor &t);
+// all_to_all_single's splits of one side (rows per rank along dim 0, or none: equal
+// blocks) as ibex_alltoallv's counts and displacements in elements (row: elements per row).
+void split_layout(const std::vector<int64_t> &splits, int64_t rows, int64_t row, int64_t n, const char *side,
+                  std::vector<size_t> *counts, std::vector<size_t> *displs);
 
 } // namespace ibex_torch
