@@ -275,9 +275,14 @@ int serve(ShmQp &qp, const Request &r, Response &resp) {
 
 } // namespace
 
+// Payload bytes one pass serves before it lets go of the context's lock: the application's
+// posts and polls wait for it meanwhile.
+constexpr size_t kServeBurst = 256 << 10;
+
 bool serve_requests(ShmQp &qp) {
     if (!qp.self || !qp.peer || qp.state < IBEX_QPS_RTR) return false;
     bool did = false;
+    size_t served = 0;
     while (const Request *p = qp.self->req.peek()) {
         if (qp.state == IBEX_QPS_ERR || p->seq != qp.epsn) {
             // Dropped unanswered: an ERR QP serves nothing; a fragment behind a refused
@@ -311,6 +316,8 @@ bool serve_requests(ShmQp &qp) {
         qp.self->req.pop();
         did = true;
         if (st != kRnr && st != IBEX_WC_SUCCESS) qp_to_error(qp);
+        served += p->len;
+        if (served >= kServeBurst) break;
     }
     if (did) ring_doorbell(qp.peer_ctx);
     return did;
