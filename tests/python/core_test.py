@@ -192,15 +192,17 @@ def abort_with_memory(comm):
     return out
 
 
+def err(fn):
+    """What fn raised, as "Type: message", or "NO ERROR"."""
+    try:
+        fn()
+    except Exception as x:
+        return f"{type(x).__name__}: {x}"
+    return "NO ERROR"
+
+
 def refusals(comm):
     e = {}
-
-    def err(fn):
-        try:
-            fn()
-        except Exception as x:
-            return f"{type(x).__name__}: {x}"
-        return "NO ERROR"
 
     e["size"] = err(lambda: comm.allreduce(np.zeros(4, np.float32), np.zeros(5, np.float32)))
     e["dtype"] = err(lambda: comm.allreduce(np.zeros(4, np.float32), np.zeros(4, np.float64)))
@@ -333,13 +335,6 @@ def point_to_point(comm):
         u = torch.zeros(5, dtype=torch.float64)
         comm.p2p([("send", t, (r + 1) % n), ("recv", u, (r - 1) % n)])
         out["torch"] = float(u[0])
-
-    def err(fn):
-        try:
-            fn()
-        except Exception as x:
-            return f"{type(x).__name__}: {x}"
-        return "NO ERROR"
 
     out["bad_peer"] = err(lambda: comm.send(np.zeros(2), n + 4))
     out["bad_kind"] = err(lambda: comm.p2p([("put", np.zeros(2), 0)]))
