@@ -133,7 +133,16 @@ ibex_status_t start_op(ibex_comm *c, Op &op, bool *empty) {
         build_pairwise_alltoallv(a, v.sendcounts, v.sdispls, v.recvcounts, v.rdispls, b);
         break;
     }
-    case OpKind::p2p: build_p2p(op.pieces, c->rank, b); break;
+    case OpKind::p2p: {
+        // Up to kP2pEagerSlices eager slices a message goes eager: past the eager limit a
+        // slice waits a credit round trip (on shm about 10 us, where the eager ring is a
+        // memcpy away).
+        constexpr size_t kP2pEagerSlices = 4;
+        const size_t eager = c->exec.params().eager_bytes;
+        ScheduleBuilder small(&s, 1, eager ? eager : 1);
+        build_p2p(op.pieces, c->rank, b, small, eager * kP2pEagerSlices);
+        break;
+    }
     case OpKind::reduce: build_chain_reduce(a, b); break;
     case OpKind::probe: build_probe(c->rank, op.partner, op.pings, op.bulk, c->scratch, b); break;
     }

@@ -124,14 +124,17 @@ void build_pairwise_alltoallv(const CollArgs &a, std::span<const size_t> sendcou
 
 // p2p.cpp: a batch of sends and receives (ibex_p2p_batch), each a run of slices of bytes,
 // in the batch's order per peer; a send to this rank itself is copied into the batch's next
-// receive from itself (the caller checked that they pair up, length for length).
+// receive from itself (the caller checked that they pair up, length for length). A message
+// of at most small_max bytes is cut by `small` instead (eager-sized slices: no credit
+// round trip), which both ends decide from its length alone.
 struct P2pPiece {
     bool send;
     int peer;
     void *buf;
     size_t bytes;
 };
-void build_p2p(std::span<const P2pPiece> pieces, int rank, ScheduleBuilder &b);
+void build_p2p(std::span<const P2pPiece> pieces, int rank, ScheduleBuilder &b, ScheduleBuilder &small,
+               size_t small_max);
 
 // hierarchical.cpp: which ranks share a host, and the collectives built on it: reduce
 // inside each host, cross the network once per local rank (one rail each), spread inside.

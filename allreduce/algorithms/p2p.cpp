@@ -5,14 +5,16 @@
 
 namespace ibex::coll {
 
-void build_p2p(std::span<const P2pPiece> pieces, int rank, ScheduleBuilder &b) {
+void build_p2p(std::span<const P2pPiece> pieces, int rank, ScheduleBuilder &b, ScheduleBuilder &small,
+               size_t small_max) {
     size_t next_self_recv = 0;
     for (const P2pPiece &p : pieces) {
         if (p.peer != rank) {
+            ScheduleBuilder &cut = p.bytes <= small_max ? small : b;
             if (p.send)
-                b.send_run(p.peer, p.buf, p.bytes);
+                cut.send_run(p.peer, p.buf, p.bytes);
             else
-                b.recv_copy_run(p.peer, p.buf, p.bytes);
+                cut.recv_copy_run(p.peer, p.buf, p.bytes);
             continue;
         }
         if (!p.send) continue; // taken by the send it pairs with
