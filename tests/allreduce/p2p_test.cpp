@@ -148,6 +148,53 @@ TEST(P2p, APairNoCollectiveConnectedConnectsAlone) {
     ibex::test::expect_all_passed(out, true);
 }
 
+// One batch per rank with a message to every other rank and one from each: every rank
+// connects each pair it lacks, one after the other in ascending order of the peer, and no
+// two ranks wait on each other in opposite orders. An alltoall afterwards finds nothing
+// left to connect.
+TEST(P2p, EveryRankToEveryOtherInOneBatch) {
+    const auto out = ibex::test::run_ranks(6, [](RankCtx &ctx) {
+        ::setenv("IBEX_SHM", "0", 1);
+        ibex_comm_t *comm = nullptr;
+        RANK_CHECK_OK(ctx, ibex::test::init_host_comm(ctx, &comm));
+        const int r = ctx.rank, n = ctx.nranks;
+        const size_t count = 1000;
+        int lacked = 0;
+        std::vector<std::vector<int64_t>> outs, ins;
+        std::vector<ibex_p2p_op_t> ops;
+        for (int q = 0; q < n; ++q) {
+            if (q == r) continue;
+            lacked += !comm->exec.connected_to(q);
+            outs.emplace_back(count);
+            for (size_t i = 0; i < count; ++i) outs.back()[i] = value(r, q, i);
+            ins.emplace_back(count, -1);
+        }
+        for (int q = 0, k = 0; q < n; ++q)
+            if (q != r) {
+                ops.push_back(send_op(q, outs[static_cast<size_t>(k)].data(), count, IBEX_I64));
+                ops.push_back(recv_op(q, ins[static_cast<size_t>(k++)].data(), count, IBEX_I64));
+            }
+        RANK_CHECK_OK(ctx, ibex_p2p_batch(ops.data(), ops.size(), comm, nullptr));
+        for (int q = 0, k = 0; q < n; ++q) {
+            if (q == r) continue;
+            const std::vector<int64_t> &got = ins[static_cast<size_t>(k++)];
+            for (size_t i = 0; i < count; ++i)
+                RANK_CHECK(ctx, got[i] == value(q, r, i), "rank %d: element %zu from rank %d is %lld", r, i, q,
+                           static_cast<long long>(got[i]));
+            RANK_CHECK(ctx, comm->exec.connected_to(q), "rank %d: no QP to rank %d after the batch", r, q);
+        }
+        ctx.say("rank %d: %d pairs connected for the batch", r, lacked);
+        std::vector<int32_t> a(static_cast<size_t>(n) * 3, r), b(a.size(), -1);
+        const size_t channels = comm->exec.channels();
+        RANK_CHECK_OK(ctx, ibex_alltoall(a.data(), b.data(), 3, IBEX_I32, comm, nullptr));
+        for (int q = 0; q < n; ++q) RANK_CHECK(ctx, b[static_cast<size_t>(q) * 3] == q, "rank %d: alltoall block %d", r, q);
+        RANK_CHECK(ctx, comm->exec.channels() == channels, "rank %d: alltoall added channels", r);
+        RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
+        return 0;
+    });
+    ibex::test::expect_all_passed(out, true);
+}
+
 // Sends issued without waiting are received in the order issued, whatever the sizes (an
 // eager one, one of many slices, a byte or three) and whatever order the requests are
 // waited in; an exchange of 8 MiB each way needs both ends in one batch; a collective
