@@ -80,6 +80,44 @@ ibex_status_t run(ibex_comm *comm, Op &&op, ibex_request **req) {
     return request_wait(r);
 }
 
+// One send or receive of a call checked alone; the detail (formatted only on a refusal)
+// names the call, and in a batch the op's index.
+ibex_status_t check_p2p_op(const ibex_p2p_op_t &o, int nranks, const char *fn, bool batch, size_t i) {
+    const auto refuse = [&](ibex_status_t st, const char *why) {
+        return batch ? fail(st, "%s: op %zu: %s", fn, i, why) : fail(st, "%s: %s", fn, why);
+    };
+    char why[160];
+    if (o.kind != IBEX_P2P_SEND && o.kind != IBEX_P2P_RECV) {
+        std::snprintf(why, sizeof why, "unknown kind %d", static_cast<int>(o.kind));
+        return refuse(IBEX_ERR_INVALID_ARGUMENT, why);
+    }
+    if (o.type < 0 || o.type >= IBEX_DATATYPE_COUNT) {
+        std::snprintf(why, sizeof why, "unknown datatype %d", static_cast<int>(o.type));
+        return refuse(IBEX_ERR_INVALID_ARGUMENT, why);
+    }
+    if (o.peer < 0 || o.peer >= nranks) {
+        std::snprintf(why, sizeof why, "peer %d not in 0..%d", o.peer, nranks - 1);
+        return refuse(IBEX_ERR_INVALID_ARGUMENT, why);
+    }
+    if (o.count == 0) return IBEX_OK;
+    if (!o.buf) {
+        std::snprintf(why, sizeof why, "NULL buffer for %zu elements", o.count);
+        return refuse(IBEX_ERR_INVALID_ARGUMENT, why);
+    }
+    constexpr size_t kMaxBytes = size_t(1) << 56;
+    if (o.count >= kMaxBytes / ibex_datatype_size(o.type)) {
+        std::snprintf(why, sizeof why, "%zu elements of %s are out of range", o.count, ibex_datatype_name(o.type));
+        return refuse(IBEX_ERR_INVALID_ARGUMENT, why);
+    }
+    if (ibex::cuda::is_device_pointer(o.buf)) {
+        std::snprintf(why, sizeof why,
+                      "%p is GPU memory; sends and receives take host memory (copy through a pinned host buffer)",
+                      o.buf);
+        return refuse(IBEX_ERR_NOT_SUPPORTED, why);
+    }
+    return IBEX_OK;
+}
+
 // Sends and receives (fn: the caller's name; batch: ops are numbered in its errors). The
 // pairs no collective connected are connected first, in ascending order of the peer (a
 // pair's two ranks then never wait on each other in opposite orders).
@@ -90,30 +128,12 @@ ibex_status_t run_p2p(ibex_comm *comm, std::span<const ibex_p2p_op_t> ops, ibex_
     std::vector<Range> sends, recvs;
     std::vector<size_t> to_self, from_self; // bytes, in the batch's order
     std::vector<int> peers;
-    constexpr size_t kMaxBytes = size_t(1) << 56;
+    op.pieces.reserve(ops.size());
     for (size_t i = 0; i < ops.size(); ++i) {
         const ibex_p2p_op_t &o = ops[i];
-        char where[96];
-        if (batch)
-            std::snprintf(where, sizeof where, "%s: op %zu", fn, i);
-        else
-            std::snprintf(where, sizeof where, "%s", fn);
-        IBEX_COLL_CHECK(o.kind == IBEX_P2P_SEND || o.kind == IBEX_P2P_RECV, "%s: unknown kind %d", where,
-                        static_cast<int>(o.kind));
-        IBEX_COLL_CHECK(o.type >= 0 && o.type < IBEX_DATATYPE_COUNT, "%s: unknown datatype %d", where,
-                        static_cast<int>(o.type));
-        IBEX_COLL_CHECK(o.peer >= 0 && o.peer < comm->nranks, "%s: peer %d not in 0..%d", where, o.peer,
-                        comm->nranks - 1);
+        IBEX_TRY(check_p2p_op(o, comm->nranks, fn, batch, i));
         if (o.count == 0) continue;
-        IBEX_COLL_CHECK(o.buf, "%s: NULL buffer for %zu elements", where, o.count);
         const size_t elem = ibex_datatype_size(o.type);
-        IBEX_COLL_CHECK(o.count < kMaxBytes / elem, "%s: %zu elements of %s are out of range", where, o.count,
-                        ibex_datatype_name(o.type));
-        if (ibex::cuda::is_device_pointer(o.buf))
-            return fail(IBEX_ERR_NOT_SUPPORTED,
-                        "%s: %p is GPU memory; sends and receives take host memory (copy through a pinned host "
-                        "buffer)",
-                        where, o.buf);
         const bool send = o.kind == IBEX_P2P_SEND;
         const size_t bytes = o.count * elem;
         const auto at = reinterpret_cast<uintptr_t>(o.buf);

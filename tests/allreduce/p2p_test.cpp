@@ -27,6 +27,12 @@ ibex_p2p_op_t recv_op(int peer, void *buf, size_t count, ibex_datatype_t type) {
     return {IBEX_P2P_RECV, peer, buf, count, type};
 }
 
+// A rank's communicator on udp:lo, its peers of this host over shm QPs or over the udp port.
+ibex_status_t open_comm(RankCtx &ctx, bool over_shm, ibex_comm_t **comm) {
+    ::setenv("IBEX_SHM", over_shm ? "1" : "0", 1);
+    return ibex::test::init_host_comm(ctx, comm);
+}
+
 // Element i of what rank r sends to rank p: distinct for every (r, p, i).
 int64_t value(int r, int p, size_t i) { return static_cast<int64_t>(r) * 1000003 + p * 7919 + static_cast<int64_t>(i); }
 
@@ -49,9 +55,8 @@ int pipeline(RankCtx &ctx, ibex_comm_t *comm, size_t count) {
 }
 
 int pipeline_and_far_pairs(RankCtx &ctx, bool over_shm) {
-    ::setenv("IBEX_SHM", over_shm ? "1" : "0", 1);
     ibex_comm_t *comm = nullptr;
-    RANK_CHECK_OK(ctx, ibex::test::init_host_comm(ctx, &comm));
+    RANK_CHECK_OK(ctx, open_comm(ctx, over_shm, &comm));
     const int r = ctx.rank, n = ctx.nranks, to = (r + 2) % n, from = (r - 2 + n) % n;
     const bool had_to = comm->exec.connected_to(to), had_from = comm->exec.connected_to(from);
     // One element, a few, 12 KiB (past the eager limit: eager-sized slices), many slices.
@@ -112,9 +117,8 @@ TEST(P2p, APipelineAndFarPairsOverShm) {
 // (Over the udp port: ranks of one host over shm hold a QP to each other from creation.)
 TEST(P2p, APairNoCollectiveConnectedConnectsAlone) {
     const auto out = ibex::test::run_ranks(6, [](RankCtx &ctx) {
-        ::setenv("IBEX_SHM", "0", 1);
         ibex_comm_t *comm = nullptr;
-        RANK_CHECK_OK(ctx, ibex::test::init_host_comm(ctx, &comm));
+        RANK_CHECK_OK(ctx, open_comm(ctx, false, &comm));
         const int r = ctx.rank, n = ctx.nranks;
         uint64_t mine = 0;
         for (int p = 0; p < n; ++p)
@@ -154,9 +158,8 @@ TEST(P2p, APairNoCollectiveConnectedConnectsAlone) {
 // left to connect.
 TEST(P2p, EveryRankToEveryOtherInOneBatch) {
     const auto out = ibex::test::run_ranks(6, [](RankCtx &ctx) {
-        ::setenv("IBEX_SHM", "0", 1);
         ibex_comm_t *comm = nullptr;
-        RANK_CHECK_OK(ctx, ibex::test::init_host_comm(ctx, &comm));
+        RANK_CHECK_OK(ctx, open_comm(ctx, false, &comm));
         const int r = ctx.rank, n = ctx.nranks;
         const size_t count = 1000;
         int lacked = 0;
@@ -201,9 +204,8 @@ TEST(P2p, EveryRankToEveryOtherInOneBatch) {
 // queued behind a send waits for it.
 TEST(P2p, SendsMatchReceivesInIssueOrder) {
     const auto out = ibex::test::run_ranks(2, [](RankCtx &ctx) {
-        ::setenv("IBEX_SHM", "0", 1);
         ibex_comm_t *comm = nullptr;
-        RANK_CHECK_OK(ctx, ibex::test::init_host_comm(ctx, &comm));
+        RANK_CHECK_OK(ctx, open_comm(ctx, false, &comm));
         const int r = ctx.rank, peer = 1 - r;
         const size_t sizes[] = {1000, 1310721, 3};
         std::vector<std::vector<uint8_t>> bufs;
