@@ -353,6 +353,7 @@ ibex_status_t comm_create(int nranks, const char *id_text, int rank, const CommO
     if (ibex_status_t st = comm_exchange_addresses(c, c->peers, &remote); st != IBEX_OK) return bail(st);
     if (ibex_status_t st = c->exec.connect(remote, c->opt.qp); st != IBEX_OK) return bail(st);
     if (ibex_status_t st = c->fast.open(c); st != IBEX_OK) return bail(st);
+    if (ibex_status_t st = c->mail.open(c); st != IBEX_OK) return bail(st);
     if (ibex_status_t st = c->direct.open(c); st != IBEX_OK) return bail(st);
     if (ibex_status_t st = c->gpu_direct.open(c); st != IBEX_OK) return bail(st);
     // Nobody sends before every rank has its receives posted.

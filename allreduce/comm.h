@@ -18,6 +18,7 @@
 #include "allreduce/comm_topology.h"
 #include "allreduce/executor.h"
 #include "allreduce/fastbox.h"
+#include "allreduce/mailbox.h"
 #include "allreduce/gpu_staging.h"
 #include "allreduce/op.h"
 #include "allreduce/op_queue.h"
@@ -42,6 +43,7 @@ struct ibex_comm {
     ibex::coll::CommMemory memory; // ibex_comm_mem_alloc's; after caches (registrations go first)
     ibex::coll::Selector selector;
     ibex::coll::Fastbox fast; // after exec: its box goes before the executor's PD
+    ibex::coll::Mailbox mail; // the same
     std::vector<int> peers;
     // Every pair of ranks has a QP: comm_connect_all ran. Never set from what this rank
     // alone sees: ranks already connected to every peer still join the others' exchange.

@@ -7,9 +7,26 @@ namespace ibex::coll {
 
 OpPath op_path(const ibex_comm *c, const Op &op) {
     if (op.algo) return OpPath::scheduled;
+    if (c->mail.carries_all(op)) return OpPath::boxes;
     if (c->fast.takes(c, op)) return OpPath::boxes;
     if (c->direct.takes(op)) return OpPath::direct;
     return OpPath::scheduled;
+}
+
+ibex_status_t boxes_start(ibex_comm *c, const Op &op) {
+    return op.kind == OpKind::p2p ? c->mail.start(op, true) : c->fast.start(c, op);
+}
+
+ibex_status_t boxes_poll(ibex_comm *c, const Op &op, bool *done, bool *moved) {
+    return op.kind == OpKind::p2p ? c->mail.poll(done, moved) : c->fast.poll(op, done, moved);
+}
+
+int boxes_waiting_on(const ibex_comm *c, const Op &op) {
+    return op.kind == OpKind::p2p ? c->mail.waiting_on() : c->fast.waiting_on();
+}
+
+std::string boxes_stall_detail(const ibex_comm *c, const Op &op) {
+    return op.kind == OpKind::p2p ? c->mail.stall_detail() : c->fast.stall_detail();
 }
 
 namespace {
@@ -91,7 +108,17 @@ ibex_status_t start_op(ibex_comm *c, Op &op, bool *empty) {
         IBEX_TRY(comm_ensure_scratch(c, scratch));
     if (op.kind == OpKind::barrier)
         IBEX_TRY(c->caches.get_all(c->small, sizeof c->small));
-    for (const P2pPiece &p : op.pieces) IBEX_TRY(c->caches.get_all(p.buf, p.bytes));
+    // A batch's messages to ranks of this host go through the mailboxes: the small ones
+    // whole (nothing to register or schedule), the others as a notice of their length
+    // beside the schedule that moves them.
+    std::vector<P2pPiece> scheduled_pieces;
+    const bool mailed = c->mail.carries_some(op);
+    if (mailed) {
+        for (const P2pPiece &p : op.pieces)
+            if (!c->mail.peer(p.peer) || p.bytes > c->mail.max_bytes()) scheduled_pieces.push_back(p);
+    }
+    const std::vector<P2pPiece> &pieces = mailed ? scheduled_pieces : op.pieces;
+    for (const P2pPiece &p : pieces) IBEX_TRY(c->caches.get_all(p.buf, p.bytes));
     a.scratch = c->scratch;
     // Built in the memo's own schedule (its storage reused op after op), which the
     // executor copies; kept for the next identical call where that may be.
@@ -140,7 +167,8 @@ ibex_status_t start_op(ibex_comm *c, Op &op, bool *empty) {
         constexpr size_t kP2pEagerSlices = 4;
         const size_t eager = c->exec.params().eager_bytes;
         ScheduleBuilder small(&s, 1, eager ? eager : 1);
-        build_p2p(op.pieces, c->rank, b, small, eager * kP2pEagerSlices);
+        build_p2p(pieces, c->rank, b, small, eager * kP2pEagerSlices);
+        if (mailed) IBEX_TRY(c->mail.start(op, false));
         break;
     }
     case OpKind::reduce: build_chain_reduce(a, b); break;
@@ -148,7 +176,7 @@ ibex_status_t start_op(ibex_comm *c, Op &op, bool *empty) {
     }
     if (s.steps.empty()) {
         // A sumsrv allreduce whose servers carry it all (k = n) runs on the client alone.
-        *empty = !c->sumsrv.active();
+        *empty = !c->sumsrv.active() && !c->mail.active();
         return IBEX_OK;
     }
     if (memoizable && !c->sumsrv.active()) memo.keep(op.kind, op.algo, a);

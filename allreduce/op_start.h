@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 
 #include <ibex/coll.h>
 
@@ -20,6 +21,14 @@ namespace ibex::coll {
 // ask this.
 enum class OpPath { boxes, direct, scheduled };
 OpPath op_path(const ibex_comm *c, const Op &op);
+
+// An op on OpPath::boxes (or a fast-box round of the direct paths) runs through these: sends
+// and receives through the mailboxes (allreduce/mailbox.h), collectives through the fast
+// boxes (allreduce/fastbox.h).
+ibex_status_t boxes_start(ibex_comm *c, const Op &op);
+ibex_status_t boxes_poll(ibex_comm *c, const Op &op, bool *done, bool *moved);
+int boxes_waiting_on(const ibex_comm *c, const Op &op);
+std::string boxes_stall_detail(const ibex_comm *c, const Op &op);
 
 // The last op's schedule, kept for the next: a training loop issues the same collectives on
 // the same buffers over and over, and choosing and building an 8-byte allreduce's schedule

@@ -147,7 +147,7 @@ bool run_inline(ibex_comm *c, Op &op, ibex_status_t *out) {
         d.begin(std::move(op), false);
         d.op.req = nullptr;
         d.fast = true;
-        ibex_status_t st = c->fast.start(c, d.op);
+        ibex_status_t st = boxes_start(c, d.op);
         bool done = false, moved = false;
         // The peers' words are usually a cache-line transfer away: poll tightly, for as
         // long as a waiting caller spins (then the stream's loop naps). With a core of its
@@ -162,7 +162,7 @@ bool run_inline(ibex_comm *c, Op &op, ibex_status_t *out) {
         const int spin_us = c->opt.own_core ? c->opt.wait_spin_us : std::max(c->opt.wait_spin_us, 2000);
         Clock::time_point spin_until{};
         for (unsigned i = 0; st == IBEX_OK && !done; ++i) {
-            st = c->fast.poll(d.op, &done, &moved);
+            st = boxes_poll(c, d.op, &done, &moved);
             if (done || st != IBEX_OK) break;
             if (c->opt.own_core || i < 16)
                 __builtin_ia32_pause();
@@ -270,7 +270,7 @@ ibex_status_t submit_small(ibex_comm *c, Op &&op, ibex_request **req) {
         return IBEX_OK;
     }
     d.begin(std::move(op), false);
-    if (const ibex_status_t st = c->fast.start(c, d.op); st != IBEX_OK) {
+    if (const ibex_status_t st = boxes_start(c, d.op); st != IBEX_OK) {
         enter_error(c, st, std::string(op_kind_name(d.op.kind)) + ": " + ibex_last_error(), true, &d.op);
         d.have = false; // r carries the error to the caller's wait
         return IBEX_OK;

@@ -44,6 +44,7 @@ void enter_error(ibex_comm *c, ibex_status_t st, const std::string &detail, bool
     c->exec.shut_down();
     if (running == &c->drive.op) {
         c->sumsrv.abandon();
+        c->mail.abandon();
         c->gpu.abandon();
         c->direct.abandon();
         c->gpu_direct.abandon();
@@ -226,7 +227,7 @@ Pass drive_pass(ibex_comm *c, int fast_polls) {
         }
         if (!d.fast && !c->exec.active() && !c->gpu.ready()) return Pass::idle;
     }
-    if (d.have && !d.fast && !c->exec.active() && !c->sumsrv.active()) {
+    if (d.have && !d.fast && !c->exec.active() && !c->sumsrv.active() && !c->mail.active()) {
         ibex_status_t err;
         std::string err_detail;
         {
@@ -238,7 +239,7 @@ Pass drive_pass(ibex_comm *c, int fast_polls) {
         ibex_status_t st = err;
         const OpPath path = st == IBEX_OK && !d.scheduled ? op_path(c, d.op) : OpPath::scheduled;
         if (st == IBEX_OK && path == OpPath::boxes) {
-            st = c->fast.start(c, d.op);
+            st = boxes_start(c, d.op);
             d.fast = st == IBEX_OK;
         } else if (st == IBEX_OK && path == OpPath::direct) {
             c->direct.begin(d.op);
@@ -270,7 +271,7 @@ Pass drive_pass(ibex_comm *c, int fast_polls) {
         if (!c->opt.own_core) fast_polls = 1;
         const Op &boxed = c->gpu_direct.active() ? c->gpu_direct.sub() : c->direct.active() ? c->direct.sub() : d.op;
         for (int i = 0; i < fast_polls && st == IBEX_OK && !done; ++i) {
-            st = c->fast.poll(boxed, &done, &moved);
+            st = boxes_poll(c, boxed, &done, &moved);
             if (!done && i + 1 < fast_polls) __builtin_ia32_pause(); // none after the last look
         }
         if (st != IBEX_OK) return fail_running(c, st);
@@ -305,6 +306,17 @@ Pass drive_pass(ibex_comm *c, int fast_polls) {
             collective_finished(c);
             return Pass::moved;
         }
+    } else if (d.have && !d.fast && c->mail.active()) {
+        // Sends and receives with ranks of this host: their mailbox part (the small messages
+        // whole, the others' notices) beside the schedule that moves the rest (if any).
+        bool moved = false, done = false;
+        if (ibex_status_t st = c->mail.poll(&done, &moved); st != IBEX_OK) return fail_running(c, st);
+        did = did || moved;
+        if (done && (!c->exec.active() || c->exec.finished())) {
+            if (c->exec.active()) c->exec.finish();
+            collective_finished(c);
+            return Pass::moved;
+        }
     } else if (d.have && c->exec.finished()) {
         if (d.op.times) *d.op.times = c->exec.done_times();
         c->exec.finish();
@@ -321,7 +333,9 @@ Pass drive_pass(ibex_comm *c, int fast_polls) {
     d.idle_pass_timed = true;
     if (d.have && std::chrono::duration_cast<std::chrono::milliseconds>(now - d.last_activity).count() >
                       c->opt.timeout_ms) {
-        const int peer = d.fast ? c->fast.waiting_on() : c->exec.waiting_on();
+        // The mailboxes' part of a batch, where its schedule (if any) is through.
+        const bool on_mail = !d.fast && c->mail.active() && (!c->exec.active() || c->exec.finished());
+        const int peer = d.fast ? boxes_waiting_on(c, d.op) : on_mail ? c->mail.waiting_on() : c->exec.waiting_on();
         char buf[320];
         const bool on_servers = c->sumsrv.active() && !c->sumsrv.done() && (!c->exec.active() || c->exec.finished());
         if (on_servers)
@@ -331,7 +345,7 @@ Pass drive_pass(ibex_comm *c, int fast_polls) {
             std::snprintf(buf, sizeof buf, "%s made no progress for %d ms (waiting on rank %d)", op_kind_name(d.op.kind),
                           c->opt.timeout_ms, peer);
         IBEX_LOG(info, "communicator rank %d: %s: %s", c->rank, buf,
-                 (d.fast ? c->fast.stall_detail() : c->exec.stall_detail()).c_str());
+                 (d.fast ? boxes_stall_detail(c, d.op) : on_mail ? c->mail.stall_detail() : c->exec.stall_detail()).c_str());
         enter_error(c, IBEX_ERR_TIMEOUT, buf, true, &d.op);
         d.have = false;
         return Pass::moved;
@@ -356,9 +370,10 @@ void drive_idle(ibex_comm *c, std::unique_lock<std::mutex> &dl, int spin_us, boo
         dl.lock();
         return;
     }
-    // A fast-box op is not woken by a completion: sharing cores, keep yielding to the peer
-    // a while longer before napping (see run_inline).
-    if (d.have && d.fast && !own_core) spin_us = std::max(spin_us, 2000);
+    // A fast-box op, or a batch's mailbox part, is not woken by a completion: sharing cores,
+    // keep yielding to the peer a while longer before napping (see run_inline).
+    const bool polled = d.have && (d.fast || c->mail.active());
+    if (polled && !own_core) spin_us = std::max(spin_us, 2000);
     if (own_core && d.have && d.fast && (d.quiet_passes & 15) != 0) {
         for (int i = 0; i < 16; ++i) __builtin_ia32_pause(); // the clock only every 16th pass
         return;
@@ -368,7 +383,7 @@ void drive_idle(ibex_comm *c, std::unique_lock<std::mutex> &dl, int spin_us, boo
     d.stamp(now);
     if (now < d.last_move + std::chrono::microseconds(spin_us)) {
         // A fast-box op is polled, not woken: yielding gains it nothing.
-        if (own_core && ((++d.idle_passes & 63) != 0 || (d.have && d.fast))) {
+        if (own_core && ((++d.idle_passes & 63) != 0 || polled)) {
             for (int i = 0; i < 16; ++i) __builtin_ia32_pause();
             return;
         }
@@ -406,8 +421,8 @@ void drive_idle(ibex_comm *c, std::unique_lock<std::mutex> &dl, int spin_us, boo
     int wait_ms = 100;
     if (d.have)
         wait_ms = static_cast<int>(std::clamp<int64_t>(c->opt.timeout_ms - ms_since(d.last_activity) + 1, 1, 100));
-    // A peer's fast-box word raises no completion to wake this poll: nap briefly.
-    if (d.have && d.fast) wait_ms = 1;
+    // A peer's fast-box or mailbox word raises no completion to wake this poll: nap briefly.
+    if (polled) wait_ms = 1;
     dl.unlock();
     const int r = ::poll(pfd, n, wait_ms);
     c->driver_asleep.store(false, std::memory_order_relaxed);
