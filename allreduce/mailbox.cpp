@@ -1,6 +1,10 @@
 #include "allreduce/mailbox.h"
 
+#include <sys/uio.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <limits>
 
@@ -20,6 +24,13 @@ constexpr size_t kLargestMax = 64 << 10;
 constexpr uint64_t kNoOpinion = std::numeric_limits<uint64_t>::max();
 
 size_t round_line(size_t b) { return (b + 63) & ~size_t(63); }
+
+// A peer's word at addr equals value (this process may read the peer's memory).
+bool peer_word_is(int pid, uint64_t addr, uint64_t value) {
+    uint64_t got = 0;
+    iovec loc{&got, sizeof got}, rem{reinterpret_cast<void *>(addr), sizeof got};
+    return process_vm_readv(pid, &loc, 1, &rem, 1, 0) == sizeof got && got == value;
+}
 
 } // namespace
 
@@ -78,10 +89,15 @@ ibex_status_t Mailbox::open(ibex_comm *c) {
         uint64_t addr;
         uint64_t max;
         uint64_t bytes;
+        uint64_t probe_addr, probe_value;
         uint32_t rkey;
+        int32_t pid;
         uint32_t mapped; // second round: every mailbox peer's region is mapped here
+        uint32_t reads;  // ... and every mailbox peer's memory can be read from here
     };
-    Announce mine{reinterpret_cast<uintptr_t>(box_), want, bytes, region_.rkey(), 0};
+    probe_ = 0x6d61696c626f7800ull ^ static_cast<uint64_t>(getpid());
+    Announce mine{reinterpret_cast<uintptr_t>(box_), want, bytes, reinterpret_cast<uintptr_t>(&probe_), probe_,
+                  region_.rkey(), static_cast<int32_t>(getpid()), 0, 0};
     std::vector<Announce> all(n);
     IBEX_TRY(c->boot->allgather(&mine, sizeof mine, all.data(), c->opt.timeout_ms));
     uint64_t agreed = kNoOpinion;
@@ -104,12 +120,31 @@ ibex_status_t Mailbox::open(ibex_comm *c) {
         }
         peer_box_[static_cast<size_t>(p)] = static_cast<uint8_t *>(at);
     }
+    // Messages past the limit are read out of the sender's buffer where every rank may read
+    // its mailbox peers' memory (ptrace scope, user and PID namespace allow it).
+    const bool read_allowed = config::get_bool("IBEX_MAILBOX_READ", true) &&
+                              std::strcmp(config::get_string("IBEX_SHM_COPY", ""), "ring") != 0;
+    bool reads = read_allowed;
+    for (int p = 0; p < nranks_ && mapped && reads; ++p) {
+        if (p == rank_ || local_[static_cast<size_t>(p)] < 0) continue;
+        const Announce &a = all[static_cast<size_t>(p)];
+        if (!peer_word_is(a.pid, a.probe_addr, a.probe_value)) {
+            IBEX_LOG(info, "communicator rank %d: cannot read rank %d's memory (process_vm_readv: %s): sends past %llu "
+                           "bytes between ranks of a host take the scheduled path",
+                     rank_, p, std::strerror(errno), static_cast<unsigned long long>(agreed));
+            reads = false;
+        }
+    }
     if (agreed > 0) {
-        // A rank without local peers has nothing to map and no say.
+        // A rank without local peers has nothing to map or read and no say.
         mine.mapped = mapped || box_ == nullptr ? 1 : 0;
+        mine.reads = (mapped && reads) || box_ == nullptr ? 1 : 0;
         IBEX_TRY(c->boot->allgather(&mine, sizeof mine, all.data(), c->opt.timeout_ms));
-        for (const Announce &a : all)
+        reads_ = true;
+        for (const Announce &a : all) {
             if (!a.mapped) agreed = 0;
+            if (!a.reads) reads_ = false;
+        }
     }
     if (!agreed || !box_) {
         const bool had = box_ != nullptr;
@@ -127,16 +162,20 @@ ibex_status_t Mailbox::open(ibex_comm *c) {
     sent_.assign(n, 0);
     received_.assign(n, 0);
     taken_.assign(n, 0);
+    pid_.assign(n, 0);
+    for (size_t p = 0; p < n; ++p) pid_[p] = all[p].pid;
     if (local_[static_cast<size_t>(rank_)] == 0)
-        IBEX_LOG(info, "communicator: sends and receives of up to %zu bytes between ranks of a host go through mailboxes",
-                 max_bytes_);
+        IBEX_LOG(info,
+                 "communicator: sends and receives of up to %zu bytes between ranks of a host go through mailboxes, "
+                 "longer ones %s",
+                 max_bytes_, reads_ ? "are read out of the sender's buffer" : "are scheduled");
     return IBEX_OK;
 }
 
 bool Mailbox::carries_all(const Op &op) const {
     if (!max_bytes_ || op.kind != OpKind::p2p || op.on_gpu) return false;
     for (const P2pPiece &p : op.pieces)
-        if (p.peer != rank_ && (!peer(p.peer) || p.bytes > max_bytes_)) return false;
+        if (p.peer != rank_ && scheduled(p)) return false;
     return true;
 }
 
@@ -155,7 +194,8 @@ ibex_status_t Mailbox::start(const Op &op, bool whole) {
         if (peer(p.peer)) {
             const auto q = static_cast<size_t>(p.peer);
             const uint64_t seq = p.send ? ++sent_[q] : ++received_[q];
-            items_.push_back({p.send, p.bytes <= max_bytes_, false, p.peer, static_cast<uint8_t *>(p.buf), p.bytes, seq});
+            const Carry carry = p.bytes <= max_bytes_ ? Carry::whole : reads_ ? Carry::read : Carry::notice;
+            items_.push_back({p.send, carry, false, false, p.peer, static_cast<uint8_t *>(p.buf), p.bytes, seq});
             continue;
         }
         if (!whole || p.peer != rank_ || !p.send) continue;
@@ -176,14 +216,32 @@ bool Mailbox::try_send(Item &it) {
     const auto q = static_cast<size_t>(it.peer);
     const int me = local_[static_cast<size_t>(rank_)];
     const auto *taken = reinterpret_cast<const uint64_t *>(box_ + taken_offset(local_[q]));
+    if (it.posted) return __atomic_load_n(taken, __ATOMIC_ACQUIRE) >= it.seq; // read by now?
     if (it.seq - __atomic_load_n(taken, __ATOMIC_ACQUIRE) > kSlots) return false; // the ring is full
     uint8_t *slot = peer_box_[q] + slot_offset(me, it.seq);
-    const uint64_t length = it.whole ? it.bytes : (it.bytes | kNotice);
+    uint64_t length = it.bytes;
+    switch (it.carry) {
+    case Carry::whole:
+        std::memcpy(slot + kData, it.buf, it.bytes);
+        ++whole_;
+        break;
+    case Carry::read: {
+        length |= kRead;
+        const uint64_t addr = reinterpret_cast<uintptr_t>(it.buf);
+        std::memcpy(slot + kData, &addr, sizeof addr);
+        ++read_;
+        break;
+    }
+    case Carry::notice:
+        length |= kNotice;
+        ++notices_;
+        break;
+    }
     std::memcpy(slot + kLength, &length, sizeof length);
-    if (it.whole) std::memcpy(slot + kData, it.buf, it.bytes);
     __atomic_store_n(reinterpret_cast<uint64_t *>(slot + kSeq), it.seq, __ATOMIC_RELEASE);
-    ++(it.whole ? whole_ : notices_);
-    return true;
+    if (it.carry != Carry::read) return true;
+    it.posted = true; // done once the receiver has copied it
+    return __atomic_load_n(taken, __ATOMIC_ACQUIRE) >= it.seq;
 }
 
 ibex_status_t Mailbox::try_receive(Item &it, bool *took) {
@@ -193,18 +251,39 @@ ibex_status_t Mailbox::try_receive(Item &it, bool *took) {
     if (__atomic_load_n(reinterpret_cast<const uint64_t *>(slot + kSeq), __ATOMIC_ACQUIRE) != it.seq) return IBEX_OK;
     uint64_t length;
     std::memcpy(&length, slot + kLength, sizeof length);
-    const uint64_t sent = length & ~kNotice;
-    if (sent != it.bytes)
+    const uint64_t sent = length & ~(kNotice | kRead);
+    if (sent != it.bytes || carry_of(length) != it.carry)
         return fail(IBEX_ERR_INVALID_ARGUMENT,
                     "rank %d sent %llu bytes where this rank expects %zu: the ranks called different collectives, "
                     "counts or types, or a send and its receive differ in length",
                     it.peer, static_cast<unsigned long long>(sent), it.bytes);
-    if (it.whole) std::memcpy(it.buf, slot + kData, it.bytes);
+    if (it.carry == Carry::whole) std::memcpy(it.buf, slot + kData, it.bytes);
+    if (it.carry == Carry::read) {
+        uint64_t addr;
+        std::memcpy(&addr, slot + kData, sizeof addr);
+        IBEX_TRY(read_from(it.peer, addr, it.buf, it.bytes));
+    }
     // The slot is free again once the sender sees this count (release: the copy is done).
     __atomic_store_n(reinterpret_cast<uint64_t *>(peer_box_[q] + taken_offset(local_[static_cast<size_t>(rank_)])),
                      it.seq, __ATOMIC_RELEASE);
     taken_[q] = it.seq;
     *took = true;
+    return IBEX_OK;
+}
+
+ibex_status_t Mailbox::read_from(int peer, uint64_t addr, uint8_t *dst, size_t bytes) const {
+    const int pid = pid_[static_cast<size_t>(peer)];
+    while (bytes) {
+        iovec loc{dst, bytes}, rem{reinterpret_cast<void *>(addr), bytes};
+        const ssize_t moved = process_vm_readv(pid, &loc, 1, &rem, 1, 0);
+        if (moved <= 0)
+            return fail_errno(IBEX_ERR_REMOTE, moved < 0 ? errno : EIO,
+                              "reading rank %d's send buffer at 0x%llx (%zu bytes left) failed", peer,
+                              static_cast<unsigned long long>(addr), bytes);
+        dst += moved;
+        addr += static_cast<uint64_t>(moved);
+        bytes -= static_cast<size_t>(moved);
+    }
     return IBEX_OK;
 }
 
@@ -246,7 +325,8 @@ std::string Mailbox::stall_detail() const {
             out += " ...";
             break;
         }
-        out += it.send ? " send " + std::to_string(it.seq) + " to rank " + std::to_string(it.peer) + " (its ring is full)"
+        out += it.send ? " send " + std::to_string(it.seq) + " to rank " + std::to_string(it.peer) +
+                             (it.posted ? " (not read yet)" : " (its ring is full)")
                        : " receive " + std::to_string(it.seq) + " from rank " + std::to_string(it.peer) + " (not sent)";
     }
     return out + "]";

@@ -6,15 +6,19 @@
 // Every send from a to b, when the two share a host over shm, takes the next slot of a's
 // ring in b's region: a message of at most max_bytes is copied into it whole, after a
 // header with its length, and the slot's sequence word is stored last (release); a longer
-// one leaves only its length there (a notice) and moves by the executor's schedule, as
-// before. The receiver takes slot after slot in order: it checks the length against its
-// own receive, copies a whole message into the caller's buffer, and then stores the count
-// it has taken into the sender's region (release), which frees the slot. A sender whose
-// ring is full waits for that count. So a small message costs one copy in and one copy out
-// with no work request, credit or completion; and every message, small or not, has its
-// length checked against the receive before anything is written, even where a rank took
-// the other side of max_bytes (the ranks called different lengths): the receiver fails
-// at once, naming both lengths.
+// one leaves its length and the address of a's buffer there, and b copies it straight out
+// of a's address space with process_vm_readv (one copy, as Open MPI's vader does past its
+// fast boxes). The receiver takes slot after slot in order: it checks the length against
+// its own receive, copies the message into the caller's buffer, and then stores the count
+// it has taken into the sender's region (release), which frees the slot and, for a message
+// read out of the sender's buffer, completes the send. A sender whose ring is full waits
+// for that count. So a message costs its copies and no work request, credit or completion;
+// and every message has its length checked against the receive before anything is
+// written, even where the ranks took different sides of max_bytes: the receiver fails at
+// once, naming both lengths. Where some rank of the host cannot read its peers
+// (process_vm_readv refused: ptrace scope, IBEX_SHM_COPY=ring, IBEX_MAILBOX_READ=0), a
+// message past max_bytes leaves only its length (a notice) and moves by the executor's
+// schedule as before.
 //
 // Matching is the schedule's: the i-th send a issues to b is the i-th receive b issues
 // from a (sequence numbers per ordered pair, over the communicator's life). Which messages
@@ -57,12 +61,16 @@ public:
 
     size_t max_bytes() const { return max_bytes_; }
     // Messages to and from `peer` go through the mailboxes.
+    // Messages past max_bytes are read out of the sender's buffer (else scheduled).
+    bool reads() const { return reads_; }
     bool peer(int p) const {
         return max_bytes_ && p != rank_ && p >= 0 && p < nranks_ && local_[static_cast<size_t>(p)] >= 0;
     }
-    // Every send and receive of the p2p op to another rank fits the mailboxes whole: the op
-    // needs no schedule. Same answer on both ends of each message.
+    // Every send and receive of the p2p op to another rank goes through the mailboxes whole
+    // or read: the op needs no schedule. Same answer on both ends of each message.
     bool carries_all(const Op &op) const;
+    // This message moves by the executor's schedule (the same on both ends).
+    bool scheduled(const P2pPiece &p) const { return !peer(p.peer) || (p.bytes > max_bytes_ && !reads_); }
     // Some send or receive of the p2p op is with a mailbox peer (whole or as a notice).
     bool carries_some(const Op &op) const;
     // Starts the mailbox part of a p2p op: its messages to and from mailbox peers. whole
@@ -77,34 +85,45 @@ public:
     // The rank the first unfinished message waits on, or -1.
     int waiting_on() const;
     std::string stall_detail() const;
-    // Messages that went through whole, and notices, since creation (tests, logs).
+    // Messages sent whole, sent to be read, and sent as notices, since creation (tests).
     uint64_t whole_messages() const { return whole_; }
+    uint64_t read_messages() const { return read_; }
     uint64_t notices() const { return notices_; }
 
 private:
+    enum class Carry : uint8_t { whole, read, notice };
     struct Item {
         bool send;
-        bool whole; // the data travels in the slot, not by the schedule
+        Carry carry;
+        bool posted; // a send to be read: its slot is written, its receiver not done yet
         bool done;
         int peer;
         uint8_t *buf;
         size_t bytes;
         uint64_t seq; // 1, 2, ... per ordered pair
     };
-    // A slot: the sequence word, the message's length (kNotice set: the data goes by the
-    // schedule), the data. Up to 48 bytes of data share a cache line with the word.
+    // A slot: the sequence word, the message's length with its carry in the top bits, the
+    // data (whole) or the sender's buffer address (read). Up to 48 bytes of data share a
+    // cache line with the word.
     static constexpr size_t kSeq = 0, kLength = 8, kData = 16;
-    static constexpr uint64_t kNotice = uint64_t(1) << 63;
+    static constexpr uint64_t kNotice = uint64_t(1) << 63, kRead = uint64_t(1) << 62;
+    static Carry carry_of(uint64_t length_word) {
+        return length_word & kNotice ? Carry::notice : length_word & kRead ? Carry::read : Carry::whole;
+    }
     size_t slot_offset(int from_local, uint64_t seq) const {
         return (static_cast<size_t>(from_local) * kSlots + (seq - 1) % kSlots) * slot_bytes_;
     }
     size_t taken_offset(int reader_local) const { return acks_at_ + static_cast<size_t>(reader_local) * 64; }
     bool try_send(Item &it);
     ibex_status_t try_receive(Item &it, bool *took);
+    ibex_status_t read_from(int peer, uint64_t addr, uint8_t *dst, size_t bytes) const;
 
     AllocRegion region_;
     uint8_t *box_ = nullptr; // region_.data() while open
     size_t max_bytes_ = 0;   // 0: off
+    bool reads_ = false;
+    uint64_t probe_ = 0;     // a word peers read with process_vm_readv at creation
+    std::vector<int> pid_;   // per mailbox peer
     size_t slot_bytes_ = 0;
     size_t acks_at_ = 0;
     int rank_ = 0, nranks_ = 1;
@@ -114,7 +133,7 @@ private:
     std::vector<uint64_t> taken_;           // per peer: received messages taken out of the ring
     std::vector<Item> items_;        // the running op's messages
     size_t pending_ = 0;
-    uint64_t whole_ = 0, notices_ = 0;
+    uint64_t whole_ = 0, read_ = 0, notices_ = 0;
 };
 
 } // namespace ibex::coll

@@ -108,14 +108,14 @@ ibex_status_t start_op(ibex_comm *c, Op &op, bool *empty) {
         IBEX_TRY(comm_ensure_scratch(c, scratch));
     if (op.kind == OpKind::barrier)
         IBEX_TRY(c->caches.get_all(c->small, sizeof c->small));
-    // A batch's messages to ranks of this host go through the mailboxes: the small ones
-    // whole (nothing to register or schedule), the others as a notice of their length
-    // beside the schedule that moves them.
+    // A batch's messages to ranks of this host go through the mailboxes: whole or read out
+    // of the sender's buffer (nothing to register or schedule), or as a notice of their
+    // length beside the schedule that moves them.
     std::vector<P2pPiece> scheduled_pieces;
     const bool mailed = c->mail.carries_some(op);
     if (mailed) {
         for (const P2pPiece &p : op.pieces)
-            if (!c->mail.peer(p.peer) || p.bytes > c->mail.max_bytes()) scheduled_pieces.push_back(p);
+            if (c->mail.scheduled(p)) scheduled_pieces.push_back(p);
     }
     const std::vector<P2pPiece> &pieces = mailed ? scheduled_pieces : op.pieces;
     for (const P2pPiece &p : pieces) IBEX_TRY(c->caches.get_all(p.buf, p.bytes));

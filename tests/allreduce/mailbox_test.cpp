@@ -1,6 +1,7 @@
 // Sends and receives between ranks of one host through the mailboxes (allreduce/mailbox.h):
-// small messages go whole and larger ones by the schedule beside a notice of their length,
-// in one batch and in order; a ring that fills waits for its receiver; lengths that
+// small messages go whole and larger ones are read out of the sender's buffer (or, where
+// that is off, go by the schedule beside a notice of their length), in one batch and in
+// order; a ring that fills waits for its receiver; lengths that
 // disagree across the limit fail the receiver at once; the limit is agreed; ranks of
 // other hosts are reached the scheduled way; a receiver whose sender dies fails.
 #include <gtest/gtest.h>
@@ -37,11 +38,15 @@ constexpr size_t kLimit = 4096; // IBEX_MAILBOX_MAX's default
 // with a copy to itself: the limit's neighbours, a byte, one eager slice and many slices.
 const std::vector<size_t> kSizes = {1, kLimit - 1, kLimit, kLimit + 1, 40000, 3, 1 << 20, 48};
 
-int mixed_batch(RankCtx &ctx) {
+// reads: messages past the limit are read out of the sender's buffer (else rank 1 turns
+// that off for all with IBEX_MAILBOX_READ=0, and they are scheduled beside a notice).
+int mixed_batch(RankCtx &ctx, bool reads) {
+    if (!reads && ctx.rank == 1) ::setenv("IBEX_MAILBOX_READ", "0", 1);
     ibex_comm_t *comm = nullptr;
     RANK_CHECK_OK(ctx, ibex::test::init_host_comm(ctx, &comm));
     const int r = ctx.rank, n = ctx.nranks;
     RANK_CHECK(ctx, comm->mail.max_bytes() == kLimit, "rank %d: mailbox limit %zu", r, comm->mail.max_bytes());
+    RANK_CHECK(ctx, comm->mail.reads() == reads, "rank %d: reads %d", r, comm->mail.reads());
     std::vector<std::vector<uint8_t>> outs, ins;
     std::vector<ibex_p2p_op_t> ops;
     for (int round = 0; round < 2; ++round) { // the second time through, the rings have wrapped
@@ -62,7 +67,8 @@ int mixed_batch(RankCtx &ctx) {
                 if (!((q + static_cast<int>(k)) % 2))
                     ops.push_back(recv_op(q, ins[static_cast<size_t>(m)].data(), kSizes[k]));
             }
-        const uint64_t whole0 = comm->mail.whole_messages(), notices0 = comm->mail.notices();
+        const uint64_t whole0 = comm->mail.whole_messages(), notices0 = comm->mail.notices(),
+                       read0 = comm->mail.read_messages();
         RANK_CHECK_OK(ctx, ibex_p2p_batch(ops.data(), ops.size(), comm, nullptr));
         for (int q = 0, m = 0; q < n; ++q)
             for (size_t k = 0; k < kSizes.size(); ++k, ++m) {
@@ -79,16 +85,23 @@ int mixed_batch(RankCtx &ctx) {
         RANK_CHECK(ctx, comm->mail.whole_messages() - whole0 == small * peers,
                    "rank %d: %llu messages went whole, expected %zu", r,
                    static_cast<unsigned long long>(comm->mail.whole_messages() - whole0), small * (n - 1));
-        RANK_CHECK(ctx, comm->mail.notices() - notices0 == (kSizes.size() - small) * peers,
-                   "rank %d: %llu notices, expected %zu", r, static_cast<unsigned long long>(comm->mail.notices() - notices0),
-                   (kSizes.size() - small) * (n - 1));
+        const uint64_t large = (kSizes.size() - small) * peers;
+        const uint64_t notices = comm->mail.notices() - notices0, read = comm->mail.read_messages() - read0;
+        RANK_CHECK(ctx, notices == (reads ? 0 : large) && read == (reads ? large : 0),
+                   "rank %d: %llu notices and %llu read, expected %llu %s", r, static_cast<unsigned long long>(notices),
+                   static_cast<unsigned long long>(read), static_cast<unsigned long long>(large),
+                   reads ? "read" : "notices");
     }
     RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
     return 0;
 }
 
-TEST(Mailbox, SmallMessagesGoWholeAndLargeOnesByTheScheduleInOneBatch) {
-    ibex::test::expect_all_passed(ibex::test::run_ranks(3, mixed_batch), true);
+TEST(Mailbox, SmallMessagesGoWholeAndLargeOnesAreReadInOneBatch) {
+    ibex::test::expect_all_passed(ibex::test::run_ranks(3, [](RankCtx &ctx) { return mixed_batch(ctx, true); }), true);
+}
+
+TEST(Mailbox, WithoutReadsLargeMessagesGoByTheScheduleBesideANotice) {
+    ibex::test::expect_all_passed(ibex::test::run_ranks(3, [](RankCtx &ctx) { return mixed_batch(ctx, false); }), true);
 }
 
 // Rank 0 issues kSlots sends to rank 1 and waits for them, then a barrier; rank 1 joins
@@ -139,6 +152,18 @@ TEST(Mailbox, SendsFillTheRingAndThenWaitForTheReceiver) {
         for (size_t k = 0; k < kMany; ++k)
             RANK_CHECK(ctx, theirs[k] == static_cast<uint32_t>(peer * 100000 + k), "rank %d: batch message %zu is %u", r,
                        k, theirs[k]);
+        // A message read out of the sender's buffer: the blocking send returns only once the
+        // receiver, 100 ms late, has copied it (the sender then overwrites its buffer).
+        std::vector<uint8_t> big(3 << 20);
+        for (size_t i = 0; i < big.size(); ++i) big[i] = r == 0 ? byte_of(0, 1, 9, i) : 0;
+        if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        RANK_CHECK_OK(ctx, r == 0 ? ibex_send(big.data(), big.size(), IBEX_U8, 1, comm, nullptr)
+                                  : ibex_recv(big.data(), big.size(), IBEX_U8, 0, comm, nullptr));
+        if (r == 0) std::fill(big.begin(), big.end(), uint8_t(0));
+        for (size_t i = 0; r == 1 && i < big.size(); ++i)
+            RANK_CHECK(ctx, big[i] == byte_of(0, 1, 9, i), "rank 1: byte %zu of the read message", i);
+        RANK_CHECK(ctx, comm->mail.read_messages() == (r == 0 ? 1u : 0u), "rank %d: %llu messages read", r,
+                   static_cast<unsigned long long>(comm->mail.read_messages()));
         RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
         return 0;
     });
@@ -150,9 +175,12 @@ TEST(Mailbox, SendsFillTheRingAndThenWaitForTheReceiver) {
 // lengths, the sender at its next call at the latest, nothing lands past the buffer.
 TEST(Mailbox, LengthsThatDisagreeAcrossTheLimitFailTheReceiverAtOnce) {
     const std::pair<size_t, size_t> cases[] = {{4000, 5000}, {5000, 4000}, {kLimit, kLimit + 1}, {70000, 60000}};
+    for (bool reads : {true, false})
     for (const auto &[sent, expected] : cases) {
-        SCOPED_TRACE(std::to_string(sent) + " bytes sent, " + std::to_string(expected) + " received");
-        const auto out = ibex::test::run_ranks(2, [sent = sent, expected = expected](RankCtx &ctx) {
+        SCOPED_TRACE(std::to_string(sent) + " bytes sent, " + std::to_string(expected) + " received" +
+                     (reads ? "" : ", IBEX_MAILBOX_READ=0"));
+        const auto out = ibex::test::run_ranks(2, [sent = sent, expected = expected, reads](RankCtx &ctx) {
+            if (!reads) ::setenv("IBEX_MAILBOX_READ", "0", 1);
             ibex_comm_t *comm = nullptr;
             RANK_CHECK_OK(ctx, ibex::test::init_host_comm(ctx, &comm, 5000));
             std::vector<uint8_t> buf(std::max(sent, expected) + 64, 0xEE);
@@ -209,10 +237,11 @@ TEST(Mailbox, RanksAgreeOnTheSmallestLimitAndZeroTurnsThemOff) {
                 RANK_CHECK(ctx, i >= 100 || ga[i] == byte_of(from, ctx.rank, 0, i), "rank %d: byte %zu of 100", ctx.rank, i);
                 RANK_CHECK(ctx, gb[i] == byte_of(from, ctx.rank, 1, i), "rank %d: byte %zu of 200", ctx.rank, i);
             }
-            RANK_CHECK(ctx, comm->mail.whole_messages() == (agreed ? 1u : 0u) && comm->mail.notices() == (agreed ? 1u : 0u),
-                       "rank %d: %llu whole and %llu notices", ctx.rank,
+            RANK_CHECK(ctx,
+                       comm->mail.whole_messages() == (agreed ? 1u : 0u) && comm->mail.read_messages() == (agreed ? 1u : 0u),
+                       "rank %d: %llu whole and %llu read", ctx.rank,
                        static_cast<unsigned long long>(comm->mail.whole_messages()),
-                       static_cast<unsigned long long>(comm->mail.notices()));
+                       static_cast<unsigned long long>(comm->mail.read_messages()));
             RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
             return 0;
         });
@@ -254,28 +283,30 @@ TEST(Mailbox, OnlyRanksOfOneHostUseThem) {
     ibex::test::expect_all_passed(out);
 }
 
-// Rank 1 dies while rank 0 waits for a small message from it: an error well inside the
-// timeout, naming no success.
+// Rank 1 dies while rank 0 waits for a message from it (one to go whole, one to be read):
+// an error well inside the timeout.
 TEST(Mailbox, AReceiverWhoseSenderDiesFails) {
-    ibex::test::run_with_victim(2, 1, [](RankCtx &ctx, std::atomic<int> *ready) {
-        constexpr int kTimeoutMs = 20000;
-        ibex_comm_t *comm = nullptr;
-        RANK_CHECK_OK(ctx, ibex::test::init_host_comm(ctx, &comm, kTimeoutMs));
-        uint64_t v = 0;
-        RANK_CHECK_OK(ctx, ibex_allreduce(&v, &v, 1, IBEX_I64, IBEX_SUM, comm, nullptr));
-        RANK_CHECK(ctx, comm->mail.max_bytes() > 0, "rank %d: no mailboxes", ctx.rank);
-        ready->fetch_add(1);
-        if (ctx.rank == 1) ibex::test::die_when_all_ready(ctx, ready, 50);
-        const auto t0 = std::chrono::steady_clock::now();
-        const ibex_status_t st = ibex_recv(&v, 1, IBEX_I64, 1, comm, nullptr);
-        ctx.say("rank 0: %s after %ld ms: %s", ibex_strerror(st), ibex::test::ms_since(t0), ibex_last_error());
-        RANK_CHECK(ctx, st == IBEX_ERR_REMOTE || st == IBEX_ERR_TIMEOUT, "rank 0: receive from a dead rank returned %s",
-                   ibex_strerror(st));
-        RANK_CHECK(ctx, ibex::test::ms_since(t0) < kTimeoutMs / 2, "rank 0: error only after %ld ms",
-                   ibex::test::ms_since(t0));
-        RANK_CHECK_OK(ctx, ibex_comm_abort(comm));
-        return 0;
-    });
+    for (size_t bytes : {size_t(8), size_t(4) << 20})
+        ibex::test::run_with_victim(2, 1, [bytes](RankCtx &ctx, std::atomic<int> *ready) {
+            constexpr int kTimeoutMs = 20000;
+            ibex_comm_t *comm = nullptr;
+            RANK_CHECK_OK(ctx, ibex::test::init_host_comm(ctx, &comm, kTimeoutMs));
+            std::vector<uint8_t> buf(bytes, 1);
+            RANK_CHECK_OK(ctx, ibex_allreduce(buf.data(), buf.data(), 8, IBEX_U8, IBEX_SUM, comm, nullptr));
+            RANK_CHECK(ctx, comm->mail.max_bytes() > 0, "rank %d: no mailboxes", ctx.rank);
+            ready->fetch_add(1);
+            if (ctx.rank == 1) ibex::test::die_when_all_ready(ctx, ready, 50);
+            const auto t0 = std::chrono::steady_clock::now();
+            const ibex_status_t st = ibex_recv(buf.data(), bytes, IBEX_U8, 1, comm, nullptr);
+            ctx.say("rank 0, %zu bytes: %s after %ld ms: %s", bytes, ibex_strerror(st), ibex::test::ms_since(t0),
+                    ibex_last_error());
+            RANK_CHECK(ctx, st == IBEX_ERR_REMOTE || st == IBEX_ERR_TIMEOUT,
+                       "rank 0: receive from a dead rank returned %s", ibex_strerror(st));
+            RANK_CHECK(ctx, ibex::test::ms_since(t0) < kTimeoutMs / 2, "rank 0: error only after %ld ms",
+                       ibex::test::ms_since(t0));
+            RANK_CHECK_OK(ctx, ibex_comm_abort(comm));
+            return 0;
+        });
 }
 
 // A receive from a rank that never sends: the communicator's timeout, naming that rank.
