@@ -146,6 +146,7 @@ ibex_status_t Mailbox::open(ibex_comm *c) {
             if (!a.reads) reads_ = false;
         }
     }
+    on_some_host_ = agreed > 0;
     if (!agreed || !box_) {
         const bool had = box_ != nullptr;
         close();
@@ -180,7 +181,7 @@ bool Mailbox::carries_all(const Op &op) const {
 }
 
 bool Mailbox::carries_some(const Op &op) const {
-    if (!max_bytes_ || op.kind != OpKind::p2p) return false;
+    if (!max_bytes_ || (op.kind != OpKind::p2p && op.kind != OpKind::alltoallv)) return false;
     for (const P2pPiece &p : op.pieces)
         if (peer(p.peer)) return true;
     return false;

@@ -60,6 +60,10 @@ public:
     void close();
 
     size_t max_bytes() const { return max_bytes_; }
+    // Some ranks of the communicator use mailboxes (the same answer on every rank): an
+    // alltoallv then runs as sends and receives everywhere, so that a pair with one end on
+    // a host of mailboxes and the other elsewhere builds the same transfers at both ends.
+    bool on_some_host() const { return on_some_host_; }
     // Messages to and from `peer` go through the mailboxes.
     // Messages past max_bytes are read out of the sender's buffer (else scheduled).
     bool reads() const { return reads_; }
@@ -121,6 +125,7 @@ private:
     AllocRegion region_;
     uint8_t *box_ = nullptr; // region_.data() while open
     size_t max_bytes_ = 0;   // 0: off
+    bool on_some_host_ = false;
     bool reads_ = false;
     uint64_t probe_ = 0;     // a word peers read with process_vm_readv at creation
     std::vector<int> pid_;   // per mailbox peer

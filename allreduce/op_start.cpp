@@ -66,6 +66,35 @@ ibex_status_t start_sumsrv(ibex_comm *c, const CollArgs &a, size_t elem, Schedul
     return c->sumsrv.start(a.sendbuf, a.recvbuf, a.type, a.op, parts);
 }
 
+// A batch of sends and receives: the schedule of its messages that are not carried whole
+// or read by the mailboxes, and the mailboxes' part beside it.
+ibex_status_t build_p2p_op(ibex_comm *c, const Op &op, const std::vector<P2pPiece> &scheduled, bool mailed,
+                           ScheduleBuilder &b, Schedule &s) {
+    // Up to kP2pEagerSlices eager slices a message goes eager: past the eager limit a
+    // slice waits a credit round trip (on shm about 10 us, where the eager ring is a
+    // memcpy away).
+    constexpr size_t kP2pEagerSlices = 4;
+    const size_t eager = c->exec.params().eager_bytes;
+    ScheduleBuilder small(&s, 1, eager ? eager : 1);
+    build_p2p(scheduled, c->rank, b, small, eager * kP2pEagerSlices);
+    return mailed ? c->mail.start(op, false) : IBEX_OK;
+}
+
+// alltoallv's blocks as a batch's pieces (empty blocks left out on both sides), in rank
+// order: each pair has one send and one receive, so the ends number them alike.
+void alltoallv_pieces(Op &op, int nranks) {
+    const AlltoallvBlocks v = alltoallv_blocks(op, nranks);
+    const size_t elem = ibex_datatype_size(op.args.type);
+    auto *send = static_cast<uint8_t *>(const_cast<void *>(op.args.sendbuf));
+    auto *recv = static_cast<uint8_t *>(op.args.recvbuf);
+    op.pieces.clear();
+    for (int q = 0; q < nranks; ++q) {
+        const auto p = static_cast<size_t>(q);
+        if (v.sendcounts[p]) op.pieces.push_back({true, q, send + v.sdispls[p] * elem, v.sendcounts[p] * elem});
+        if (v.recvcounts[p]) op.pieces.push_back({false, q, recv + v.rdispls[p] * elem, v.recvcounts[p] * elem});
+    }
+}
+
 } // namespace
 
 ibex_status_t start_op(ibex_comm *c, Op &op, bool *empty) {
@@ -89,8 +118,15 @@ ibex_status_t start_op(ibex_comm *c, Op &op, bool *empty) {
     case OpKind::probe: scratch = probe_buffer_bytes(op.pings, op.bulk); break;
     case OpKind::allreduce:
     case OpKind::allgather:
-    case OpKind::alltoall:
+    case OpKind::alltoall: break;
     case OpKind::alltoallv:
+        if (c->mail.on_some_host()) {
+            // Sends and receives, so that ranks of one host use the mailboxes (the blocks
+            // point into the buffers the op has now: staged copies of GPU ones included).
+            alltoallv_pieces(op, c->nranks);
+            send_bytes = recv_bytes = 0; // registered piece by piece below
+        }
+        break;
     case OpKind::p2p:
     case OpKind::broadcast: break;
     }
@@ -156,21 +192,16 @@ ibex_status_t start_op(ibex_comm *c, Op &op, bool *empty) {
     case OpKind::broadcast: build_chain_broadcast(a, b); break;
     case OpKind::alltoall: build_pairwise_alltoall(a, b); break;
     case OpKind::alltoallv: {
+        if (!op.pieces.empty()) {
+            ScheduleBuilder in_bytes(&s, 1, c->opt.exec.slice_bytes); // the pieces count bytes
+            IBEX_TRY(build_p2p_op(c, op, pieces, mailed, in_bytes, s));
+            break;
+        }
         const AlltoallvBlocks v = alltoallv_blocks(op, c->nranks);
         build_pairwise_alltoallv(a, v.sendcounts, v.sdispls, v.recvcounts, v.rdispls, b);
         break;
     }
-    case OpKind::p2p: {
-        // Up to kP2pEagerSlices eager slices a message goes eager: past the eager limit a
-        // slice waits a credit round trip (on shm about 10 us, where the eager ring is a
-        // memcpy away).
-        constexpr size_t kP2pEagerSlices = 4;
-        const size_t eager = c->exec.params().eager_bytes;
-        ScheduleBuilder small(&s, 1, eager ? eager : 1);
-        build_p2p(pieces, c->rank, b, small, eager * kP2pEagerSlices);
-        if (mailed) IBEX_TRY(c->mail.start(op, false));
-        break;
-    }
+    case OpKind::p2p: IBEX_TRY(build_p2p_op(c, op, pieces, mailed, b, s)); break;
     case OpKind::reduce: build_chain_reduce(a, b); break;
     case OpKind::probe: build_probe(c->rank, op.partner, op.pings, op.bulk, c->scratch, b); break;
     }

@@ -283,6 +283,64 @@ TEST(Mailbox, OnlyRanksOfOneHostUseThem) {
     ibex::test::expect_all_passed(out);
 }
 
+// ibex_alltoallv runs as sends and receives wherever some host has mailboxes: on one host
+// (3 ranks) and on two (4 ranks named by IBEX_HOST_ID, so one peer of each rank shares its
+// host and two do not), uneven blocks (one pair sends nothing, some fit a slot, some are
+// read) land where the displacements say, and only the host's peers went through the
+// mailboxes.
+TEST(Mailbox, AlltoallvGoesThroughThemBetweenRanksOfAHost) {
+    for (int hosts : {1, 2}) {
+        SCOPED_TRACE(std::to_string(hosts) + " hosts");
+        const int n = hosts == 1 ? 3 : 4;
+        const auto out = ibex::test::run_ranks(n, [hosts](RankCtx &ctx) {
+            const int r = ctx.rank, n = ctx.nranks;
+            if (hosts == 2) ::setenv("IBEX_HOST_ID", r < 2 ? "hostA" : "hostB", 1);
+            ibex_comm_t *comm = nullptr;
+            RANK_CHECK_OK(ctx, ibex::test::init_host_comm(ctx, &comm));
+            RANK_CHECK(ctx, comm->mail.on_some_host(), "rank %d: no mailboxes", r);
+            // Floats from a to b: none from 0 to 1, else a few hundred or a few thousand.
+            auto count = [](int a, int b) -> size_t {
+                return a == 0 && b == 1 ? 0 : (a + 2 * b) % 3 == 0 ? 3000 : static_cast<size_t>(100 + a * 7 + b);
+            };
+            std::vector<size_t> sc(n), sd(n), rc(n), rd(n);
+            size_t st = 0, rt = 0;
+            for (int q = 0; q < n; ++q) {
+                sc[q] = count(r, q);
+                rc[q] = count(q, r);
+                // Receive blocks with a gap of 5 between them; send blocks in reverse order.
+                rd[q] = rt;
+                rt += rc[q] + 5;
+            }
+            for (int q = n - 1; q >= 0; --q) {
+                sd[q] = st;
+                st += sc[q];
+            }
+            std::vector<float> send(st), recv(rt, -1.0f);
+            for (int q = 0; q < n; ++q)
+                for (size_t i = 0; i < sc[q]; ++i)
+                    send[sd[q] + i] = static_cast<float>(r * 100000 + q * 10000 + static_cast<int>(i));
+            const uint64_t before = comm->mail.whole_messages() + comm->mail.read_messages();
+            RANK_CHECK_OK(ctx, ibex_alltoallv(send.data(), sc.data(), sd.data(), recv.data(), rc.data(), rd.data(),
+                                              IBEX_F32, comm, nullptr));
+            for (int q = 0; q < n; ++q) {
+                for (size_t i = 0; i < rc[q]; ++i)
+                    RANK_CHECK(ctx, recv[rd[q] + i] == static_cast<float>(q * 100000 + r * 10000 + static_cast<int>(i)),
+                               "rank %d: element %zu from rank %d is %g", r, i, q, recv[rd[q] + i]);
+                for (size_t i = rc[q]; i < rc[q] + 5; ++i)
+                    RANK_CHECK(ctx, recv[rd[q] + i] == -1.0f, "rank %d: the gap after rank %d's block was written", r, q);
+            }
+            uint64_t sent = 0; // the counters count the messages a rank sends
+            for (int q = 0; q < n; ++q) sent += q != r && comm->mail.peer(q) && sc[q] > 0;
+            const uint64_t moved = comm->mail.whole_messages() + comm->mail.read_messages() - before;
+            RANK_CHECK(ctx, moved == sent, "rank %d: %llu messages through the mailboxes, expected %llu", r,
+                       static_cast<unsigned long long>(moved), static_cast<unsigned long long>(sent));
+            RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
+            return 0;
+        });
+        ibex::test::expect_all_passed(out);
+    }
+}
+
 // Rank 1 dies while rank 0 waits for a message from it (one to go whole, one to be read):
 // an error well inside the timeout.
 TEST(Mailbox, AReceiverWhoseSenderDiesFails) {
