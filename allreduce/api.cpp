@@ -109,12 +109,6 @@ ibex_status_t check_p2p_op(const ibex_p2p_op_t &o, int nranks, const char *fn, b
         std::snprintf(why, sizeof why, "%zu elements of %s are out of range", o.count, ibex_datatype_name(o.type));
         return refuse(IBEX_ERR_INVALID_ARGUMENT, why);
     }
-    if (ibex::cuda::is_device_pointer(o.buf)) {
-        std::snprintf(why, sizeof why,
-                      "%p is GPU memory; sends and receives take host memory (copy through a pinned host buffer)",
-                      o.buf);
-        return refuse(IBEX_ERR_NOT_SUPPORTED, why);
-    }
     return IBEX_OK;
 }
 

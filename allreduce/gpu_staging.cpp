@@ -8,6 +8,9 @@
 namespace ibex::coll {
 
 bool GpuStaging::needs(const Op &op, int rank, int nranks) {
+    if (op.kind == OpKind::p2p)
+        return std::any_of(op.pieces.begin(), op.pieces.end(),
+                           [](const P2pPiece &p) { return cuda::is_device_pointer(p.buf); });
     const OpBytes e = op_bytes(op, rank, nranks);
     return (e.send && cuda::is_device_pointer(op.args.sendbuf)) || (e.recv && cuda::is_device_pointer(op.args.recvbuf));
 }
@@ -49,7 +52,43 @@ void GpuStaging::point_at(Op &op, const Chunk &k) const {
     op.args.count = k.count;
 }
 
+ibex_status_t GpuStaging::begin_batch(ibex_comm *c, Op &op) {
+    pieces_.clear();
+    size_t send_bytes = 0, recv_bytes = 0;
+    for (P2pPiece &p : op.pieces) {
+        if (!cuda::is_device_pointer(p.buf)) continue;
+        size_t &end = p.send ? send_bytes : recv_bytes;
+        pieces_.push_back({p.send, static_cast<uint8_t *>(p.buf), end, p.bytes});
+        end += (p.bytes + 63) & ~size_t(63);
+    }
+    if (send_bytes) IBEX_TRY(grow(c, send_, send_bytes));
+    if (recv_bytes) IBEX_TRY(grow(c, recv_, recv_bytes));
+    chunks_.assign(1, Chunk{});
+    active_ = true;
+    next_ = 0;
+    for (size_t i = 0, k = 0; i < op.pieces.size(); ++i) {
+        P2pPiece &p = op.pieces[i];
+        if (!cuda::is_device_pointer(p.buf)) continue;
+        const StagedPiece &s = pieces_[k++];
+        auto *pinned = static_cast<uint8_t *>(s.send ? send_.p : recv_.p) + s.at;
+        p.buf = pinned;
+        if (!s.send) continue;
+        if (ibex_status_t st = cuda::copy_async(pinned, s.gpu, s.bytes, cuda::pointer_device(s.gpu)); st != IBEX_OK) {
+            abandon();
+            return st;
+        }
+    }
+    if (send_bytes)
+        if (ibex_status_t st = cuda::fence_copies(&chunks_[0].in); st != IBEX_OK) {
+            abandon();
+            return st;
+        }
+    op.on_gpu = false; // every message is host memory now
+    return IBEX_OK;
+}
+
 ibex_status_t GpuStaging::begin(ibex_comm *c, Op &op) {
+    if (op.kind == OpKind::p2p) return begin_batch(c, op);
     const OpBytes e = op_bytes(op, c->rank, c->nranks);
     orig_ = op.args;
     has_send_ = e.send && op.args.sendbuf;
@@ -106,6 +145,14 @@ bool GpuStaging::ready() { return next_ >= chunks_.size() || cuda::copies_done(c
 
 ibex_status_t GpuStaging::chunk_done(Op &op, bool *more) {
     Chunk &k = chunks_[next_];
+    if (!pieces_.empty()) {
+        *more = false;
+        ++next_;
+        for (const StagedPiece &s : pieces_)
+            if (!s.send) IBEX_TRY(cuda::copy_async(s.gpu, static_cast<uint8_t *>(recv_.p) + s.at, s.bytes,
+                                                   cuda::pointer_device(s.gpu)));
+        return cuda::fence_copies(&k.out);
+    }
     if (stage_recv_ && k.recv_len) {
         ibex_status_t st = cuda::copy_async(static_cast<uint8_t *>(orig_.recvbuf) + k.recv_off,
                                             static_cast<uint8_t *>(recv_.p) + k.recv_off, k.recv_len,
@@ -123,6 +170,7 @@ bool GpuStaging::drained() {
         if (!cuda::copies_done(k.out)) return false;
     active_ = false;
     chunks_.clear();
+    pieces_.clear();
     return true;
 }
 
@@ -132,6 +180,7 @@ void GpuStaging::abandon() {
         cuda::drop_fence(k.out);
     }
     chunks_.clear();
+    pieces_.clear();
     active_ = false;
 }
 

@@ -13,6 +13,11 @@
 //
 // A buffer that is host memory is used as it is; only the GPU side is staged. The pinned
 // buffers are the communicator's, grown on demand, and registered with its caches.
+//
+// A batch of sends and receives stages each message on GPU memory whole, in one chunk: its
+// sends' device-to-host copies are queued at the start and the batch runs once they are
+// done, on pinned copies (which the mailboxes' peers may read across processes); its
+// receives land in pinned memory and go to the GPU when the batch has finished.
 #pragma once
 
 #include <cstddef>
@@ -57,8 +62,16 @@ class GpuStaging {
         void *p = nullptr;
         size_t bytes = 0;
     };
+    // A batch's message on GPU memory and where it is staged.
+    struct StagedPiece {
+        bool send;
+        uint8_t *gpu;
+        size_t at; // in send_ or recv_
+        size_t bytes;
+    };
     ibex_status_t grow(ibex_comm *c, Pinned &b, size_t bytes);
     void point_at(Op &op, const Chunk &k) const;
+    ibex_status_t begin_batch(ibex_comm *c, Op &op);
 
     bool active_ = false;
     CollArgs orig_;
@@ -67,6 +80,7 @@ class GpuStaging {
     std::vector<Chunk> chunks_;
     size_t next_ = 0; // the chunk that runs (or waits for its input)
     Pinned send_, recv_;
+    std::vector<StagedPiece> pieces_; // a batch's (else empty)
 };
 
 } // namespace ibex::coll

@@ -249,7 +249,10 @@ IBEX_API ibex_status_t ibex_barrier(ibex_comm_t *comm, ibex_request_t **req);
  * receive rank b issues from rank a (no tags, as NCCL): the two must move the same number
  * of bytes, else both ranks fail and the communicator enters its error state. A pair of
  * ranks that no collective connected gets its QP at its first send or receive, with only
- * the two ranks taking part (the call then waits for the peer's). Host memory only. */
+ * the two ranks taking part (the call then waits for the peer's). Buffers may be host or
+ * GPU memory (GPU buffers are staged through pinned host memory, whole: a send's copy to
+ * the host before the operation starts, a receive's copy to the GPU after it). A send of
+ * more than a few KiB may return only once its receiver has copied it. */
 typedef enum { IBEX_P2P_SEND = 0, IBEX_P2P_RECV = 1 } ibex_p2p_kind_t;
 
 typedef struct {

@@ -196,4 +196,78 @@ TEST(SimulatedGpuBuffers, PipelinedStagingWithLateCopies) {
     run(3, "ring", true, 65536, 3);
 }
 
+// Sends and receives on GPU buffers: each rank sends a GPU buffer to the next rank and
+// receives into a GPU buffer from the one before, in one batch, with a small message
+// (mailbox-sized on one host) from host memory into GPU memory beside it and a copy to
+// itself from GPU to host; then alltoallv between GPU buffers. Over shm (mailboxes: small
+// ones whole, large ones read out of the pinned staging) and over udp, with copies that
+// finish late.
+int p2p_body(RankCtx &ctx) {
+    const int r = ctx.rank, n = ctx.nranks, to = (r + 1) % n, from = (r + n - 1) % n;
+    constexpr size_t kSmall = 300;
+    const size_t bytes = kCount * 4;
+    SimulatedBuffer dsend(bytes, 0xe00), drecv(bytes, 0x500), dsmall(kSmall * 4, 0x40), dself(kSmall * 4, 0x80);
+    RANK_CHECK(ctx, dsend.ok() && drecv.ok() && dsmall.ok() && dself.ok(), "rank %d: cannot map simulated GPU memory", r);
+    ibex_comm_t *comm = nullptr;
+    RANK_CHECK_OK(ctx, ibex_comm_init_rank(&comm, ctx.nranks, &ctx.id, ctx.rank, nullptr));
+    std::vector<float> send(kCount), got(kCount), small(kSmall), self_out(kSmall, -1.0f);
+    for (size_t i = 0; i < kCount; ++i) send[i] = value(r, i);
+    for (size_t i = 0; i < kSmall; ++i) small[i] = value(r, i) * 3;
+    dsend.upload(send.data(), bytes);
+    dself.upload(small.data(), kSmall * 4);
+    const ibex_p2p_op_t ops[] = {
+        {IBEX_P2P_RECV, from, drecv.data(), kCount, IBEX_F32}, {IBEX_P2P_SEND, to, dsend.data(), kCount, IBEX_F32},
+        {IBEX_P2P_SEND, to, small.data(), kSmall, IBEX_F32},   {IBEX_P2P_RECV, from, dsmall.data(), kSmall, IBEX_F32},
+        {IBEX_P2P_SEND, r, dself.data(), kSmall, IBEX_F32},    {IBEX_P2P_RECV, r, self_out.data(), kSmall, IBEX_F32}};
+    RANK_CHECK_OK(ctx, ibex_p2p_batch(ops, std::size(ops), comm, nullptr));
+    drecv.download(got.data(), bytes);
+    for (size_t i = 0; i < kCount; ++i)
+        RANK_CHECK(ctx, got[i] == value(from, i), "rank %d: element %zu from rank %d is %g", r, i, from, got[i]);
+    dsmall.download(got.data(), kSmall * 4);
+    for (size_t i = 0; i < kSmall; ++i) {
+        RANK_CHECK(ctx, got[i] == value(from, i) * 3, "rank %d: small element %zu is %g", r, i, got[i]);
+        RANK_CHECK(ctx, self_out[i] == value(r, i) * 3, "rank %d: own element %zu is %g", r, i, self_out[i]);
+    }
+    // A blocking send of a GPU buffer and its receive into another.
+    if (r == 0) RANK_CHECK_OK(ctx, ibex_send(drecv.data(), kCount, IBEX_F32, 1, comm, nullptr));
+    if (r == 1) {
+        RANK_CHECK_OK(ctx, ibex_recv(dsend.data(), kCount, IBEX_F32, 0, comm, nullptr));
+        dsend.download(got.data(), bytes);
+        for (size_t i = 0; i < kCount; ++i)
+            RANK_CHECK(ctx, got[i] == value(n - 1, i), "rank 1: element %zu of the blocking receive is %g", i, got[i]);
+    }
+    // alltoallv: kCount / n floats from each rank's GPU buffer to each, into GPU memory.
+    const size_t block = kCount / static_cast<size_t>(n);
+    std::vector<size_t> counts(static_cast<size_t>(n), block), displs(static_cast<size_t>(n));
+    for (size_t q = 0; q < displs.size(); ++q) displs[q] = q * block;
+    dsend.upload(send.data(), bytes);
+    RANK_CHECK_OK(ctx, ibex_alltoallv(dsend.data(), counts.data(), displs.data(), drecv.data(), counts.data(),
+                                      displs.data(), IBEX_F32, comm, nullptr));
+    drecv.download(got.data(), bytes);
+    for (int q = 0; q < n; ++q)
+        for (size_t i = 0; i < block; ++i) {
+            const size_t at = static_cast<size_t>(q) * block + i, src = static_cast<size_t>(r) * block + i;
+            RANK_CHECK(ctx, got[at] == value(q, src), "rank %d: alltoallv element %zu from rank %d is %g", r, i, q,
+                       got[at]);
+        }
+    RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
+    return 0;
+}
+
+TEST(SimulatedGpuBuffers, SendsAndReceivesOverShmAndUdp) {
+    for (bool shm : {true, false})
+        for (int late : {0, 3}) {
+            SCOPED_TRACE(std::string(shm ? "shm" : "udp") + ", late copies " + std::to_string(late));
+            auto out = ibex::test::run_ranks(
+                3,
+                [&](RankCtx &ctx) {
+                    setenv("IBEX_SHM", shm ? "1" : "0", 1);
+                    ibex::cuda::simulated::set_deferred_copies(late);
+                    return p2p_body(ctx);
+                },
+                150);
+            ibex::test::expect_all_passed(out);
+        }
+}
+
 } // namespace
