@@ -426,15 +426,15 @@ private:
     c10::intrusive_ptr<c10d::Work> hold_p2p(std::vector<at::Tensor> &tensors, int peer, int tag, bool send) {
         const char *name = send ? "send" : "recv";
         const at::Tensor &t = single(tensors, name);
-        if (!t.device().is_cpu())
-            refuse(std::string(name) + ": ibex sends and receives CPU tensors only (this one is on " +
-                   t.device().str() + "); copy it to a CPU tensor first");
         if (peer < 0 || peer >= getSize() || peer == getRank())
             refuse(std::string(name) + ": peer " + std::to_string(peer) + " is not another rank of the world of " +
                    std::to_string(getSize()));
         if (tag != 0)
             refuse(std::string(name) + ": tag " + std::to_string(tag) +
                    ": ibex matches sends and receives in issue order and takes no tags (use 0)");
+        // Issued later (at a wait, a collective, the batch's end): what produces a CUDA
+        // tensor on the caller's stream now must be done by then, as for a collective.
+        wait_for_producers(t);
         auto work = c10::make_intrusive<P2pWork>(this, getRank(), send ? c10d::OpType::SEND : c10d::OpType::RECV,
                                                  name, t);
         std::lock_guard<std::mutex> lock(mutex_);

@@ -12,13 +12,9 @@ ibex_p2p_op_t op_for(ibex_p2p_kind_t kind, int peer, const at::Tensor &t) {
     return {kind, peer, t.data_ptr(), static_cast<size_t>(t.numel()), datatype_of(t)};
 }
 
-// A tensor of a batch: what check_tensor asks, on the CPU, of `like`'s dtype.
-void check_member(const at::Tensor &t, const at::Tensor &like, const char *op) {
-    check_same_kind(like, t, op);
-    if (!t.device().is_cpu())
-        refuse(std::string(op) + ": ibex runs it as sends and receives, which take CPU tensors only (this one is on " +
-               t.device().str() + ")");
-}
+// A tensor of a batch: what check_tensor asks, of `like`'s dtype and device (CUDA tensors
+// are staged through pinned host memory by the sends and receives).
+void check_member(const at::Tensor &t, const at::Tensor &like, const char *op) { check_same_kind(like, t, op); }
 
 // A list of one tensor per rank, each of `like`'s dtype (and numel, when same_size).
 void check_per_rank(const std::vector<at::Tensor> &list, const at::Tensor &like, int size, bool same_size,
