@@ -1,6 +1,7 @@
 #include "allreduce/alloc_region.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "runtime/base/status.h"
@@ -27,6 +28,12 @@ ibex_status_t AllocRegion::open(ibex_pd_t *pd, size_t bytes, unsigned access, co
     }
     bytes_ = bytes;
     return IBEX_OK;
+}
+
+uint8_t *AllocRegion::open_zeroed(ibex_pd_t *pd, size_t bytes, unsigned access, const char *what) {
+    if (open(pd, bytes, access, what) != IBEX_OK) return nullptr;
+    std::memset(mem_, 0, bytes);
+    return data();
 }
 
 void AllocRegion::close() {

@@ -35,6 +35,9 @@ public:
     // of sends), page-aligned but not an ibex_mem_alloc region, so the shm device does not
     // hand it to every peer. access 0: the memory alone, registered later in slices.
     ibex_status_t open(ibex_pd_t *pd, size_t bytes, unsigned access, const char *what = nullptr, bool peers_map = true);
+    // open() for peers to map, every byte zero (boxes whose words peers poll); data() or
+    // nullptr with ibex_last_error() saying why.
+    uint8_t *open_zeroed(ibex_pd_t *pd, size_t bytes, unsigned access, const char *what);
     void close();
 
     explicit operator bool() const { return mem_ != nullptr; }

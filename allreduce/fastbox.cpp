@@ -92,12 +92,10 @@ ibex_status_t Fastbox::open(ibex_comm *c) {
         if (want) {
             const size_t slot = round_line(kData + want);
             const size_t bytes = 4 * n * slot; // in- and out-boxes, two parities, one slot per rank
-            if (region_.open(c->exec.pd(link), bytes, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE) != IBEX_OK) {
-                why = std::string("box: ") + ibex_last_error();
+            box_ = region_.open_zeroed(c->exec.pd(link), bytes, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE, "box");
+            if (!box_) {
+                why = ibex_last_error();
                 want = 0;
-            } else {
-                box_ = region_.data();
-                std::memset(box_, 0, bytes);
             }
         }
     }

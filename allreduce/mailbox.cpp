@@ -1,6 +1,5 @@
 #include "allreduce/mailbox.h"
 
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +8,7 @@
 #include <limits>
 
 #include "allreduce/comm.h"
+#include "allreduce/cross_memory.h"
 #include "runtime/base/config.h"
 #include "runtime/base/log.h"
 #include "runtime/base/status.h"
@@ -24,13 +24,6 @@ constexpr size_t kLargestMax = 64 << 10;
 constexpr uint64_t kNoOpinion = std::numeric_limits<uint64_t>::max();
 
 size_t round_line(size_t b) { return (b + 63) & ~size_t(63); }
-
-// A peer's word at addr equals value (this process may read the peer's memory).
-bool peer_word_is(int pid, uint64_t addr, uint64_t value) {
-    uint64_t got = 0;
-    iovec loc{&got, sizeof got}, rem{reinterpret_cast<void *>(addr), sizeof got};
-    return process_vm_readv(pid, &loc, 1, &rem, 1, 0) == sizeof got && got == value;
-}
 
 } // namespace
 
@@ -76,13 +69,10 @@ ibex_status_t Mailbox::open(ibex_comm *c) {
         const size_t slot = round_line(kData + want);
         acks_at_ = static_cast<size_t>(nlocal) * kSlots * slot;
         bytes = acks_at_ + static_cast<size_t>(nlocal) * 64;
-        if (region_.open(c->exec.pd(link), bytes, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE, "mailbox") !=
-            IBEX_OK) {
+        box_ = region_.open_zeroed(c->exec.pd(link), bytes, IBEX_ACCESS_LOCAL_WRITE | IBEX_ACCESS_REMOTE_WRITE, "mailbox");
+        if (!box_) {
             why = ibex_last_error();
             want = 0;
-        } else {
-            box_ = region_.data();
-            std::memset(box_, 0, bytes);
         }
     }
     struct Announce {
@@ -262,29 +252,13 @@ ibex_status_t Mailbox::try_receive(Item &it, bool *took) {
     if (it.carry == Carry::read) {
         uint64_t addr;
         std::memcpy(&addr, slot + kData, sizeof addr);
-        IBEX_TRY(read_from(it.peer, addr, it.buf, it.bytes));
+        IBEX_TRY(cross_copy(pid_[q], it.buf, addr, it.bytes, false, it.peer, "send buffer"));
     }
     // The slot is free again once the sender sees this count (release: the copy is done).
     __atomic_store_n(reinterpret_cast<uint64_t *>(peer_box_[q] + taken_offset(local_[static_cast<size_t>(rank_)])),
                      it.seq, __ATOMIC_RELEASE);
     taken_[q] = it.seq;
     *took = true;
-    return IBEX_OK;
-}
-
-ibex_status_t Mailbox::read_from(int peer, uint64_t addr, uint8_t *dst, size_t bytes) const {
-    const int pid = pid_[static_cast<size_t>(peer)];
-    while (bytes) {
-        iovec loc{dst, bytes}, rem{reinterpret_cast<void *>(addr), bytes};
-        const ssize_t moved = process_vm_readv(pid, &loc, 1, &rem, 1, 0);
-        if (moved <= 0)
-            return fail_errno(IBEX_ERR_REMOTE, moved < 0 ? errno : EIO,
-                              "reading rank %d's send buffer at 0x%llx (%zu bytes left) failed", peer,
-                              static_cast<unsigned long long>(addr), bytes);
-        dst += moved;
-        addr += static_cast<uint64_t>(moved);
-        bytes -= static_cast<size_t>(moved);
-    }
     return IBEX_OK;
 }
 

@@ -120,7 +120,6 @@ private:
     size_t taken_offset(int reader_local) const { return acks_at_ + static_cast<size_t>(reader_local) * 64; }
     bool try_send(Item &it);
     ibex_status_t try_receive(Item &it, bool *took);
-    ibex_status_t read_from(int peer, uint64_t addr, uint8_t *dst, size_t bytes) const;
 
     AllocRegion region_;
     uint8_t *box_ = nullptr; // region_.data() while open

@@ -10,6 +10,7 @@
 
 #include "allreduce/algorithms/algorithms.h"
 #include "allreduce/comm.h"
+#include "allreduce/cross_memory.h"
 #include "allreduce/cpu/copy_bypassing_cache.h"
 #include "allreduce/cpu/reduce.h"
 #include "runtime/base/config.h"
@@ -34,13 +35,6 @@ struct Hello {
     uint32_t reads_all;   // second round: this rank read every peer's probe
     uint32_t reads_pinned; // ... and every peer's pinned probe
 };
-
-// A peer's word at addr equals value.
-bool peer_word_is(int pid, uint64_t addr, uint64_t value) {
-    uint64_t got = 0;
-    iovec loc{&got, sizeof got}, rem{reinterpret_cast<void *>(addr), sizeof got};
-    return process_vm_readv(pid, &loc, 1, &rem, 1, 0) == sizeof got && got == value;
-}
 
 } // namespace
 
@@ -247,19 +241,7 @@ void ShmDirect::begin(const Op &op) {
 }
 
 ibex_status_t ShmDirect::cross(int q, void *local, uint64_t remote, size_t bytes, bool write) const {
-    auto *p = static_cast<uint8_t *>(local);
-    const int pid = all_[static_cast<size_t>(q)].pid;
-    while (bytes) {
-        iovec loc{p, bytes}, rem{reinterpret_cast<void *>(remote), bytes};
-        const ssize_t moved = write ? process_vm_writev(pid, &loc, 1, &rem, 1, 0) : process_vm_readv(pid, &loc, 1, &rem, 1, 0);
-        if (moved <= 0)
-            return fail_errno(IBEX_ERR_REMOTE, moved < 0 ? errno : EIO, "%s rank %d's buffer at 0x%llx (%zu bytes) failed",
-                              write ? "writing" : "reading", q, static_cast<unsigned long long>(remote), bytes);
-        p += moved;
-        remote += static_cast<uint64_t>(moved);
-        bytes -= static_cast<size_t>(moved);
-    }
-    return IBEX_OK;
+    return cross_copy(all_[static_cast<size_t>(q)].pid, local, remote, bytes, write, q, "buffer");
 }
 
 ibex_status_t ShmDirect::read_from(int q, void *dst, size_t at, size_t bytes) const {
