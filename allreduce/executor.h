@@ -78,6 +78,18 @@ public:
     int link_of(int peer) const {
         return connected_to(peer) ? chans_[static_cast<size_t>(chan_of_[static_cast<size_t>(peer)])].link : -1;
     }
+    // The one link every rank p with want(p) (this rank left out) is reached through, or -1
+    // (one has no QP, or two differ).
+    template <class Want> int common_link(Want &&want) const {
+        int link = -1;
+        for (int p = 0; p < nranks_; ++p) {
+            if (p == rank_ || !want(p)) continue;
+            const int l = link_of(p);
+            if (l < 0 || (link >= 0 && l != link)) return -1;
+            link = l;
+        }
+        return link;
+    }
     const ExecutorParams &params() const { return params_; }
     // The slice and staging slots per peer, decided once the links are open (their devices
     // say how long a message should be): before any channel has taken its staging.

@@ -81,14 +81,11 @@ ibex_status_t Fastbox::open(ibex_comm *c) {
     size_t want = 0;
     if (wanted(c)) {
         want = static_cast<size_t>(config::get_int("IBEX_FASTBOX_MAX", kDefaultMax, 0, kLargestMax));
-        int link = -1;
-        for (int p = 0; p < nranks_ && want; ++p) {
-            if (p == rank_) continue;
-            const int l = c->exec.link_of(p);
-            if (l < 0 || (link >= 0 && l != link)) want = 0;
-            link = l;
+        const int link = c->exec.common_link([](int) { return true; });
+        if (link < 0) {
+            want = 0;
+            why = "not every peer has a QP on the shm link";
         }
-        if (!want) why = "not every peer has a QP on the shm link";
         if (want) {
             const size_t slot = round_line(kData + want);
             const size_t bytes = 4 * n * slot; // in- and out-boxes, two parities, one slot per rank

@@ -54,15 +54,10 @@ ibex_status_t Mailbox::open(ibex_comm *c) {
         want = 0;
         why = "more than " + std::to_string(kMaxLocalRanks) + " ranks on this host";
     }
-    int link = -1;
-    for (int p = 0; p < nranks_ && want && want != kNoOpinion; ++p) {
-        if (p == rank_ || local_[static_cast<size_t>(p)] < 0) continue;
-        const int l = c->exec.link_of(p);
-        if (l < 0 || (link >= 0 && l != link)) {
-            want = 0;
-            why = "rank " + std::to_string(p) + " has no QP on the shm link";
-        }
-        link = l;
+    const int link = c->exec.common_link([&](int p) { return local_[static_cast<size_t>(p)] >= 0; });
+    if (want && want != kNoOpinion && link < 0) {
+        want = 0;
+        why = "not every rank of this host has a QP on the shm link";
     }
     size_t bytes = 0;
     if (want && want != kNoOpinion) {
