@@ -32,7 +32,7 @@ uint8_t byte_of(int from, int to, size_t k, size_t i) {
     return static_cast<uint8_t>(i * 131 + k * 17 + static_cast<size_t>(from) * 5 + static_cast<size_t>(to) * 3 + 1);
 }
 
-constexpr size_t kLimit = 4096; // IBEX_MAILBOX_MAX's default
+constexpr size_t kLimit = 8192; // IBEX_MAILBOX_MAX's default
 
 // Every rank sends these to every other rank, and receives them, in one batch, interleaved
 // with a copy to itself: the limit's neighbours, a byte, one eager slice and many slices.
@@ -174,7 +174,8 @@ TEST(Mailbox, SendsFillTheRingAndThenWaitForTheReceiver) {
 // with its data scheduled), or both over it: the receiver fails at once naming both
 // lengths, the sender at its next call at the latest, nothing lands past the buffer.
 TEST(Mailbox, LengthsThatDisagreeAcrossTheLimitFailTheReceiverAtOnce) {
-    const std::pair<size_t, size_t> cases[] = {{4000, 5000}, {5000, 4000}, {kLimit, kLimit + 1}, {70000, 60000}};
+    const std::pair<size_t, size_t> cases[] = {
+        {kLimit - 192, kLimit + 808}, {kLimit + 808, kLimit - 192}, {kLimit, kLimit + 1}, {70000, 60000}};
     for (bool reads : {true, false})
     for (const auto &[sent, expected] : cases) {
         SCOPED_TRACE(std::to_string(sent) + " bytes sent, " + std::to_string(expected) + " received" +
