@@ -116,6 +116,8 @@ class Collectives(unittest.TestCase):
             self.assertEqual(res["scatter"], [10.0 + r] * 2)
             self.assertEqual(res["alltoall_list"], [[100 * q + r] * (r + 1) for q in range(world)])
             self.assertEqual(res["allreduce_coalesced"], [float(world * (world - 1) // 2), float(world)])
+            self.assertEqual(res["allgather_coalesced"],
+                             [[[10.0 * q] * 3, [float(j + q) for j in range(4)]] for q in range(world)])
             self.assertEqual(res["p2p_ring"], [float((r - 1) % world)] * 2)
             self.assertEqual(res["p2p_neighbours"], [10 * ((r - 1) % world) + 1, 10 * ((r + 1) % world) + 2])
             self.assertEqual(res["alltoall_uneven"],
@@ -146,6 +148,7 @@ class BadInput(unittest.TestCase):
             self.assertIn("alltoall: the output list holds", e["alltoall_list"])
             self.assertIn("gather: root", e["gather_root"])
             self.assertIn("recvAnysource is not supported by ibex", e["recv_any"])
+            self.assertIn("output 0 holds 3 elements, its input 2", e["allgather_coalesced_shape"])
             self.assertEqual(e["after"], [2.0, 2.0, 2.0])
 
     def test_world_size_disagreeing_with_rank_0(self):

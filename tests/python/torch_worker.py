@@ -122,6 +122,11 @@ def collectives(rank, world):
     c1, c2 = torch.full((4,), float(rank)), torch.full((2, 3), 1.0)
     dist.all_reduce_coalesced([c1, c2])
     out["allreduce_coalesced"] = [c1[0].item(), c2[1, 2].item()]
+    # Two tensors of different shapes per rank; outputs[q][i] is rank q's tensor i.
+    g1, g2 = torch.full((3,), 10.0 * rank), torch.arange(4, dtype=torch.float32).view(2, 2) + rank
+    gathered = [[torch.zeros(3), torch.zeros(2, 2)] for _ in range(world)]
+    dist.all_gather_coalesced(gathered, [g1, g2])
+    out["allgather_coalesced"] = [[a.tolist(), b.view(-1).tolist()] for a, b in gathered]
     # Many async operations in flight, finished out of order by the caller.
     works = [dist.all_reduce(torch.full((64,), float(i)), async_op=True) for i in range(20)]
     futs = [w.get_future() for w in works]
@@ -154,6 +159,8 @@ def bad_input(rank, world):
     # to it unmatched).
     e["gather_root"] = expect_error(lambda: dist.gather(torch.ones(2), None, dst=world + 3))
     e["recv_any"] = expect_error(lambda: dist.recv(torch.ones(2)))
+    e["allgather_coalesced_shape"] = expect_error(lambda: dist.all_gather_coalesced(
+        [[torch.zeros(3)] for _ in range(world)], [torch.ones(2)]))
     # The group still works after refusals.
     t = torch.ones(3)
     dist.all_reduce(t)

@@ -276,33 +276,33 @@ public:
     // The tensors side by side in one buffer, one allreduce, copied back.
     c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor> &tensors,
                                                        const c10d::AllreduceCoalescedOptions &opts) override {
-        if (tensors.empty())
-            refuse("allreduce_coalesced: no tensors");
-        std::vector<at::Tensor> flat_parts;
-        for (const at::Tensor &t : tensors) {
-            check_same_kind(tensors[0], t, "allreduce_coalesced");
-            flat_parts.push_back(t.reshape({-1}));
-        }
-        at::Tensor flat = at::cat(flat_parts);
+        at::Tensor flat = side_by_side(tensors, "allreduce_coalesced");
         const ibex_redop_t op = redop_of(opts.reduceOp);
         return issue(c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", tensors, {flat},
                      [&](ibex_request_t **req) {
                          return ibex_allreduce(flat.data_ptr(), flat.data_ptr(), static_cast<size_t>(flat.numel()),
                                                datatype_of(flat), op, comm_, req);
                      },
-                     [flat, tensors]() mutable {
-                         int64_t at = 0;
-                         for (at::Tensor &t : tensors) {
-                             t.copy_(flat.narrow(0, at, t.numel()).view(t.sizes()));
-                             at += t.numel();
-                         }
-                     });
+                     [flat, tensors]() mutable { copy_back(flat, 0, tensors); });
     }
-    // What ibex has no collective for says so, rather than torch's generic message.
-    c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>> &,
-                                                       std::vector<at::Tensor> &,
+    // Every rank's inputs side by side, one allgather, each rank's part copied out into its
+    // output list (outputs[r][i]: rank r's input i).
+    c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>> &outputs,
+                                                       std::vector<at::Tensor> &inputs,
                                                        const c10d::AllgatherOptions &) override {
-        unsupported("allgather_coalesced");
+        const char *name = "allgather_coalesced";
+        at::Tensor flat = side_by_side(inputs, name);
+        std::vector<at::Tensor> all = coalesced_outputs(outputs, inputs, getSize(), name);
+        at::Tensor gathered = at::empty({flat.numel() * getSize()}, flat.options());
+        return issue(c10d::OpType::ALLGATHER_COALESCED, name, all, {flat, gathered},
+                     [&](ibex_request_t **req) {
+                         return ibex_allgather(flat.data_ptr(), gathered.data_ptr(), static_cast<size_t>(flat.numel()),
+                                               datatype_of(flat), comm_, req);
+                     },
+                     [gathered, outputs]() mutable {
+                         int64_t at = 0;
+                         for (std::vector<at::Tensor> &list : outputs) at = copy_back(gathered, at, list);
+                     });
     }
     // gather, scatter and the list form of all_to_all: one batch of sends and receives
     // each (batches.h), queued in issue order like the other collectives.

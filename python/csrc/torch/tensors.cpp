@@ -94,6 +94,46 @@ void wait_for_producers(const at::Tensor &t) {
 }
 
 
+at::Tensor side_by_side(const std::vector<at::Tensor> &tensors, const char *op) {
+    if (tensors.empty())
+        refuse(std::string(op) + ": no tensors");
+    std::vector<at::Tensor> flat_parts;
+    for (const at::Tensor &t : tensors) {
+        check_same_kind(tensors[0], t, op);
+        flat_parts.push_back(t.reshape({-1}));
+    }
+    return at::cat(flat_parts);
+}
+
+int64_t copy_back(const at::Tensor &flat, int64_t from, std::vector<at::Tensor> &tensors) {
+    for (at::Tensor &t : tensors) {
+        t.copy_(flat.narrow(0, from, t.numel()).view(t.sizes()));
+        from += t.numel();
+    }
+    return from;
+}
+
+std::vector<at::Tensor> coalesced_outputs(const std::vector<std::vector<at::Tensor>> &outputs,
+                                          const std::vector<at::Tensor> &inputs, int size, const char *op) {
+    if (static_cast<int>(outputs.size()) != size)
+        refuse(std::string(op) + ": " + std::to_string(outputs.size()) + " output lists for a world of " +
+               std::to_string(size));
+    std::vector<at::Tensor> all;
+    for (const std::vector<at::Tensor> &list : outputs) {
+        if (list.size() != inputs.size())
+            refuse(std::string(op) + ": an output list of " + std::to_string(list.size()) + " tensors for " +
+                   std::to_string(inputs.size()) + " inputs");
+        for (size_t i = 0; i < list.size(); ++i) {
+            check_same_kind(inputs[0], list[i], op);
+            if (list[i].numel() != inputs[i].numel())
+                refuse(std::string(op) + ": output " + std::to_string(i) + " holds " + std::to_string(list[i].numel()) +
+                       " elements, its input " + std::to_string(inputs[i].numel()));
+            all.push_back(list[i]);
+        }
+    }
+    return all;
+}
+
 void split_layout(const std::vector<int64_t> &splits, int64_t rows, int64_t row, int64_t n, const char *side,
                   std::vector<size_t> *counts, std::vector<size_t> *displs) {
     if (!splits.empty() && static_cast<int64_t>(splits.size()) != n)

@@ -30,6 +30,15 @@ const at::Tensor &single(const std::vector<at::Tensor> &tensors, const char *op)
 void check_same_kind(const at::Tensor &a, const at::Tensor &b, const char *op);
 // CUDA work queued on the tensor's current stream must land before ibex reads it.
 void wait_for_producers(const at::Tensor &t);
+// The coalesced collectives: the tensors side by side in one flat tensor (each checked, all
+// of the first one's dtype and device), and back: consecutive parts of flat from element
+// `from` copied into the tensors, in order (returns where the last part ended).
+at::Tensor side_by_side(const std::vector<at::Tensor> &tensors, const char *op);
+int64_t copy_back(const at::Tensor &flat, int64_t from, std::vector<at::Tensor> &tensors);
+// allgather_coalesced's output lists checked (one per rank, each shaped as the inputs, of
+// their dtype and device), all their tensors in one list.
+std::vector<at::Tensor> coalesced_outputs(const std::vector<std::vector<at::Tensor>> &outputs,
+                                          const std::vector<at::Tensor> &inputs, int size, const char *op);
 // all_to_all_single's splits of one side (rows per rank along dim 0, or none: equal
 // blocks) as ibex_alltoallv's counts and displacements in elements (row: elements per row).
 void split_layout(const std::vector<int64_t> &splits, int64_t rows, int64_t row, int64_t n, const char *side,
