@@ -151,6 +151,7 @@ ibex_status_t Mailbox::open(ibex_comm *c) {
     sent_.assign(n, 0);
     received_.assign(n, 0);
     taken_.assign(n, 0);
+    seen_taken_.assign(n, 0);
     pid_.assign(n, 0);
     for (size_t p = 0; p < n; ++p) pid_[p] = all[p].pid;
     if (local_[static_cast<size_t>(rank_)] == 0)
@@ -204,9 +205,13 @@ ibex_status_t Mailbox::start(const Op &op, bool whole) {
 bool Mailbox::try_send(Item &it) {
     const auto q = static_cast<size_t>(it.peer);
     const int me = local_[static_cast<size_t>(rank_)];
+    // The receiver's count sits in a line it writes: read it only when the ring looks full
+    // (or a read send waits for it), not on every send.
     const auto *taken = reinterpret_cast<const uint64_t *>(box_ + taken_offset(local_[q]));
-    if (it.posted) return __atomic_load_n(taken, __ATOMIC_ACQUIRE) >= it.seq; // read by now?
-    if (it.seq - __atomic_load_n(taken, __ATOMIC_ACQUIRE) > kSlots) return false; // the ring is full
+    uint64_t &seen = seen_taken_[q];
+    if (it.posted) return (seen = __atomic_load_n(taken, __ATOMIC_ACQUIRE)) >= it.seq; // read by now?
+    if (it.seq - seen > kSlots && it.seq - (seen = __atomic_load_n(taken, __ATOMIC_ACQUIRE)) > kSlots)
+        return false; // the ring is full
     uint8_t *slot = peer_box_[q] + slot_offset(me, it.seq);
     uint64_t length = it.bytes;
     switch (it.carry) {
@@ -230,7 +235,7 @@ bool Mailbox::try_send(Item &it) {
     __atomic_store_n(reinterpret_cast<uint64_t *>(slot + kSeq), it.seq, __ATOMIC_RELEASE);
     if (it.carry != Carry::read) return true;
     it.posted = true; // done once the receiver has copied it
-    return __atomic_load_n(taken, __ATOMIC_ACQUIRE) >= it.seq;
+    return false;
 }
 
 ibex_status_t Mailbox::try_receive(Item &it, bool *took) {

@@ -135,6 +135,7 @@ private:
     std::vector<uint8_t *> peer_box_; // per rank: its region as this process maps it
     std::vector<uint64_t> sent_, received_; // per peer: messages numbered so far
     std::vector<uint64_t> taken_;           // per peer: received messages taken out of the ring
+    std::vector<uint64_t> seen_taken_;      // per peer: its count of this rank's messages, as last read
     std::vector<Item> items_;        // the running op's messages
     size_t pending_ = 0;
     uint64_t whole_ = 0, read_ = 0, notices_ = 0;
