@@ -119,9 +119,16 @@ ibex_status_t run_p2p(ibex_comm *comm, std::span<const ibex_p2p_op_t> ops, ibex_
                       bool batch) {
     if (req) *req = nullptr;
     Op op = make_op(OpKind::p2p, nullptr, nullptr, 0, IBEX_U8, IBEX_SUM, 0);
-    std::vector<Range> sends, recvs;
-    std::vector<size_t> to_self, from_self; // bytes, in the batch's order
-    std::vector<int> peers;
+    // The checks' scratch, kept by the thread: a pipeline's sends and receives come one
+    // small call after another, and five allocations were a tenth of an 8-byte exchange.
+    thread_local std::vector<Range> sends, recvs;
+    thread_local std::vector<size_t> to_self, from_self; // bytes, in the batch's order
+    thread_local std::vector<int> peers;
+    sends.clear();
+    recvs.clear();
+    to_self.clear();
+    from_self.clear();
+    peers.clear();
     op.pieces.reserve(ops.size());
     for (size_t i = 0; i < ops.size(); ++i) {
         const ibex_p2p_op_t &o = ops[i];
