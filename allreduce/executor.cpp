@@ -250,11 +250,58 @@ void Executor::mark_done(int i) {
     ++done_;
 }
 
+void Executor::unmark_done(int i) {
+    done_flag_[static_cast<size_t>(i)] = 0;
+    --done_;
+}
+
+ibex_status_t Executor::post_chain(Channel &c, SendChain &chain, bool *full) {
+    *full = false;
+    const int n = chain.n;
+    chain.n = 0;
+    if (n == 0) return IBEX_OK;
+    for (int k = 0; k < n; ++k) {
+        chain.wr[k].sg_list = &chain.sge[k];
+        chain.wr[k].next = k + 1 < n ? &chain.wr[k + 1] : nullptr;
+    }
+    ibex_send_wr_t *bad = nullptr;
+    const ibex_status_t st = ibex_post_send(c.qp, chain.wr, &bad);
+    if (st == IBEX_OK) return IBEX_OK;
+    if (st != IBEX_ERR_QUEUE_FULL || !bad) return fail(st, "sending to rank %d: %s", c.rank, ibex_last_error());
+    *full = true;
+    using How = SendChain::How;
+    for (int k = n - 1; k >= static_cast<int>(bad - chain.wr); --k) {
+        ++taken_back_;
+        --c.next_send;
+        --c.send_seq;
+        switch (chain.how[k]) {
+        case How::eager:
+            --c.eager_sent;
+            [[fallthrough]];
+        case How::bounced:
+            --c.tx_bounced;
+            unmark_done(chain.step[k]);
+            break;
+        case How::credited:
+            c.credits.push_front(chain.credit[k]);
+            [[fallthrough]];
+        case How::direct:
+            --c.data_posted;
+            break;
+        }
+    }
+    return IBEX_OK;
+}
+
 ibex_status_t Executor::advance(bool *did) {
+    using How = SendChain::How;
+    SendChain chain;
     for (int ci : op_chans_) {
         Channel &c = chans_[static_cast<size_t>(ci)];
         // Post sends whose data is ready and whose destination is known: the next eager slot
-        // of the peer for a small slice, else an announced buffer.
+        // of the peer for a small slice, else an announced buffer. Counted as posted when
+        // staged in the chain (a later slice's eager slot and send buffer follow from them).
+        bool full = false;
         while (c.next_send < c.sends.size()) {
             const int i = c.sends[c.next_send];
             const Step &st = sched_.steps[static_cast<size_t>(i)];
@@ -324,26 +371,37 @@ ibex_status_t Executor::advance(bool *did) {
                 wr.wr.rdma.remote_addr = cr.addr;
                 wr.wr.rdma.rkey = cr.rkey;
             }
-            const ibex_status_t st2 = ibex_post_send(c.qp, &wr, nullptr);
-            if (st2 == IBEX_ERR_QUEUE_FULL) break;
-            if (st2 != IBEX_OK) return fail(st2, "sending to rank %d: %s", c.rank, ibex_last_error());
+            const int k = chain.n++;
+            chain.sge[k] = sge;
+            chain.wr[k] = wr;
+            chain.step[k] = i;
             if (eager) {
                 ++c.eager_sent;
                 ++c.tx_bounced;
                 mark_done(i);
+                chain.how[k] = How::eager;
             } else if (bounced) {
                 ++c.tx_bounced;
                 mark_done(i);
+                chain.how[k] = How::bounced;
             } else if (sched_.direct) {
                 ++c.data_posted;
+                chain.how[k] = How::direct;
             } else {
                 ++c.data_posted;
+                chain.credit[k] = c.credits.front();
                 c.credits.pop_front();
+                chain.how[k] = How::credited;
             }
             ++c.send_seq;
             ++c.next_send;
             *did = true;
+            if (chain.n == SendChain::kMax) {
+                IBEX_TRY(post_chain(c, chain, &full));
+                if (full) break;
+            }
         }
+        IBEX_TRY(post_chain(c, chain, &full));
         // Announce destinations for receives that may start (eager ones need none).
         // (Eager slices may arrive before the loop passes them: next_arrival can lead.)
         while (!sched_.direct && c.next_credit < c.recvs.size() &&

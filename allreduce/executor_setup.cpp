@@ -128,7 +128,8 @@ ibex_status_t Executor::setup_channel(Channel &c, uint8_t *eager, uint8_t *eager
     ibex_qp_init_attr_t a = IBEX_QP_INIT_ATTR_INIT;
     a.send_cq = links_[c.link].cq;
     a.recv_cq = links_[c.link].cq;
-    a.max_send_wr = static_cast<uint32_t>(4 * params_.window + 16 + eager_slots(params_));
+    a.max_send_wr = static_cast<uint32_t>(params_.sq_depth ? params_.sq_depth
+                                                           : 4 * params_.window + 16 + eager_slots(params_));
     a.max_recv_wr = static_cast<uint32_t>(rx_depth(params_));
     a.max_send_sge = 1;
     a.max_recv_sge = 1;

@@ -1,7 +1,8 @@
 // Small slices travel through each peer's eager ring instead of waiting for a credit: a
 // slice that lands before its collective starts on the receiver waits there, the ring's
-// slots come back and are reused many times over, mismatched calls are still named, and a
-// request polled with ibex_test (nobody waiting) still completes.
+// slots come back and are reused many times over, mismatched calls are still named, a
+// request polled with ibex_test (nobody waiting) still completes, and a send queue too
+// short for a pass's sends takes them in parts.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -10,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "allreduce/comm.h"
 #include "tests/allreduce/ranks.h"
 
 namespace {
@@ -140,5 +142,67 @@ int polled_body(RankCtx &ctx) {
 }
 
 TEST(Eager, PolledRequestsComplete) { ibex::test::expect_all_passed(ibex::test::run_ranks(3, polled_body, 60)); }
+
+uint8_t byte_of(int from, size_t msg, int round, size_t i) {
+    return static_cast<uint8_t>(from * 31 + msg * 7 + static_cast<size_t>(round) + i * 13);
+}
+
+// Each rank its own host (so every peer is over the udp port, whose QPs complete a send
+// only when it is acknowledged) and a send queue of 4 WRs (IBEX_COMM_SQ_DEPTH): a pass's
+// chain of sends (a batch's messages cut into eager slices, credited slices, queued
+// allreduces of several slices) is taken only in part; the rest is taken back and posted
+// in a later pass, in order, and every byte lands where it should.
+int short_send_queue_body(RankCtx &ctx) {
+    const int n = ctx.nranks, r = ctx.rank;
+    ::setenv("IBEX_HOST_ID", ("host" + std::to_string(r)).c_str(), 1);
+    ::setenv("IBEX_COMM_SQ_DEPTH", "4", 1);
+    ibex_comm_t *comm = nullptr;
+    RANK_CHECK_OK(ctx, init(ctx, &comm));
+    const int to = (r + 1) % n, from = (r + n - 1) % n;
+    const std::vector<size_t> sizes = {30000, 3, 200000, 8192, 24577};
+    for (int round = 0; round < 10; ++round) {
+        std::vector<std::vector<uint8_t>> outs, ins;
+        std::vector<ibex_p2p_op_t> ops;
+        for (size_t k = 0; k < sizes.size(); ++k) {
+            outs.emplace_back(sizes[k]);
+            for (size_t i = 0; i < sizes[k]; ++i) outs[k][i] = byte_of(r, k, round, i);
+            ins.emplace_back(sizes[k] + 1, 0xEE);
+        }
+        for (size_t k = 0; k < sizes.size(); ++k) ops.push_back({IBEX_P2P_SEND, to, outs[k].data(), sizes[k], IBEX_U8});
+        for (size_t k = 0; k < sizes.size(); ++k) ops.push_back({IBEX_P2P_RECV, from, ins[k].data(), sizes[k], IBEX_U8});
+        RANK_CHECK_OK(ctx, ibex_p2p_batch(ops.data(), ops.size(), comm, nullptr));
+        for (size_t k = 0; k < sizes.size(); ++k) {
+            for (size_t i = 0; i < sizes[k]; ++i)
+                RANK_CHECK(ctx, ins[k][i] == byte_of(from, k, round, i), "rank %d round %d: byte %zu of message %zu",
+                           r, round, i, k);
+            RANK_CHECK(ctx, ins[k][sizes[k]] == 0xEE, "rank %d: message %zu written past its end", r, k);
+        }
+    }
+    constexpr int kQueued = 40;
+    constexpr size_t kCount = 5000; // 20000 bytes: eager slices to every peer
+    std::vector<std::vector<float>> v(kQueued, std::vector<float>(kCount));
+    std::vector<ibex_request_t *> reqs(kQueued);
+    for (int q = 0; q < kQueued; ++q) {
+        for (size_t i = 0; i < kCount; ++i) v[q][i] = static_cast<float>(r + q + static_cast<int>(i % 7));
+        RANK_CHECK_OK(ctx, ibex_allreduce(v[q].data(), v[q].data(), kCount, IBEX_F32, IBEX_SUM, comm, &reqs[q]));
+    }
+    for (int q = 0; q < kQueued; ++q) {
+        RANK_CHECK_OK(ctx, ibex_wait(reqs[q]));
+        for (size_t i = 0; i < kCount; ++i) {
+            const float want = static_cast<float>(n * (n - 1) / 2 + n * (q + static_cast<int>(i % 7)));
+            RANK_CHECK(ctx, v[q][i] == want, "rank %d allreduce %d: element %zu is %g, want %g", r, q, i, v[q][i], want);
+        }
+    }
+    const uint64_t back = comm->exec.sends_taken_back();
+    RANK_CHECK(ctx, back > 0, "rank %d: a send queue of 4 took every chain whole", r);
+    ctx.say("rank %d: %llu sends taken back and posted again", r, static_cast<unsigned long long>(back));
+    RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
+    return 0;
+}
+
+TEST(Eager, AShortSendQueueTakesAPassOfSendsInParts) {
+    ibex::test::expect_all_passed(ibex::test::run_ranks(2, short_send_queue_body, 90), true);
+    ibex::test::expect_all_passed(ibex::test::run_ranks(3, short_send_queue_body, 90), true);
+}
 
 } // namespace
