@@ -56,7 +56,7 @@ ibex_status_t comm_options(const ibex_comm_config_t *config, CommOptions *out) {
     out->slots_given = *config::get_string("IBEX_COMM_SLOTS", "") != 0;
     out->exec.slots = static_cast<int>(config::get_int("IBEX_COMM_SLOTS", 8, 1, 256));
     out->exec.window = static_cast<int>(config::get_int("IBEX_COMM_WINDOW", 16, 1, 1024));
-    out->exec.eager_bytes = static_cast<size_t>(config::get_int("IBEX_COMM_EAGER", 8 << 10, 0, 1 << 20));
+    out->exec.eager_bytes = static_cast<size_t>(config::get_int("IBEX_COMM_EAGER", 32 << 10, 0, 1 << 20));
     out->exec.eager_slots = static_cast<int>(config::get_int("IBEX_COMM_EAGER_SLOTS", 32, 2, 1024));
     out->exec.sq_depth = static_cast<int>(config::get_int("IBEX_COMM_SQ_DEPTH", 0, 0, 16384));
     // GDRAA's landing zones: off unless asked for, by size or by forcing the algorithm.

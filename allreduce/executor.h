@@ -38,7 +38,7 @@ struct ExecutorParams {
     size_t slice_bytes = 128 << 10; // largest transfer per WR, and staging slot size
     int slots = 8;                  // staging slots per peer
     int window = 16;                // credits outstanding per peer
-    size_t eager_bytes = 8 << 10;   // slices up to this go to eager slots (0: never)
+    size_t eager_bytes = 32 << 10;  // slices up to this go to eager slots (0: never)
     int eager_slots = 32;           // eager ring slots per peer
     size_t zone_bytes = 0;          // GDRAA landing zone per peer, announced once (0: none)
     int sq_depth = 0;               // send WRs per QP (0: room for the window, eager ring and control)

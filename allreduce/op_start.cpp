@@ -70,13 +70,15 @@ ibex_status_t start_sumsrv(ibex_comm *c, const CollArgs &a, size_t elem, Schedul
 // or read by the mailboxes, and the mailboxes' part beside it.
 ibex_status_t build_p2p_op(ibex_comm *c, const Op &op, const std::vector<P2pPiece> &scheduled, bool mailed,
                            ScheduleBuilder &b, Schedule &s) {
-    // Up to kP2pEagerSlices eager slices a message goes eager: past the eager limit a
-    // slice waits a credit round trip (on shm about 10 us, where the eager ring is a
-    // memcpy away).
+    // Up to kP2pEagerSlices eager slices, and kP2pEagerBytes, a message goes eager: past
+    // the eager limit a slice waits a credit round trip (on shm about 10 us, where the
+    // eager ring is a memcpy away). Past 64 KiB one credited WRITE beat the slices over
+    // udp (128 KiB in four 32 KiB slices: 80 us, one WRITE: 64).
     constexpr size_t kP2pEagerSlices = 4;
+    constexpr size_t kP2pEagerBytes = 64 << 10;
     const size_t eager = c->exec.params().eager_bytes;
     ScheduleBuilder small(&s, 1, eager ? eager : 1);
-    build_p2p(scheduled, c->rank, b, small, eager * kP2pEagerSlices);
+    build_p2p(scheduled, c->rank, b, small, std::min(eager * kP2pEagerSlices, kP2pEagerBytes));
     return mailed ? c->mail.start(op, false) : IBEX_OK;
 }
 

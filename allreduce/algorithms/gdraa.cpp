@@ -24,7 +24,7 @@
 // m / n, k = ceil(m / (n s)) slices per chunk):
 //   - control messages: GDRAA none on buffers used before, n - 1 when the recvbuf is new;
 //     ring 2 (n - 1) k credits, one per received slice, except slices small enough for the
-//     eager ring (8 KiB), which skip them but hand their slots back, one message per 16
+//     eager ring (32 KiB), which skip them but hand their slots back, one message per 16
 //     (measured: AlgorithmsForced.GdraaAnnouncesBuffersOnceAndSendsNoCredits);
 //   - synchronisations: GDRAA 2 (the scatter's and the gather's arrivals); ring 2 (n - 1)
 //     dependent steps, each waiting for its neighbour;
