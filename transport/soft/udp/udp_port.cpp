@@ -211,9 +211,11 @@ private:
                 pieces + q.npieces + 1u > iov_room)
                 break;
             if (q.len < p.len) {
-                // A shorter packet may end a train, but never make one with just the
-                // packet before it (a FIRST with its longer header).
-                if (run > 1) ++run;
+                // A shorter packet may end a train, but not make one with just the packet
+                // before it (a FIRST with its longer header) where it would start a train
+                // of its own length (the MIDDLEs of a longer message).
+                const bool starts_train = run + 1 < pkts.size() && pkts[run + 1].len == q.len;
+                if (run > 1 || !starts_train) ++run;
                 break;
             }
             bytes += q.len;

@@ -216,6 +216,37 @@ TEST_F(UdpPortPair, EachPacketLeavesWithItsOwnTos) {
     EXPECT_FALSE(tx->whole_frames());
 }
 
+// GSO trains follow a RoCE message's packet lengths (a FIRST is the longest, its RETH; a
+// MIDDLE carries the MTU; a LAST with an immediate is 4 bytes longer than a MIDDLE): a
+// two-packet message leaves as one train when its LAST is shorter than its FIRST; a longer
+// message's FIRST leaves alone so that its MIDDLEs make a train, which a shorter LAST may
+// end but a LAST with an immediate may not. Every packet arrives, in order, its length kept.
+TEST_F(UdpPortPair, GsoTrainsFollowTheMessagesPacketLengths) {
+    using namespace ibex::soft;
+    const std::array<uint32_t, 10> lens = {4128, 4116, 4128, 4112, 4112, 4116, 4128, 4112, 4112, 4100};
+    std::vector<std::vector<uint8_t>> bytes;
+    TxPacket pkts[lens.size()];
+    for (size_t i = 0; i < lens.size(); ++i) {
+        bytes.emplace_back(lens[i], static_cast<uint8_t>(i));
+        pkts[i].dst = rx->local();
+        pkts[i].len = lens[i];
+        pkts[i].tos = 0x02;
+        pkts[i].npieces = 1;
+        pkts[i].pieces[0] = {bytes[i].data(), lens[i]};
+    }
+    const uint64_t trains0 = tx->tx_gso_trains();
+    tx->send(pkts);
+    EXPECT_EQ(tx->tx_dropped(), 0u);
+    // [FIRST LAST] [FIRST] [MIDDLE MIDDLE] [LAST+imm] [FIRST] [MIDDLE MIDDLE LAST]
+    EXPECT_EQ(tx->tx_gso_trains() - trains0, 3u);
+    const auto got = receive(*rx, lens.size());
+    ASSERT_EQ(got.size(), lens.size());
+    for (size_t i = 0; i < lens.size(); ++i) {
+        EXPECT_EQ(got[i].first_byte, i) << "packet " << i << " out of order";
+        EXPECT_EQ(got[i].len, lens[got[i].first_byte]) << "packet " << i;
+    }
+}
+
 // A packet's service level (a QP's IBEX_QP_SL) is the socket priority it leaves with, which
 // a VLAN device's egress-qos-map makes the tag's PCP; without one, the priority the kernel
 // gives its TOS. (This kernel has neither 802.1Q devices nor the prio qdisc, so the
