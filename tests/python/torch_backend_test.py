@@ -54,12 +54,28 @@ def cuda_missing():
     return None
 
 
+def check_point_to_point(test, res, r, world):
+    """What torch_worker.point_to_point returned on rank r of world."""
+    test.assertEqual(res["p2p_pipeline"], float(r + 1))
+    test.assertEqual(res["gather"], [7 * q for q in range(world)] if r == world - 1 else None)
+    test.assertEqual(res["scatter"], [10.0 + r] * 2)
+    test.assertEqual(res["alltoall_list"], [[100 * q + r] * (r + 1) for q in range(world)])
+    test.assertEqual(res["p2p_ring"], [float((r - 1) % world)] * 2)
+    test.assertEqual(res["p2p_neighbours"], [10 * ((r - 1) % world) + 1, 10 * ((r + 1) % world) + 2])
+    test.assertEqual(res["alltoall_uneven"],
+                     [float(100 * q + r) for q in range(world) for _ in range((q + r) % 3 + 1)])
+
+
 class CudaTensors(unittest.TestCase):
     def test_collectives_on_cuda_tensors(self):
         why = cuda_missing()
         if why:
             self.skipTest(f"needs a CUDA device: {why}")
-        world = 2
+        for world in (2, 3):
+            with self.subTest(world=world):
+                self.check_world(world)
+
+    def check_world(self, world):
         results, codes = run_ranks("cuda_tensors", world)
         total = world * (world + 1) // 2
         for r in range(world):
@@ -72,6 +88,7 @@ class CudaTensors(unittest.TestCase):
             base = sum(range(world))
             self.assertEqual(res["reduce_scatter_base"], [float(world * (3 * r + j) + base) for j in range(3)])
             self.assertEqual(res["async_values"], [float(i * world) for i in range(8)])
+            check_point_to_point(self, res, r, world)
             # ibex refuses it ("device mismatch"), unless torch does first.
             self.assertNotEqual(res["mixed_devices"], "NO ERROR")
 
@@ -111,17 +128,10 @@ class Collectives(unittest.TestCase):
             self.assertEqual(res["alltoall_single"],
                              [float(100 * q + 2 * r + j) for q in range(world) for j in range(2)])
             self.assertEqual(res["alltoall_rows"], [q for q in range(world) for _ in range(2)])
-            self.assertEqual(res["p2p_pipeline"], float(r + 1))
-            self.assertEqual(res["gather"], [7 * q for q in range(world)] if r == world - 1 else None)
-            self.assertEqual(res["scatter"], [10.0 + r] * 2)
-            self.assertEqual(res["alltoall_list"], [[100 * q + r] * (r + 1) for q in range(world)])
+            check_point_to_point(self, res, r, world)
             self.assertEqual(res["allreduce_coalesced"], [float(world * (world - 1) // 2), float(world)])
             self.assertEqual(res["allgather_coalesced"],
                              [[[10.0 * q] * 3, [float(j + q) for j in range(4)]] for q in range(world)])
-            self.assertEqual(res["p2p_ring"], [float((r - 1) % world)] * 2)
-            self.assertEqual(res["p2p_neighbours"], [10 * ((r - 1) % world) + 1, 10 * ((r + 1) % world) + 2])
-            self.assertEqual(res["alltoall_uneven"],
-                             [float(100 * q + r) for q in range(world) for _ in range((q + r) % 3 + 1)])
 
     def test_two_ranks(self):
         self.check_world(2)

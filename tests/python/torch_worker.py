@@ -30,6 +30,56 @@ def expect_error(fn):
     return "NO ERROR"
 
 
+def point_to_point(rank, world, dev):
+    """Sends and receives, and the collectives made of them, on tensors of device dev (a
+    CUDA device: the backend stages their data through host memory)."""
+    out = {}
+    # Uneven splits: rank r sends (r + q) % 3 + 1 rows to q, valued 100 r + q.
+    sends = [(rank + q) % 3 + 1 for q in range(world)]
+    recvs = [(q + rank) % 3 + 1 for q in range(world)]
+    inp = torch.cat([torch.full((c, 2), 100 * rank + q, dtype=torch.float32, device=dev) for q, c in enumerate(sends)])
+    outp = torch.zeros(sum(recvs), 2, device=dev)
+    dist.all_to_all_single(outp, inp, output_split_sizes=recvs, input_split_sizes=sends)
+    out["alltoall_uneven"] = outp[:, 1].tolist()
+    # Point to point: a pipeline down the ranks (blocking send and recv), a ring exchange
+    # of 1 MiB each way with batch_isend_irecv, and isend/irecv to both neighbours waited
+    # in reverse order.
+    t = torch.zeros(5, dtype=torch.float64, device=dev)
+    if rank > 0:
+        dist.recv(t, rank - 1)
+    t += 1
+    if rank + 1 < world:
+        dist.send(t, rank + 1)
+    out["p2p_pipeline"] = t[0].item()
+    nxt, prv = (rank + 1) % world, (rank - 1) % world
+    mine = torch.full((1 << 18,), float(rank), dtype=torch.float32, device=dev)
+    theirs = torch.zeros(1 << 18, dtype=torch.float32, device=dev)
+    reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, mine, nxt), dist.P2POp(dist.irecv, theirs, prv)])
+    for w in reqs:
+        w.wait()
+    out["p2p_ring"] = [theirs[0].item(), theirs[-1].item()]
+    a, b = torch.zeros(3, dtype=torch.int64, device=dev), torch.zeros(3, dtype=torch.int64, device=dev)
+    works = [dist.isend(torch.full((3,), 10 * rank + 1, dtype=torch.int64, device=dev), nxt),
+             dist.isend(torch.full((3,), 10 * rank + 2, dtype=torch.int64, device=dev), prv),
+             dist.irecv(a, prv), dist.irecv(b, nxt)]
+    for w in reversed(works):
+        w.wait()
+    out["p2p_neighbours"] = [a[0].item(), b[0].item()]
+    # gather, scatter, all_to_all with a tensor per rank (each one batch of sends and
+    # receives).
+    g = [torch.zeros(3, dtype=torch.int32, device=dev) for _ in range(world)] if rank == world - 1 else None
+    dist.gather(torch.full((3,), rank * 7, dtype=torch.int32, device=dev), g, dst=world - 1)
+    out["gather"] = [t[0].item() for t in g] if g else None
+    s = torch.zeros(2, device=dev)
+    dist.scatter(s, [torch.full((2,), 10.0 + q, device=dev) for q in range(world)] if rank == 1 else None, src=1)
+    out["scatter"] = s.tolist()
+    ins = [torch.full((q + 1,), 100 * rank + q, dtype=torch.int64, device=dev) for q in range(world)]
+    outs = [torch.zeros(rank + 1, dtype=torch.int64, device=dev) for _ in range(world)]
+    dist.all_to_all(outs, ins)
+    out["alltoall_list"] = [t.tolist() for t in outs]
+    return out
+
+
 def collectives(rank, world):
     out = {}
     for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32,
@@ -75,50 +125,8 @@ def collectives(rank, world):
     dist.all_to_all_single(rows, torch.full((world * 2, 3), rank, dtype=torch.int64),
                            output_split_sizes=[2] * world, input_split_sizes=[2] * world)
     out["alltoall_rows"] = rows[:, 0].tolist()
-    # Uneven splits: rank r sends (r + q) % 3 + 1 rows to q, valued 100 r + q.
-    sends = [(rank + q) % 3 + 1 for q in range(world)]
-    recvs = [(q + rank) % 3 + 1 for q in range(world)]
-    inp = torch.cat([torch.full((c, 2), 100 * rank + q, dtype=torch.float32) for q, c in enumerate(sends)])
-    outp = torch.zeros(sum(recvs), 2)
-    dist.all_to_all_single(outp, inp, output_split_sizes=recvs, input_split_sizes=sends)
-    out["alltoall_uneven"] = outp[:, 1].tolist()
     dist.barrier()
-    # Point to point: a pipeline down the ranks (blocking send and recv), a ring exchange
-    # of 1 MiB each way with batch_isend_irecv, and isend/irecv to both neighbours waited
-    # in reverse order.
-    t = torch.zeros(5, dtype=torch.float64)
-    if rank > 0:
-        dist.recv(t, rank - 1)
-    t += 1
-    if rank + 1 < world:
-        dist.send(t, rank + 1)
-    out["p2p_pipeline"] = t[0].item()
-    nxt, prv = (rank + 1) % world, (rank - 1) % world
-    mine = torch.full((1 << 18,), float(rank), dtype=torch.float32)
-    theirs = torch.zeros(1 << 18, dtype=torch.float32)
-    reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, mine, nxt), dist.P2POp(dist.irecv, theirs, prv)])
-    for w in reqs:
-        w.wait()
-    out["p2p_ring"] = [theirs[0].item(), theirs[-1].item()]
-    a, b = torch.zeros(3, dtype=torch.int64), torch.zeros(3, dtype=torch.int64)
-    works = [dist.isend(torch.full((3,), 10 * rank + 1, dtype=torch.int64), nxt),
-             dist.isend(torch.full((3,), 10 * rank + 2, dtype=torch.int64), prv),
-             dist.irecv(a, prv), dist.irecv(b, nxt)]
-    for w in reversed(works):
-        w.wait()
-    out["p2p_neighbours"] = [a[0].item(), b[0].item()]
-    # gather, scatter, all_to_all with a tensor per rank (each one batch of sends and
-    # receives), and allreduce_coalesced.
-    g = [torch.zeros(3, dtype=torch.int32) for _ in range(world)] if rank == world - 1 else None
-    dist.gather(torch.full((3,), rank * 7, dtype=torch.int32), g, dst=world - 1)
-    out["gather"] = [t[0].item() for t in g] if g else None
-    s = torch.zeros(2)
-    dist.scatter(s, [torch.full((2,), 10.0 + q) for q in range(world)] if rank == 1 else None, src=1)
-    out["scatter"] = s.tolist()
-    ins = [torch.full((q + 1,), 100 * rank + q, dtype=torch.int64) for q in range(world)]
-    outs = [torch.zeros(rank + 1, dtype=torch.int64) for _ in range(world)]
-    dist.all_to_all(outs, ins)
-    out["alltoall_list"] = [t.tolist() for t in outs]
+    out.update(point_to_point(rank, world, torch.device("cpu")))
     c1, c2 = torch.full((4,), float(rank)), torch.full((2, 3), 1.0)
     dist.all_reduce_coalesced([c1, c2])
     out["allreduce_coalesced"] = [c1[0].item(), c2[1, 2].item()]
@@ -185,8 +193,9 @@ def killed_peer(rank, world):
 
 
 def cuda_tensors(rank, world):
-    """Collectives on CUDA tensors (every rank on cuda:0, as the C-level GPU tests do): the
-    backend hands their data pointers to ibex, which stages them through host memory."""
+    """Collectives, sends and receives on CUDA tensors (every rank on cuda:0, as the C-level
+    GPU tests do): the backend hands their data pointers to ibex, which stages them through
+    host memory."""
     dev = torch.device("cuda", 0)
     out = {}
     t = torch.full((1001,), float(rank + 1), device=dev)
@@ -210,6 +219,7 @@ def cuda_tensors(rank, world):
     for w in reversed(works):
         w.wait()
     out["async_values"] = [w.get_future().value()[0][0].item() for w in works]
+    out.update(point_to_point(rank, world, dev))
     out["mixed_devices"] = expect_error(lambda: dist._all_gather_base(torch.zeros(world * 2),
                                                                       torch.zeros(2, device=dev)))
     return out
