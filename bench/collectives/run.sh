@@ -8,7 +8,7 @@
 #
 # usage: bench/collectives/run.sh [--build DIR] [--ranks "2 4"] [--devices "udp:lo ..."]
 #                                 [--min 8] [--max 64M] [--iters 10] [--warmup 2] [--out DIR]
-#                                 [--repeat 1] [--coll allreduce]
+#                                 [--repeat 1] [--coll allreduce] [--ranks_per_host N]
 # --coll alltoall: ibex_alltoall beside MPI_Alltoall instead (the size: a rank's whole send
 # buffer; busbw = algbw (n-1)/n). --coll sendrecv: every rank sends to rank+1 and receives
 # from rank-1 at once, ibex_p2p_batch beside MPI_Sendrecv (busbw = algbw).
@@ -17,6 +17,8 @@
 # ratio being taken within a round (this VM's speed moves between runs).
 # A device word ending in "+shared" (udp:lo+shared) runs ibex with -R 1: its buffers from
 # ibex_comm_mem_alloc, which same-host peers map and use in place (Open MPI's stay malloc'd).
+# --ranks_per_host N: ibex's ranks r / N make a host each (IBEX_HOST_ID), so ranks of
+# different hosts talk over the device as across a network; compare with the ompi:tcp column.
 # The MPI program (mpi_allreduce_bench.c) is compiled with mpicc into the output folder.
 # Raw tables stay in --out (default: a fresh folder under /tmp, printed at the end).
 set -euo pipefail
@@ -32,8 +34,9 @@ WARMUP=2
 OUT=
 REPEAT=1
 COLL=allreduce
+RANKS_PER_HOST=
 source bench/collectives/options.sh # after the cd to the top of the tree
-bench_options run.sh 2,20 build ranks devices min max iters warmup out repeat coll -- "$@"
+bench_options run.sh 2,23 build ranks devices min max iters warmup out repeat coll ranks_per_host -- "$@"
 [[ $COLL == allreduce || $COLL == alltoall || $COLL == sendrecv ]] ||
     { echo "run.sh: --coll allreduce, alltoall or sendrecv" >&2; exit 2; }
 BUSF=$([[ $COLL == allreduce ]] && echo 2 || echo 1) # busbw = algbw x BUSF (n-1)/n (sendrecv: x 1)
@@ -73,6 +76,7 @@ measure() {
 }
 
 echo "# $(date -u '+%F %T UTC'), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); raw output in $OUT"
+[[ -z $RANKS_PER_HOST ]] || echo "# ibex: $RANKS_PER_HOST rank(s) per host (IBEX_HOST_ID), the others over the device"
 for round in $(seq "$REPEAT"); do
 ((REPEAT == 1)) || echo "# round $round of $REPEAT"
 for n in $RANKS; do
@@ -111,7 +115,7 @@ for n in $RANKS; do
         else
             measure "ibex_${dev//[^A-Za-z0-9]/_}${suffix:+_shared}_$n" "ibex:$label" ibex_cols \
                 "$PERF" -np "$n" -b "$MIN" -e "$MAX" -f 2 -n "$ITERS" -w "$WARMUP" -d float -o sum --device "$rankdev" --coll "$COLL" \
-                "${shared[@]}"
+                "${shared[@]}" ${RANKS_PER_HOST:+--ranks_per_host "$RANKS_PER_HOST"}
         fi
         if [[ $dev == dpdk:switch ]]; then
             kill "$switch_pid" 2>/dev/null || true

@@ -121,6 +121,8 @@ int run_forked(const Options &o) {
         if (pid == 0) {
             prctl(PR_SET_PDEATHSIG, SIGKILL); // never outlive the tool
             if (cpu_set_t core; core_of_rank(o, r, &core)) sched_setaffinity(0, sizeof core, &core);
+            if (o.ranks_per_host)
+                setenv("IBEX_HOST_ID", ("ibex_perf_host" + std::to_string(r / o.ranks_per_host)).c_str(), 1);
             const std::string device = device_for_rank(o.device, r);
             const ibex_comm_config_t cfg = config_of(o, device);
             ibex_comm_t *comm = nullptr;

@@ -138,7 +138,7 @@ constexpr Flag kValueFlags[] = {
     {"w", "warmup_iters"}, {"c", "check"}, {"d", "datatype"}, {"o", "op"}, {"r", "root"},
     {"z", "blocking"}, {"a", "average"}, {"T", "timeout"}, {"np", "nprocs"}, {nullptr, "bind"}, {nullptr, "coll"},
     {nullptr, "device"}, {nullptr, "algo"}, {"G", "gpu"}, {nullptr, "mem"},
-    {"R", "local_register"},
+    {"R", "local_register"}, {nullptr, "ranks_per_host"},
 };
 
 std::string bad(const char *flag, const char *value, const char *why) {
@@ -235,6 +235,8 @@ std::string parse_options(int argc, char **argv, Coll default_coll, Options *o) 
             o->timeout_ms = s * 1000;
         } else if (f == "nprocs") {
             if (!parse_int(value, 1, 256, &o->nprocs)) return bad(name.c_str(), value, "expected 1 .. 256 ranks");
+        } else if (f == "ranks_per_host") {
+            if (!parse_int(value, 1, 256, &o->ranks_per_host)) return bad(name.c_str(), value, "expected 1 .. 256 ranks");
         } else if (f == "bind") {
             if (std::strcmp(value, "core") != 0 && std::strcmp(value, "none") != 0) return bad(name.c_str(), value, "expected core or none");
             o->bind = std::strcmp(value, "core") == 0;
@@ -273,6 +275,8 @@ std::string parse_options(int argc, char **argv, Coll default_coll, Options *o) 
     if (o->step_factor == 1 && o->step_bytes == 0) return "-i (step bytes) must be > 0 when -f is 1";
     if (!o->algo.empty() && o->coll != Coll::allreduce) return "--algo applies to allreduce only";
     if (o->shared && o->gpu) return "-R 1 (buffers from ibex_comm_mem_alloc) is host memory; it does not go with -G 1";
+    if (o->ranks_per_host && !o->nprocs)
+        return "--ranks_per_host names the hosts of -np ranks; under a launcher set IBEX_HOST_ID per rank";
     return "";
 }
 
@@ -301,6 +305,9 @@ void print_usage(const char *prog) {
         "                             mpirun, srun, torchrun or IBEX_RANK/IBEX_NRANKS, else 1 rank\n"
         "      --bind <core|none>     core: each -np rank on a core of its own when they fit, as\n"
         "                             mpirun binds by default (default core)\n"
+        "      --ranks_per_host <n>   with -np: ranks r and s share a host only when r / n == s / n\n"
+        "                             (IBEX_HOST_ID), so ranks of different hosts talk over --device\n"
+        "                             as across a network (default: all on this host)\n"
         "      --device <dev>         device every rank opens, e.g. udp:lo (default IBEX_DEVICE);\n"
         "                             {rank} in it becomes the rank's number\n"
         "      --algo <name>          force the allreduce algorithm: ring, rhd, tree, hierarchical,\n"

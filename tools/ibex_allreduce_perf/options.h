@@ -39,6 +39,7 @@ struct Options {
     int average = 1;               // -a: time reported is 0 rank 0's, 1 the mean, 2 min, 3 max
     int nprocs = 0;                // -np: fork this many local ranks (0: launcher or 1 rank)
     bool bind = true;              // --bind core|none: pin -np ranks to a core each when they fit
+    int ranks_per_host = 0;        // --ranks_per_host: -np ranks r / n named one host each (0: one host)
     std::string device;            // --device (empty: IBEX_DEVICE, else the first listed);
                                    // "{rank}" in it becomes each rank's number
     std::string algo;              // --algo ring|rhd|tree|hierarchical (allreduce)

@@ -106,6 +106,19 @@ TEST(CollPerfOptions, SharedBuffersByDashR) {
     EXPECT_NE(parse({"-R", "1", "-G", "1"}, &o).find("-G 1"), std::string::npos);
 }
 
+TEST(CollPerfOptions, RanksPerHostNamesTheHostsOfForkedRanks) {
+    Options o;
+    ASSERT_EQ(parse({"-np", "4"}, &o), "");
+    EXPECT_EQ(o.ranks_per_host, 0);
+    ASSERT_EQ(parse({"-np", "4", "--ranks_per_host", "2"}, &o), "");
+    EXPECT_EQ(o.ranks_per_host, 2);
+    ASSERT_EQ(parse({"--ranks_per_host=1", "-np", "2"}, &o), "");
+    EXPECT_EQ(o.ranks_per_host, 1);
+    EXPECT_NE(parse({"-np", "4", "--ranks_per_host", "0"}, &o).find("--ranks_per_host"), std::string::npos);
+    // Ranks from a launcher name their hosts themselves.
+    EXPECT_NE(parse({"--ranks_per_host", "2"}, &o).find("IBEX_HOST_ID"), std::string::npos);
+}
+
 TEST(CollPerfOptions, BadInputNamesTheFlag) {
     Options o;
     const std::pair<std::vector<const char *>, const char *> cases[] = {

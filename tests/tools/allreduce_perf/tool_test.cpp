@@ -248,6 +248,22 @@ TEST(AllreducePerfTool, EachCollectiveUsesItsBusFactor) {
 // elements, busbw = algbw (n-1)/n) and sendrecv_perf (each rank sends the size to the next
 // and receives it from the one before at once, busbw = algbw): checked clean, no in-place
 // form, so N/A there.
+// --ranks_per_host 1: each forked rank its own host, so the pair talks over the udp port
+// (as across a network) rather than through shm, and every result still checks clean.
+TEST(AllreducePerfTool, RanksPerHostPutsForkedRanksOnHostsOfTheirOwn) {
+    for (const char *coll : {"sendrecv", "allreduce"}) {
+        SCOPED_TRACE(coll);
+        const ToolRun r = run({tool("ibex_allreduce_perf"), "-np", "2", "--ranks_per_host", "1", "--coll", coll, "-b",
+                               "8", "-e", "256K", "-f", "16", "-n", "3", "--device", "udp:lo"},
+                              120);
+        ASSERT_EQ(r.status, 0) << r.out << r.err;
+        EXPECT_NE(r.out.find("# Topology: 2 hosts, 1 ranks per host; rank 0 reaches 0 peers over shm, 1 over the device"),
+                  std::string::npos)
+            << r.out;
+        EXPECT_NE(r.out.find("Out of bounds values : 0 OK"), std::string::npos) << r.out;
+    }
+}
+
 TEST(AllreducePerfTool, AlltoallAndSendrecvCheckCleanOutOfPlaceOnly) {
     const struct {
         const char *tool, *coll;
