@@ -299,15 +299,22 @@ ibex_status_t comm_create(int nranks, const char *id_text, int rank, const CommO
     };
     if (ibex_status_t st = bootstrap::Bootstrap::join(id_text, rank, nranks, opt.timeout_ms, &c->boot); st != IBEX_OK)
         return bail(st);
-    if (c->opt.wait_spin_us < 0) {
-        // A waiting caller busy-polls long (as MPI does) only when every rank of this host
-        // can have a core; oversubscribed, it yields the core soon. Long means beyond a
-        // scheduler tick or two (4 ms at HZ 250): a peer preempted for a tick must not turn
-        // the round into a sleep and a wake-up.
+    const bool wait_spin_auto = c->opt.wait_spin_us < 0;
+    if (wait_spin_auto)
         if (ibex_status_t st = ranks_fit_cores(c, &c->opt.own_core); st != IBEX_OK) return bail(st);
-        c->opt.wait_spin_us = c->opt.own_core ? 10000 : c->opt.spin_us;
-    }
     if (ibex_status_t st = learn_topology(c, &c->topo); st != IBEX_OK) return bail(st);
+    if (wait_spin_auto) {
+        // A waiting caller busy-polls long (as MPI does) only when every rank of this host
+        // can have a core. Long means beyond a scheduler tick or two (4 ms at HZ 250): a
+        // peer preempted for a tick must not turn the round into a sleep and a wake-up.
+        // Oversubscribed, it yields the core between looks, and soon sleeps on one host.
+        // Across hosts it keeps yielding for 2 ms as an oversubscribed MPI does: there a
+        // completion wakes it only through the transport's progress thread, its own wake-up
+        // and the lock they share, each waiting for a core (2 hosts x 2 ranks on 2 cores:
+        // 5 ms per 8-byte allreduce sleeping after 50 us, 0.2 ms yielding for 2 ms).
+        const bool spans_hosts = c->topo.layout.hosts() > 1;
+        c->opt.wait_spin_us = c->opt.own_core ? 10000 : spans_hosts ? std::max(c->opt.spin_us, 2000) : c->opt.spin_us;
+    }
     if (ibex_status_t st = choose_device_for_hosts(c); st != IBEX_OK) return bail(st);
     if (is_rail_device(c->opt.device)) {
         const HostLayout &l = c->topo.layout;

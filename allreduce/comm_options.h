@@ -24,7 +24,8 @@ struct CommOptions {
     bool slice_given = false;
     bool slots_given = false; // IBEX_COMM_SLOTS was given; else comm_staging_slots
     int spin_us = 50;       // the progress thread's busy-poll after the last movement
-    int wait_spin_us = -1;  // a waiting caller's; -1: 10 ms when this host's ranks fit its cores, else spin_us
+    int wait_spin_us = -1;  // a waiting caller's; -1: 10 ms when this host's ranks fit its cores, else
+                            // 2 ms (at least spin_us) where the ranks span hosts, else spin_us
     int handover_us = 200;  // the thread's pause after a caller hands the stream back
     bool own_core = false;  // every rank of this host can have a core (set at creation)
     bool probe = true;

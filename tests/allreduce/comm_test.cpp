@@ -3,6 +3,7 @@
 // and argument errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "allreduce/comm.h"
 #include "tests/allreduce/ranks.h"
 
 namespace {
@@ -185,6 +187,39 @@ int sleepy_body(RankCtx &ctx) {
 
 TEST(Comm, IdleAndWaitingRanksSleep) {
     ibex::test::expect_all_passed(ibex::test::run_ranks(2, sleepy_body, 60), true);
+}
+
+// Two hosts of two ranks (IBEX_HOST_ID): where the ranks of a host share cores (this
+// machine has two for all four), a waiting caller yields for 2 ms before it sleeps, as an
+// oversubscribed MPI does, since across hosts its wake-up goes through the transport's
+// progress thread; on one host it sleeps after IBEX_COMM_SPIN_US; with a core per rank it
+// spins 10 ms. Either way a rank waiting 1 s for a late peer mostly sleeps.
+int spread_waiters_body(RankCtx &ctx) {
+    const int hosts = ctx.nranks == 4 ? 2 : 1;
+    if (hosts == 2) ::setenv("IBEX_HOST_ID", ctx.rank < 2 ? "hostA" : "hostB", 1);
+    ibex_comm_t *comm = nullptr;
+    RANK_CHECK_OK(ctx, ibex::test::init_host_comm(ctx, &comm));
+    const ibex::coll::CommOptions &o = comm->opt;
+    const int want = o.own_core ? 10000 : hosts == 2 ? std::max(o.spin_us, 2000) : o.spin_us;
+    RANK_CHECK(ctx, o.wait_spin_us == want, "rank %d (%d hosts, own core %d): waits spin %d us, want %d", ctx.rank,
+               hosts, o.own_core ? 1 : 0, o.wait_spin_us, want);
+    RANK_CHECK_OK(ctx, ibex_barrier(comm, nullptr));
+    if (ctx.rank == ctx.nranks - 1) std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    const double c1 = cpu_seconds();
+    int32_t x = 1;
+    RANK_CHECK_OK(ctx, ibex_allreduce(&x, &x, 1, IBEX_I32, IBEX_SUM, comm, nullptr));
+    const double waiting = cpu_seconds() - c1;
+    RANK_CHECK(ctx, x == ctx.nranks, "rank %d: sum %d", ctx.rank, x);
+    if (ctx.rank == 0) RANK_CHECK(ctx, waiting < 0.3, "waiting 1 s on a peer used %.3f CPU-s", waiting);
+    ctx.say("rank %d: %d hosts, own core %d, waits spin %d us; waiting 1 s cost %.3f CPU-s", ctx.rank, hosts,
+            o.own_core ? 1 : 0, o.wait_spin_us, waiting);
+    RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
+    return 0;
+}
+
+TEST(Comm, WaitersAcrossHostsYieldLongerWhenCoresAreShared) {
+    ibex::test::expect_all_passed(ibex::test::run_ranks(4, spread_waiters_body, 60), true);
+    ibex::test::expect_all_passed(ibex::test::run_ranks(3, spread_waiters_body, 60), true);
 }
 
 // Copies of several MiB inside one rank (an out-of-place allgather's own block, a broadcast
