@@ -55,10 +55,12 @@ void GpuStaging::point_at(Op &op, const Chunk &k) const {
 ibex_status_t GpuStaging::begin_batch(ibex_comm *c, Op &op) {
     pieces_.clear();
     size_t send_bytes = 0, recv_bytes = 0;
-    for (P2pPiece &p : op.pieces) {
+    // One memory-type query per message (a driver call on a GPU host).
+    for (size_t i = 0; i < op.pieces.size(); ++i) {
+        const P2pPiece &p = op.pieces[i];
         if (!cuda::is_device_pointer(p.buf)) continue;
         size_t &end = p.send ? send_bytes : recv_bytes;
-        pieces_.push_back({p.send, static_cast<uint8_t *>(p.buf), end, p.bytes});
+        pieces_.push_back({p.send, static_cast<uint8_t *>(p.buf), end, p.bytes, i});
         end += (p.bytes + 63) & ~size_t(63);
     }
     if (send_bytes) IBEX_TRY(grow(c, send_, send_bytes));
@@ -66,12 +68,9 @@ ibex_status_t GpuStaging::begin_batch(ibex_comm *c, Op &op) {
     chunks_.assign(1, Chunk{});
     active_ = true;
     next_ = 0;
-    for (size_t i = 0, k = 0; i < op.pieces.size(); ++i) {
-        P2pPiece &p = op.pieces[i];
-        if (!cuda::is_device_pointer(p.buf)) continue;
-        const StagedPiece &s = pieces_[k++];
+    for (const StagedPiece &s : pieces_) {
         auto *pinned = static_cast<uint8_t *>(s.send ? send_.p : recv_.p) + s.at;
-        p.buf = pinned;
+        op.pieces[s.index].buf = pinned;
         if (!s.send) continue;
         if (ibex_status_t st = cuda::copy_async(pinned, s.gpu, s.bytes, cuda::pointer_device(s.gpu)); st != IBEX_OK) {
             abandon();

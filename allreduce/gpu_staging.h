@@ -68,6 +68,7 @@ class GpuStaging {
         uint8_t *gpu;
         size_t at; // in send_ or recv_
         size_t bytes;
+        size_t index; // in the op's pieces
     };
     ibex_status_t grow(ibex_comm *c, Pinned &b, size_t bytes);
     void point_at(Op &op, const Chunk &k) const;
