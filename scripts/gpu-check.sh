@@ -79,7 +79,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a == "-" || b == "-" || b == 0) pr
 
 # ---- tests
 if part tests; then
-echo "== CUDA tests (ctest -L cuda)"
+echo "[${SECONDS}s] == CUDA tests (ctest -L cuda)"
 ctest --test-dir "$BUILD" -L cuda --output-on-failure --timeout 600 >"$work/ctest.log" 2>&1
 ctest_rc=$?
 cat "$work/ctest.log"
@@ -95,7 +95,7 @@ bench=$BUILD/bench/cuda_reduce/ibex_bench_cuda_reduce
 if ! part kernels; then
     :
 elif [[ -x $bench ]]; then
-    echo "== reduction kernels at 256 MiB"
+    echo "[${SECONDS}s] == reduction kernels at 256 MiB"
     if "$bench" --benchmark_filter='^(copy_d2d|reduce/[^/]+/sum)/268435456' --benchmark_format=csv \
         --benchmark_repetitions="$REPEAT" --benchmark_report_aggregates_only=true >"$work/kernels.csv" 2>"$work/kernels.err"; then
         # name,iterations,real_time,cpu_time,time_unit,bytes_per_second,...: the medians, in TB/s
@@ -134,7 +134,7 @@ bw_run() {
     # the data row: "#bytes #iterations BW-peak BW-average MsgRate"
     awk 'h && NF == 5 && $1 ~ /^[0-9]+$/ {print $4; exit} /#bytes/ {h = 1}' "$work/cli.out"
 }
-part perftest && echo "== perftest bandwidth, udp:lo, GPU 0 against host memory"
+part perftest && echo "[${SECONDS}s] == perftest bandwidth, udp:lo, GPU 0 against host memory"
 for tool in ibex_write_bw ibex_read_bw ibex_send_bw; do
     part perftest || break
     for size in 262144 1048576; do
@@ -152,7 +152,7 @@ done
 # ---- shm between two processes on GPU memory (CUDA IPC: one device-to-device copy per
 # WRITE) against a device-to-device cudaMemcpy of the same size in one process, the limit
 if part shmipc; then
-    echo "== ibex_write_bw -d shm --use_cuda=0 against a device-to-device copy"
+    echo "[${SECONDS}s] == ibex_write_bw -d shm --use_cuda=0 against a device-to-device copy"
     sizes="65536 1048576 16777216 268435456"
     if [[ -x $bench ]] && "$bench" --benchmark_filter='^copy_d2d/' --benchmark_format=csv --benchmark_repetitions="$REPEAT" \
         --benchmark_report_aggregates_only=true >"$work/d2d.csv" 2>"$work/d2d.err"; then
@@ -176,7 +176,7 @@ fi
 # ---- allreduce_perf: GPU buffers against host buffers
 # The ranks share this host: over shm by default (IBEX_SHM=1), and over the network
 # device (udp:lo) with IBEX_SHM=0. GPU_CHECK_TRANSPORTS picks (default: both).
-echo "== ibex_allreduce_perf, GPU against host buffers"
+part allreduce && echo "[${SECONDS}s] == ibex_allreduce_perf, GPU against host buffers"
 for tr in ${GPU_CHECK_TRANSPORTS:-shm udp}; do
     part allreduce || break
     shm=1
@@ -205,7 +205,7 @@ done
 # ---- mapped GPU collectives of one host's ranks (allreduce/gpu_direct.h) against the staged
 # path and a device-to-device copy (the copy's rate counts bytes read plus written)
 if part mapped; then
-    echo "== ibex_allreduce_perf on GPU buffers: mapped (CUDA IPC) against staged, beside a device copy"
+    echo "[${SECONDS}s] == ibex_allreduce_perf on GPU buffers: mapped (CUDA IPC) against staged, beside a device copy"
     if [[ -x $bench ]] && "$bench" --benchmark_filter='^copy_d2d/268435456' --benchmark_format=csv \
         --benchmark_repetitions="$REPEAT" --benchmark_report_aggregates_only=true >"$work/d2d256.csv" 2>/dev/null; then
         d2d=$(awk -F, '$1 ~ /_median"?$/ || $1 ~ /manual_time"?$/ {printf "%.4g", $6 / 1e9; exit}' "$work/d2d256.csv")
@@ -239,7 +239,7 @@ py=${PYTHON:-python3}
 if ! part gloo; then
     :
 elif "$py" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
-    echo "== gloo allreduce on CUDA tensors against ibex on GPU buffers"
+    echo "[${SECONDS}s] == gloo allreduce on CUDA tensors against ibex on GPU buffers"
     for np in 2 4; do
         for i in $(seq "$REPEAT"); do
             port=$((30000 + RANDOM % 20000))
@@ -269,7 +269,7 @@ fi
 # and libcudart of the installed torch when there is no system NCCL
 plugin_test=$BUILD/tests/plugins/nccl-net/test_nccl_net_plugin
 if part nccl && [[ -x $plugin_test ]]; then
-    echo "== a real NCCL loads libnccl-net-ibex.so"
+    echo "[${SECONDS}s] == a real NCCL loads libnccl-net-ibex.so"
     dirs=$("$py" - 2>/dev/null <<'PY'
 import glob, os
 roots = []
@@ -305,7 +305,7 @@ PY
 fi
 
 echo
-echo "== gpu-check summary ($(date -u +%FT%TZ), $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1))"
+echo "[${SECONDS}s] == gpu-check summary ($(date -u +%FT%TZ), $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1))"
 for s in "${summary[@]}"; do echo "  $s"; done
 if [[ $failed -ne 0 ]]; then
     echo "gpu-check: FAILED"

@@ -146,6 +146,75 @@ int mapped_body(RankCtx &ctx) {
     return 0;
 }
 
+// Sends and receives between cudaMalloc buffers, as torch's send/recv and all_to_all pass
+// them: a ring exchange in one batch beside a small host-to-GPU message and a GPU-to-host
+// copy to itself, a blocking pair, and alltoallv between GPU buffers.
+int p2p_body(RankCtx &ctx) {
+    ibex_comm_t *comm = nullptr;
+    if (int rc = open_on_gpu(ctx, &comm)) return rc;
+    const int r = ctx.rank, n = ctx.nranks, to = (r + 1) % n, from = (r + n - 1) % n;
+    const auto value = [](int rank, size_t i) { return static_cast<float>((rank * 13 + i * 7) % 101) - 50.0f; };
+    constexpr size_t kCount = 300007, kSmall = 300;
+    std::vector<float> send(kCount), got(kCount), small(kSmall), self_out(kSmall, -1.0f);
+    for (size_t i = 0; i < kCount; ++i) send[i] = value(r, i);
+    for (size_t i = 0; i < kSmall; ++i) small[i] = value(r, i) * 3;
+    float *dsend = nullptr, *drecv = nullptr, *dsmall = nullptr;
+    RANK_CHECK(ctx, cudaMalloc(reinterpret_cast<void **>(&dsend), kCount * 4) == cudaSuccess &&
+                        cudaMalloc(reinterpret_cast<void **>(&drecv), kCount * 4) == cudaSuccess &&
+                        cudaMalloc(reinterpret_cast<void **>(&dsmall), kSmall * 4) == cudaSuccess,
+               "rank %d: cudaMalloc", r);
+    cudaMemcpy(dsend, send.data(), kCount * 4, cudaMemcpyHostToDevice);
+    const ibex_p2p_op_t ops[] = {{IBEX_P2P_RECV, from, drecv, kCount, IBEX_F32}, {IBEX_P2P_SEND, to, dsend, kCount, IBEX_F32},
+                                 {IBEX_P2P_SEND, to, small.data(), kSmall, IBEX_F32}, {IBEX_P2P_RECV, from, dsmall, kSmall, IBEX_F32},
+                                 {IBEX_P2P_SEND, r, dsend, kSmall, IBEX_F32}, {IBEX_P2P_RECV, r, self_out.data(), kSmall, IBEX_F32}};
+    RANK_CHECK_OK(ctx, ibex_p2p_batch(ops, std::size(ops), comm, nullptr));
+    cudaMemcpy(got.data(), drecv, kCount * 4, cudaMemcpyDeviceToHost);
+    for (size_t i = 0; i < kCount; ++i)
+        RANK_CHECK(ctx, got[i] == value(from, i), "rank %d: element %zu from rank %d is %g", r, i, from, got[i]);
+    cudaMemcpy(got.data(), dsmall, kSmall * 4, cudaMemcpyDeviceToHost);
+    for (size_t i = 0; i < kSmall; ++i) {
+        RANK_CHECK(ctx, got[i] == value(from, i) * 3, "rank %d: small element %zu is %g", r, i, got[i]);
+        RANK_CHECK(ctx, self_out[i] == value(r, i), "rank %d: own element %zu is %g", r, i, self_out[i]);
+    }
+    if (r == 0) RANK_CHECK_OK(ctx, ibex_send(drecv, kCount, IBEX_F32, 1, comm, nullptr));
+    if (r == 1) {
+        RANK_CHECK_OK(ctx, ibex_recv(dsend, kCount, IBEX_F32, 0, comm, nullptr));
+        cudaMemcpy(got.data(), dsend, kCount * 4, cudaMemcpyDeviceToHost);
+        for (size_t i = 0; i < kCount; ++i)
+            RANK_CHECK(ctx, got[i] == value(n - 1, i), "rank 1: element %zu of the blocking receive is %g", i, got[i]);
+    }
+    const size_t block = kCount / static_cast<size_t>(n);
+    std::vector<size_t> counts(static_cast<size_t>(n), block), displs(static_cast<size_t>(n));
+    for (size_t q = 0; q < displs.size(); ++q) displs[q] = q * block;
+    cudaMemcpy(dsend, send.data(), kCount * 4, cudaMemcpyHostToDevice);
+    RANK_CHECK_OK(ctx, ibex_alltoallv(dsend, counts.data(), displs.data(), drecv, counts.data(), displs.data(), IBEX_F32,
+                                      comm, nullptr));
+    cudaMemcpy(got.data(), drecv, kCount * 4, cudaMemcpyDeviceToHost);
+    for (int q = 0; q < n; ++q)
+        for (size_t i = 0; i < block; ++i) {
+            const size_t at = static_cast<size_t>(q) * block + i, src = static_cast<size_t>(r) * block + i;
+            RANK_CHECK(ctx, got[at] == value(q, src), "rank %d: alltoallv element %zu from rank %d is %g", r, i, q, got[at]);
+        }
+    RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
+    cudaFree(dsend);
+    cudaFree(drecv);
+    cudaFree(dsmall);
+    return 0;
+}
+
+TEST(CudaCollectives, SendsAndReceivesOnDeviceBuffers) {
+    REQUIRE_GPU_FOR_RANKS();
+    for (const char *shm : {"1", "0"})
+        for (int n : {2, 3}) {
+            SCOPED_TRACE(std::string("IBEX_SHM=") + shm + " ranks " + std::to_string(n));
+            auto body = [shm](RankCtx &ctx) {
+                setenv("IBEX_SHM", shm, 1);
+                return p2p_body(ctx);
+            };
+            ibex::test::expect_all_passed(ibex::test::run_ranks(n, body, 120));
+        }
+}
+
 TEST(CudaCollectives, OneHostsRanksMapEachOthersBuffers) {
     REQUIRE_GPU_FOR_RANKS();
     for (int n : {2, 3, 4}) {
