@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 
 #include "allreduce/comm.h"
@@ -28,7 +30,15 @@ void log_fallback(const char *why) {
 struct Hello {
     uint32_t want;     // this rank's IBEX_GPU_DIRECT_MIN (0: off, or no GPU)
     uint32_t box_room; // the fast boxes carry an announcement
+    uint32_t leader;   // IBEX_GPU_DIRECT_LEADER: rank 0 may run an op on one GPU whole
 };
+
+int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+constexpr const char *kSteps[8] = {"export", "settle", "announce", "map", "opened", "launch", "gpu", "barrier"};
 
 } // namespace
 
@@ -48,14 +58,20 @@ ibex_status_t GpuDirect::open(ibex_comm *c) {
     if (nranks_ <= kMaxFold && c->fast.max_bytes() && gpus && config::get_int("IBEX_GPU_DIRECT", 1, 0, 1))
         mine.want = static_cast<uint32_t>(config::get_int("IBEX_GPU_DIRECT_MIN", kDefaultMin, 1, int64_t(1) << 31));
     mine.box_room = c->fast.max_bytes() >= sizeof(Announce) ? 1 : 0;
+    mine.leader = static_cast<uint32_t>(config::get_int("IBEX_GPU_DIRECT_LEADER", 1, 0, 1));
+    profile_ = Profile{};
+    profile_.on = config::get_int("IBEX_GPU_DIRECT_PROFILE", 0, 0, 1) != 0;
     std::vector<Hello> all(static_cast<size_t>(nranks_));
     IBEX_TRY(c->boot->allgather(&mine, sizeof mine, all.data(), c->opt.timeout_ms));
     size_t min = 0;
+    bool leader = true;
     for (const Hello &h : all) {
         if (!h.want || !h.box_room) return IBEX_OK; // off on every rank: each saw the same
         min = std::max<size_t>(min, h.want);
+        leader = leader && h.leader;
     }
     min_bytes_ = min;
+    leader_ok_ = leader;
     all_.assign(static_cast<size_t>(nranks_), Announce{});
     all_opened_.assign(static_cast<size_t>(nranks_), 0);
     peer_bases_.assign(static_cast<size_t>(nranks_), {});
@@ -68,6 +84,7 @@ ibex_status_t GpuDirect::open(ibex_comm *c) {
 }
 
 void GpuDirect::close() {
+    report_profile();
     abandon();
     if (maps_) maps_->clear();
     peer_bases_.clear();
@@ -125,7 +142,39 @@ bool GpuDirect::export_side(const void *p, uint64_t len, Side *out) {
     return true;
 }
 
+void GpuDirect::lap(int step) {
+    if (!profile_.on) return;
+    const int64_t t = now_ns();
+    if (step >= 0) profile_.step_ns[step] += t - profile_.mark_ns;
+    profile_.mark_ns = t;
+}
+
+void GpuDirect::report_profile() {
+    if (!profile_.on || !profile_.ops) return;
+    char line[512];
+    int at = std::snprintf(line, sizeof line, "ibex GPU-direct profile, rank %d: %llu ops (%llu run whole by rank 0), mean us:",
+                           rank_, static_cast<unsigned long long>(profile_.ops), static_cast<unsigned long long>(taken_whole_));
+    for (int k = 0; k < 8 && at > 0 && static_cast<size_t>(at) < sizeof line; ++k)
+        at += std::snprintf(line + at, sizeof line - static_cast<size_t>(at), " %s %.1f", kSteps[k],
+                            static_cast<double>(profile_.step_ns[k]) / 1e3 / static_cast<double>(profile_.ops));
+    std::fprintf(stderr, "%s\n", line);
+    profile_.ops = 0;
+}
+
+// Every side some rank uses lies on one GPU, known by its key.
+bool GpuDirect::one_gpu() const {
+    uint32_t key = 0;
+    for (const Announce &t : all_)
+        for (const Side *s : {&t.send, &t.recv}) {
+            if (!s->id) continue;
+            if (!s->x.gpu_key || (key && s->x.gpu_key != key)) return false;
+            key = s->x.gpu_key;
+        }
+    return key != 0;
+}
+
 ibex_status_t GpuDirect::begin(const Op &op) {
+    lap(-1);
     mine_ = Announce{};
     mine_.count = op.args.count;
     mine_.pid = static_cast<int32_t>(getpid());
@@ -140,9 +189,11 @@ ibex_status_t GpuDirect::begin(const Op &op) {
     else
         ok_send = export_side(b.send ? op.args.sendbuf : nullptr, b.send, &mine_.send);
     mine_.ok = ok_send && ok_recv ? 1 : 0;
+    lap(0);
     // The peers read and write these buffers from their own streams as soon as the
     // announcement lands: what this process queued on them must be done by then.
     if (mine_.ok && !test_ipc_) IBEX_TRY(settle_legacy_stream(device_));
+    lap(1);
     sub_ = Op{};
     sub_.kind = OpKind::allgather;
     sub_.args.sendbuf = &mine_;
@@ -174,6 +225,7 @@ ibex_status_t GpuDirect::advance(const Op &op, bool *done, bool *fallback) {
     *done = *fallback = false;
     switch (phase_) {
     case Phase::announce: {
+        lap(2);
         IBEX_TRY(check_same_call(all_, mine_));
         bool ok = true;
         for (const Announce &t : all_) ok = ok && t.ok;
@@ -185,6 +237,7 @@ ibex_status_t GpuDirect::advance(const Op &op, bool *done, bool *fallback) {
         }
         const OpBytes b = op_bytes(op, rank_, nranks_);
         const size_t whole = std::max(b.send, b.recv);
+        whole_ = leader_ok_ && one_gpu(); // the same answer on every rank
         opened_ = 1;
         for (int q = 0; q < nranks_ && opened_; ++q) {
             const Announce &t = all_[static_cast<size_t>(q)];
@@ -193,11 +246,13 @@ ibex_status_t GpuDirect::advance(const Op &op, bool *done, bool *fallback) {
             // a broadcast reads the root's; this rank's own buffers are always at hand. A peer's
             // sides have the sizes of this rank's, but for the root's send buffer of a
             // broadcast (the whole buffer).
+            // Run whole, rank 0 reads and writes every buffer the op has, and the others none.
             const bool self = q == rank_;
-            const bool reads =
-                self || (op.kind != OpKind::allgather && (op.kind != OpKind::broadcast || q == op.args.root));
-            const bool writes =
-                self || (op.kind != OpKind::reduce_scatter && (op.kind != OpKind::reduce || q == op.args.root));
+            const bool root_only_reads = op.kind == OpKind::broadcast, root_only_writes = op.kind == OpKind::reduce;
+            const bool reads = whole_ ? rank_ == 0 && (!root_only_reads || q == op.args.root)
+                                      : self || (op.kind != OpKind::allgather && (!root_only_reads || q == op.args.root));
+            const bool writes = whole_ ? rank_ == 0 && (!root_only_writes || q == op.args.root)
+                                       : self || (op.kind != OpKind::reduce_scatter && (!root_only_writes || q == op.args.root));
             const uint64_t send_len = op.kind == OpKind::broadcast ? whole : b.send;
             send_at_[static_cast<size_t>(q)] = recv_at_[static_cast<size_t>(q)] = nullptr;
             if ((reads && map_side(q, t.send, send_len, &send_at_[static_cast<size_t>(q)]) != IBEX_OK) ||
@@ -207,6 +262,7 @@ ibex_status_t GpuDirect::advance(const Op &op, bool *done, bool *fallback) {
                 opened_ = 0;
             }
         }
+        lap(3);
         sub_ = Op{};
         sub_.kind = OpKind::allgather;
         sub_.args.sendbuf = &opened_;
@@ -217,6 +273,7 @@ ibex_status_t GpuDirect::advance(const Op &op, bool *done, bool *fallback) {
         return IBEX_OK;
     }
     case Phase::opened: {
+        lap(4);
         for (uint32_t o : all_opened_) {
             if (o) continue;
             phase_ = Phase::idle;
@@ -224,7 +281,7 @@ ibex_status_t GpuDirect::advance(const Op &op, bool *done, bool *fallback) {
             *fallback = true;
             return IBEX_OK;
         }
-        if (ibex_status_t st = run_local(op); st != IBEX_OK) {
+        if (ibex_status_t st = whole_ ? (rank_ == 0 ? run_whole(op) : IBEX_OK) : run_local(op); st != IBEX_OK) {
             abandon();
             return st;
         }
@@ -232,14 +289,18 @@ ibex_status_t GpuDirect::advance(const Op &op, bool *done, bool *fallback) {
             abandon();
             return st;
         }
+        lap(5);
         sub_ = Op{};
         sub_.kind = OpKind::barrier;
         phase_ = Phase::running;
         return IBEX_OK;
     }
     case Phase::barrier:
+        lap(7);
         phase_ = Phase::idle;
         ++taken_;
+        if (whole_) ++taken_whole_;
+        if (profile_.on) ++profile_.ops;
         *done = true;
         return IBEX_OK;
     case Phase::running:
@@ -251,6 +312,7 @@ ibex_status_t GpuDirect::advance(const Op &op, bool *done, bool *fallback) {
 bool GpuDirect::ready() {
     if (phase_ != Phase::running) return true;
     if (!cuda::copies_done(fence_)) return false;
+    lap(6);
     phase_ = Phase::barrier;
     return true;
 }
@@ -304,6 +366,45 @@ ibex_status_t GpuDirect::run_local(const Op &op) {
     case OpKind::broadcast:
         if (!seg) return IBEX_OK;
         return copy_to_all(send_at_[static_cast<size_t>(a.root)] + first * elem, first * elem, seg * elem);
+    default: break;
+    }
+    return fail(IBEX_ERR_INTERNAL, "GPU direct collective of an unexpected kind");
+}
+
+ibex_status_t GpuDirect::run_whole(const Op &op) {
+    const CollArgs &a = op.args;
+    const size_t elem = ibex_datatype_size(a.type), n = static_cast<size_t>(nranks_), count = a.count;
+    void *outs[kMaxFold];
+    const void *ins[kMaxFold];
+    auto copy_to_all = [&](const uint8_t *src, size_t at, size_t bytes) -> ibex_status_t {
+        for (size_t q = 0; q < n && bytes; ++q) {
+            uint8_t *dst = recv_at_[q] + at;
+            if (dst != src) IBEX_TRY(cuda::copy_async(dst, src, bytes, device_));
+        }
+        return IBEX_OK;
+    };
+    switch (op.kind) {
+    case OpKind::allreduce:
+    case OpKind::reduce: {
+        const bool all = op.kind == OpKind::allreduce;
+        for (size_t q = 0; q < n; ++q) {
+            ins[q] = send_at_[q];
+            outs[q] = recv_at_[q];
+        }
+        if (!all) outs[0] = recv_at_[static_cast<size_t>(a.root)];
+        return fold_queued(outs, all ? nranks_ : 1, ins, nranks_, count, a.type, a.op, nranks_, device_);
+    }
+    case OpKind::reduce_scatter:
+        for (size_t blk = 0; blk < n; ++blk) {
+            for (size_t q = 0; q < n; ++q) ins[q] = send_at_[q] + blk * count * elem;
+            outs[0] = recv_at_[blk];
+            IBEX_TRY(fold_queued(outs, 1, ins, nranks_, count, a.type, a.op, nranks_, device_));
+        }
+        return IBEX_OK;
+    case OpKind::allgather:
+        for (size_t q = 0; q < n; ++q) IBEX_TRY(copy_to_all(send_at_[q], q * count * elem, count * elem));
+        return IBEX_OK;
+    case OpKind::broadcast: return copy_to_all(send_at_[static_cast<size_t>(a.root)], 0, count * elem);
     default: break;
     }
     return fail(IBEX_ERR_INTERNAL, "GPU direct collective of an unexpected kind");

@@ -21,6 +21,11 @@
 //      - broadcast: rank r copies segment r of the root's buffer into every rank's;
 //   3. once the stream has done that work (an event, polled): a barrier, after which no
 //      rank touches this rank's buffers any more.
+// Where every rank's buffers lie on one GPU (the announcements name it), rank 0 alone runs
+// the local phase for every segment, as one kernel (allreduce, reduce; one per block for
+// reduce-scatter, copies for allgather and broadcast): the GPU then runs one process's work
+// per op rather than switching between every rank's context, and each byte still moves
+// once. IBEX_GPU_DIRECT_LEADER=0 (on any rank) keeps the per-rank shares.
 // In place is safe as it stands: the kernel reads an element of every input before it
 // stores that element anywhere, and no other rank touches segment r.
 //
@@ -89,6 +94,8 @@ public:
     // Ops that ran this way to the end, and ops that fell back to the staging.
     uint64_t taken() const { return taken_; }
     uint64_t fallbacks() const { return fallbacks_; }
+    // Of the ops taken, those that rank 0 ran whole (every buffer on one GPU).
+    uint64_t taken_whole() const { return taken_whole_; }
 
 private:
     enum class Phase { idle, announce, opened, running, barrier };
@@ -112,10 +119,17 @@ private:
     bool export_side(const void *p, uint64_t len, Side *out);
     ibex_status_t map_side(int q, const Side &s, uint64_t len, uint8_t **out);
     ibex_status_t run_local(const Op &op);
+    ibex_status_t run_whole(const Op &op);
+    bool one_gpu() const;
+    // IBEX_GPU_DIRECT_PROFILE=1: the mean time of each step, written to stderr at close.
+    void lap(int step);
+    void report_profile();
 
     int rank_ = 0, nranks_ = 1, device_ = 0;
     size_t min_bytes_ = 0; // 0: off
     bool test_ipc_ = false;
+    bool leader_ok_ = false; // every rank lets rank 0 run ops on one GPU whole
+    bool whole_ = false;     // this op: rank 0 runs it whole
     Ipc ipc_{};
     Phase phase_ = Phase::idle;
     Op sub_;
@@ -138,7 +152,13 @@ private:
     // a known base means the old allocation was freed, and its mapping is closed at once
     // (CUDA leaves an exporter's cudaFree under an open mapping undefined).
     std::vector<std::map<uint64_t, uint64_t>> peer_bases_;
-    uint64_t taken_ = 0, fallbacks_ = 0;
+    uint64_t taken_ = 0, fallbacks_ = 0, taken_whole_ = 0;
+    struct Profile {
+        bool on = false;
+        uint64_t ops = 0;
+        int64_t mark_ns = 0;
+        int64_t step_ns[8] = {};
+    } profile_;
 };
 
 } // namespace ibex::coll

@@ -23,7 +23,7 @@
 #     (IBEX_GPU_DIRECT=0) and against a device-to-device copy's bandwidth (bytes read plus
 #     written), in the same run;
 # GPU_CHECK_PARTS picks what runs (default: "tests kernels perftest shmipc allreduce mapped
-# gloo nccl").
+# profile gloo nccl"; profile: where a mapped op's time goes, per step).
 # Exit status: 0 passed (or no GPU), 1 a test or a benchmark failed or found wrong
 # results, 2 the build is missing or a bad argument.
 set -uo pipefail
@@ -60,7 +60,7 @@ if [[ $probe_only -eq 1 ]]; then
     exit 0
 fi
 
-PARTS=" ${GPU_CHECK_PARTS:-tests kernels perftest shmipc allreduce mapped gloo nccl} "
+PARTS=" ${GPU_CHECK_PARTS:-tests kernels perftest shmipc allreduce mapped profile gloo nccl} "
 part() { [[ $PARTS == *" $1 "* ]]; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -202,35 +202,63 @@ for tr in ${GPU_CHECK_TRANSPORTS:-shm udp}; do
     done
 done
 
-# ---- mapped GPU collectives of one host's ranks (allreduce/gpu_direct.h) against the staged
-# path and a device-to-device copy (the copy's rate counts bytes read plus written)
+# ---- mapped GPU collectives of one host's ranks (allreduce/gpu_direct.h): rank 0 running
+# each op whole where every buffer is on one GPU (the default), each rank its share
+# (IBEX_GPU_DIRECT_LEADER=0), and the staged path (IBEX_GPU_DIRECT=0), beside a
+# device-to-device copy (its rate counts bytes read plus written). GPU_CHECK_MAPPED_MODES
+# picks the modes (default: "whole shares staged"); the first is the one reported against
+# the copy and against gloo.
 if part mapped; then
-    echo "[${SECONDS}s] == ibex_allreduce_perf on GPU buffers: mapped (CUDA IPC) against staged, beside a device copy"
+    modes=${GPU_CHECK_MAPPED_MODES:-whole shares staged}
+    echo "[${SECONDS}s] == ibex_allreduce_perf on GPU buffers, mapped (CUDA IPC): $modes; beside a device copy"
     if [[ -x $bench ]] && "$bench" --benchmark_filter='^copy_d2d/268435456' --benchmark_format=csv \
         --benchmark_repetitions="$REPEAT" --benchmark_report_aggregates_only=true >"$work/d2d256.csv" 2>/dev/null; then
         d2d=$(awk -F, '$1 ~ /_median"?$/ || $1 ~ /manual_time"?$/ {printf "%.4g", $6 / 1e9; exit}' "$work/d2d256.csv")
     fi
     for np in 2 4; do
-        for mode in mapped staged; do
-            direct=1
-            [[ $mode == staged ]] && direct=0
+        for mode in $modes; do
+            case $mode in
+            whole) env=(IBEX_GPU_DIRECT=1 IBEX_GPU_DIRECT_LEADER=1) ;;
+            shares) env=(IBEX_GPU_DIRECT=1 IBEX_GPU_DIRECT_LEADER=0) ;;
+            staged) env=(IBEX_GPU_DIRECT=0) ;;
+            *) echo "gpu-check: unknown mapped mode $mode" >&2; exit 2 ;;
+            esac
             for i in $(seq "$REPEAT"); do
                 out=$work/mapped_${np}_${mode}_$i.out
-                IBEX_GPU_DIRECT=$direct "$perf" -np "$np" -b 16M -e 256M -f 4 -n 10 -w 2 --mem cuda >"$out" 2>&1 ||
+                env "${env[@]}" "$perf" -np "$np" -b 16M -e 256M -f 4 -n 10 -w 2 --mem cuda >"$out" 2>&1 ||
                     { cat "$out"; failed=1; }
             done
         done
         for size in 16777216 67108864 268435456; do
-            read -r mm ms <<<"$(busbw_median "$size" "$work"/mapped_"${np}"_mapped_*.out)"
-            read -r sm ss <<<"$(busbw_median "$size" "$work"/mapped_"${np}"_staged_*.out)"
-            msg="mapped $np ranks $size B: busbw $mm GB/s (spread $ms), staged $sm GB/s (spread $ss), mapped/staged $(ratio "$mm" "$sm")"
-            [[ $size == 268435456 ]] && msg+="; device copy ${d2d:--} GB/s, busbw/copy $(ratio "$mm" "${d2d:--}") (issue 23's target >= 0.3)"
+            msg="mapped $np ranks $size B:"
+            first=
+            for mode in $modes; do
+                read -r mm ms <<<"$(busbw_median "$size" "$work"/mapped_"${np}_${mode}"_*.out)"
+                msg+=" $mode $mm GB/s (spread $ms)"
+                if [[ -z $first ]]; then first=$mm; else msg+=" (${modes%% *}/$mode $(ratio "$first" "$mm"))"; fi
+            done
+            [[ $size == 268435456 ]] && msg+="; device copy ${d2d:--} GB/s, ${modes%% *}/copy $(ratio "$first" "${d2d:--}") (issue 23's target >= 0.3)"
             echo "  $msg"
             note "$msg"
         done
         wrong=$(wrong_in "$work"/mapped_"${np}"_*.out)
         [[ $wrong -eq 0 ]] || failed=1
         note "mapped $np ranks: #wrong $wrong"
+    done
+fi
+
+# ---- where a mapped op's time goes: IBEX_GPU_DIRECT_PROFILE=1 (each rank's mean per step,
+# allreduce/gpu_direct.cpp), 4 ranks at 1 MiB and 256 MiB, run whole and per rank
+if part profile; then
+    echo "[${SECONDS}s] == mapped GPU allreduce, time per step (4 ranks, us)"
+    for size in 1M 256M; do
+        for leader in 1 0; do
+            echo "  -b $size IBEX_GPU_DIRECT_LEADER=$leader:"
+            IBEX_GPU_DIRECT_PROFILE=1 IBEX_GPU_DIRECT_LEADER=$leader "$perf" -np 4 -b "$size" -e "$size" -n 20 -w 2 --mem cuda \
+                >"$work/profile.out" 2>&1 || { cat "$work/profile.out"; failed=1; }
+            grep -E '^ +[0-9]+ ' "$work/profile.out" | head -1 | sed 's/^/    /'
+            grep 'GPU-direct profile' "$work/profile.out" | sed 's/^/    /'
+        done
     done
 fi
 
@@ -245,17 +273,26 @@ elif "$py" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1
             port=$((30000 + RANDOM % 20000))
             pids=()
             for r in $(seq 0 $((np - 1))); do
-                timeout 120 "$py" bench/cross_host/gloo_allreduce.py "$r" "$np" 127.0.0.1 "$port" 1048576 67108864 5 cuda \
+                timeout 120 "$py" bench/cross_host/gloo_allreduce.py "$r" "$np" 127.0.0.1 "$port" 1048576 268435456 5 cuda \
                     >"$work/gloo_${np}_${i}_$r.out" 2>&1 &
                 pids+=($!)
             done
             wait "${pids[@]}" || cat "$work/gloo_${np}_${i}_0.out"
         done
-        for size in 1048576 4194304 16777216 67108864; do
+        for size in 1048576 4194304 16777216 67108864 268435456; do
             read -r gm gs <<<"$(for i in $(seq "$REPEAT"); do awk -v s="$size" '$1 == s {print $3}' "$work/gloo_${np}_${i}_0.out"; done | median)"
             tr=${GPU_CHECK_TRANSPORTS:-shm udp}
             tr=${tr%% *}
-            read -r im is <<<"$(busbw_median "$size" "$work"/ar_"${tr}_${np}"_cuda_*.out)"
+            ibex_runs=("$work"/ar_"${tr}_${np}"_cuda_*.out)
+            # 256 MiB: the mapped part's runs (its first mode)
+            if [[ $size == 268435456 ]]; then
+                first_mode=${GPU_CHECK_MAPPED_MODES:-whole}
+                first_mode=${first_mode%% *}
+                tr="mapped, $first_mode"
+                ibex_runs=("$work"/mapped_"${np}_${first_mode}"_*.out)
+            fi
+            [[ -e ${ibex_runs[0]} ]] || continue
+            read -r im is <<<"$(busbw_median "$size" "${ibex_runs[@]}")"
             msg="gloo $np ranks $size B on CUDA tensors: busbw $gm GB/s (spread $gs); ibex ($tr) GPU buffers $im GB/s; ratio $(ratio "$im" "$gm") (targets: >= 1.5, issue 17; >= 50 over shm, issue 23)"
             echo "  $msg"
             note "$msg"

@@ -161,6 +161,25 @@ ibex_status_t export_dmabuf(uint64_t base, uint64_t size, int *fd) {
     return IBEX_OK;
 }
 
+// domain << 16 | bus << 8 | device, with the top bit set so that 0 means unknown.
+static uint32_t hw_gpu_key(int device) {
+    static std::atomic<uint32_t> keys[kMaxDevices];
+    if (device < 0 || device >= kMaxDevices) return 0;
+    uint32_t k = keys[device].load(std::memory_order_relaxed);
+    if (k) return k;
+    int domain = 0, bus = 0, dev = 0;
+    if (cudaDeviceGetAttribute(&domain, cudaDevAttrPciDomainId, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&bus, cudaDevAttrPciBusId, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&dev, cudaDevAttrPciDeviceId, device) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    k = uint32_t(1) << 31 | (static_cast<uint32_t>(domain) & 0x7fff) << 16 | (static_cast<uint32_t>(bus) & 0xff) << 8 |
+        (static_cast<uint32_t>(dev) & 0xff);
+    keys[device].store(k, std::memory_order_relaxed);
+    return k;
+}
+
 static ibex_status_t hw_ipc_export(const void *p, IpcExport *out) {
     State &s = state();
     if (!s.ok) return fail(IBEX_ERR_NOT_SUPPORTED, "CUDA IPC: %s", unavailable_reason());
@@ -182,6 +201,7 @@ static ibex_status_t hw_ipc_export(const void *p, IpcExport *out) {
     out->base = base;
     out->size = size;
     out->device = device;
+    out->gpu_key = hw_gpu_key(device);
     return IBEX_OK;
 }
 

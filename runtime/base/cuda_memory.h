@@ -49,6 +49,9 @@ struct IpcExport {
     uint64_t base = 0; // the allocation holding the exported pointer
     uint64_t size = 0;
     int device = -1;
+    // The GPU itself, the same number in every process (its PCI location, whatever
+    // CUDA_VISIBLE_DEVICES numbers it there): ranks whose buffers share one GPU see it.
+    uint32_t gpu_key = 0;
 };
 // Exports the device allocation holding p. NOT_SUPPORTED for host memory, for memory that
 // CUDA IPC cannot export (cuMem allocations) and for simulated ranges, with the reason.

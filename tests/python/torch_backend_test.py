@@ -153,7 +153,9 @@ class BadInput(unittest.TestCase):
             self.assertIn("world size x input", e["size_mismatch"])
             self.assertIn("ReduceOp.BAND is not supported by ibex", e["op_band"])
             self.assertIn("tag 3: ibex matches sends and receives in issue order", e["send_tag"])
-            self.assertIn(f"peer {r} is not another rank", e["send_self"])
+            # torch >= 2 refuses a send to itself before the backend sees it, in its own words
+            self.assertTrue(f"peer {r} is not another rank" in e["send_self"] or
+                            "destination rank should not be the same" in e["send_self"], e["send_self"])
             self.assertIn("the output splits add up to 3 rows, the tensor has 4", e["alltoall_splits"])
             self.assertIn("alltoall: the output list holds", e["alltoall_list"])
             self.assertIn("gather: root", e["gather_root"])

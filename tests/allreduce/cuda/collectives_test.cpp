@@ -140,6 +140,14 @@ int mapped_body(RankCtx &ctx) {
                "rank %d: %llu mapped runs and %llu fallbacks of %llu ops", ctx.rank,
                static_cast<unsigned long long>(comm->gpu_direct.taken()),
                static_cast<unsigned long long>(comm->gpu_direct.fallbacks()), static_cast<unsigned long long>(ops + 3));
+    // The ranks share this host's first GPU: rank 0 runs each op whole unless told not to.
+    const bool whole = std::getenv("IBEX_GPU_DIRECT_LEADER") == nullptr || std::atoi(std::getenv("IBEX_GPU_DIRECT_LEADER")) != 0;
+    int ndev = 0;
+    cudaGetDeviceCount(&ndev);
+    if (ndev == 1)
+        RANK_CHECK(ctx, comm->gpu_direct.taken_whole() == (whole ? ops + 3 : 0), "rank %d: %llu ops run whole by rank 0, want %llu",
+                   ctx.rank, static_cast<unsigned long long>(comm->gpu_direct.taken_whole()),
+                   static_cast<unsigned long long>(whole ? ops + 3 : 0));
     RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
     cudaFree(dsend);
     cudaFree(drecv);
@@ -217,10 +225,16 @@ TEST(CudaCollectives, SendsAndReceivesOnDeviceBuffers) {
 
 TEST(CudaCollectives, OneHostsRanksMapEachOthersBuffers) {
     REQUIRE_GPU_FOR_RANKS();
-    for (int n : {2, 3, 4}) {
-        SCOPED_TRACE("ranks " + std::to_string(n));
-        ibex::test::expect_all_passed(ibex::test::run_ranks(n, mapped_body, 120));
-    }
+    // Run whole by rank 0 (the default on one GPU), and in per-rank shares.
+    for (const char *leader : {"1", "0"})
+        for (int n : {2, 3, 4}) {
+            SCOPED_TRACE(std::string("IBEX_GPU_DIRECT_LEADER=") + leader + ", ranks " + std::to_string(n));
+            auto body = [leader](RankCtx &ctx) {
+                setenv("IBEX_GPU_DIRECT_LEADER", leader, 1);
+                return mapped_body(ctx);
+            };
+            ibex::test::expect_all_passed(ibex::test::run_ranks(n, body, 120));
+        }
 }
 
 // A rank SIGKILLed while its peers have its GPU buffer mapped: the others fail well within

@@ -51,6 +51,7 @@ std::map<void *, size_t> g_opened;
 int g_opens = 0;
 bool g_refuse_export = false, g_refuse_open = false;
 uint32_t g_generation = 0; // bumped: this rank's buffers stand for new allocations at the same addresses
+uint32_t g_gpu_key = 0;     // the GPU the exports name (0: unknown, so never "one GPU")
 
 uint8_t *new_view(size_t bytes, uint8_t *backing) {
     void *v = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -73,6 +74,7 @@ ibex_status_t fake_export(const void *p, ibex::cuda::IpcExport *out) {
         out->base = reinterpret_cast<uintptr_t>(m.view);
         out->size = m.bytes;
         out->device = 0;
+        out->gpu_key = g_gpu_key;
         return IBEX_OK;
     }
     return ibex::fail(IBEX_ERR_INVALID_ARGUMENT, "fake IPC: not a buffer of this test");
@@ -114,12 +116,15 @@ float value(int rank, size_t i) { return static_cast<float>(static_cast<int>((ra
 struct Expect {
     bool direct = true;    // the path ran each op
     bool fell_back = false; // ... or every op fell back to the staging
+    bool one_gpu = false;   // every rank's buffers on one GPU (else one GPU each)
+    bool whole = false;     // ... and rank 0 runs each op whole
 };
 
 int body(RankCtx &ctx, Expect want) {
     const size_t n = static_cast<size_t>(ctx.nranks), bytes = kCount * 4;
     const int r = ctx.rank;
     ibex::coll::GpuDirect::set_ipc_for_tests(&kFakeIpc);
+    g_gpu_key = 0x80000001u + (want.one_gpu ? 0u : static_cast<uint32_t>(r));
     uint8_t *dsend = make_buffer(r, 0), *drecv = make_buffer(r, 1), *dall = make_buffer(r, 2);
     RANK_CHECK(ctx, dsend && drecv && dall, "rank %d: cannot map simulated GPU memory", r);
     ibex_comm_t *comm = nullptr;
@@ -156,11 +161,12 @@ int body(RankCtx &ctx, Expect want) {
                        "rank %d: GPU allreduce (op %d, round %d) differs from the host's", r, op, round);
         }
     }
-    const int opens_after_allreduce = g_opens;
+    // Per rank, each maps its peers' buffers; run whole, only rank 0 does.
+    const int opens_after_allreduce = g_opens, want_opens = want.whole && r != 0 ? 0 : 2 * (ctx.nranks - 1);
     if (want.direct)
-        RANK_CHECK(ctx, opens_after_allreduce == 2 * (ctx.nranks - 1),
-                   "rank %d: %d opens for %d peers' send and receive buffers, want one each", r, opens_after_allreduce,
-                   ctx.nranks - 1);
+        RANK_CHECK(ctx, opens_after_allreduce == want_opens,
+                   "rank %d: %d opens of %d peers' send and receive buffers, want %d", r, opens_after_allreduce,
+                   ctx.nranks - 1, want_opens);
 
     // In place, average (the fold lands in rank 0's buffer for ranks >= 2).
     std::memcpy(backing_of(dsend), send.data(), bytes);
@@ -233,6 +239,10 @@ int body(RankCtx &ctx, Expect want) {
     if (want.direct)
         RANK_CHECK(ctx, g_opens <= 3 * (ctx.nranks - 1), "rank %d: %d opens, want at most one per peer allocation", r,
                    g_opens);
+    RANK_CHECK(ctx, comm->gpu_direct.taken_whole() == (want.whole ? comm->gpu_direct.taken() : 0),
+               "rank %d: %llu of %llu ops run whole by rank 0, want %s", r,
+               static_cast<unsigned long long>(comm->gpu_direct.taken_whole()),
+               static_cast<unsigned long long>(comm->gpu_direct.taken()), want.whole ? "all" : "none");
     RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
     RANK_CHECK(ctx, g_opened.empty(), "rank %d: %zu peer mappings left open after destroy", r, g_opened.size());
     return 0;
@@ -249,11 +259,25 @@ protected:
 };
 
 TEST_F(GpuDirectSimulated, EveryCollectiveOnTwoThreeAndFourRanksGivesTheHostBits) {
-    for (int n : {2, 3, 4}) {
-        SCOPED_TRACE("ranks " + std::to_string(n));
-        auto out = ibex::test::run_ranks(n, [](RankCtx &ctx) { return body(ctx, Expect{true, false}); }, 120);
-        ibex::test::expect_all_passed(out);
-    }
+    for (bool one_gpu : {false, true})
+        for (int n : {2, 3, 4}) {
+            SCOPED_TRACE(std::string(one_gpu ? "one GPU" : "a GPU each") + ", ranks " + std::to_string(n));
+            auto out = ibex::test::run_ranks(
+                n, [one_gpu](RankCtx &ctx) { return body(ctx, Expect{true, false, one_gpu, one_gpu}); }, 120);
+            ibex::test::expect_all_passed(out);
+        }
+}
+
+// IBEX_GPU_DIRECT_LEADER=0 on one rank keeps every rank's share on one GPU too.
+TEST_F(GpuDirectSimulated, OneGpuWithoutALeaderKeepsThePerRankShares) {
+    auto out = ibex::test::run_ranks(
+        3,
+        [](RankCtx &ctx) {
+            if (ctx.rank == 2) setenv("IBEX_GPU_DIRECT_LEADER", "0", 1);
+            return body(ctx, Expect{true, false, true, false});
+        },
+        120);
+    ibex::test::expect_all_passed(out);
 }
 
 TEST_F(GpuDirectSimulated, AnExportRefusedOnOneRankStagesTheOpOnEveryRank) {
@@ -268,14 +292,18 @@ TEST_F(GpuDirectSimulated, AnExportRefusedOnOneRankStagesTheOpOnEveryRank) {
 }
 
 TEST_F(GpuDirectSimulated, AnOpenRefusedOnOneRankStagesTheOpOnEveryRank) {
-    auto out = ibex::test::run_ranks(
-        3,
-        [](RankCtx &ctx) {
-            g_refuse_open = ctx.rank == 2;
-            return body(ctx, Expect{false, true});
-        },
-        120);
-    ibex::test::expect_all_passed(out);
+    // One GPU each: rank 2 maps its peers; on one GPU only rank 0 maps anything.
+    for (bool one_gpu : {false, true}) {
+        SCOPED_TRACE(one_gpu ? "one GPU" : "a GPU each");
+        auto out = ibex::test::run_ranks(
+            3,
+            [one_gpu](RankCtx &ctx) {
+                g_refuse_open = ctx.rank == (one_gpu ? 0 : 2);
+                return body(ctx, Expect{false, true, one_gpu, false});
+            },
+            120);
+        ibex::test::expect_all_passed(out);
+    }
 }
 
 // A rank SIGKILLed while its peers have its buffers mapped (and it theirs): the others fail
