@@ -22,10 +22,6 @@ constexpr size_t kDefaultMin = 256 << 10;
 
 const GpuDirect::Ipc *g_test_ipc = nullptr;
 
-void log_fallback(const char *why) {
-    static std::atomic<int> logged{0};
-    if (logged.fetch_add(1) < 4) IBEX_LOG(info, "GPU collective staged through host memory: %s", why);
-}
 
 struct Hello {
     uint32_t want;     // this rank's IBEX_GPU_DIRECT_MIN (0: off, or no GPU)
@@ -110,17 +106,17 @@ bool GpuDirect::export_side(const void *p, uint64_t len, Side *out) {
     *out = Side{};
     if (!p || !len) return true; // unused
     if (!cuda::is_device_pointer(p)) {
-        log_fallback("a rank passed host memory beside GPU memory");
+        note_fallback("a rank passed host memory beside GPU memory");
         return false;
     }
     cuda::IpcExport x{};
     if (ipc_.export_memory(p, &x) != IBEX_OK) {
-        log_fallback(ibex_last_error());
+        note_fallback(ibex_last_error());
         return false;
     }
     const auto a = reinterpret_cast<uintptr_t>(p);
     if (a < x.base || len > x.size || a - x.base > x.size - len) {
-        log_fallback("a buffer runs past the end of its GPU allocation");
+        note_fallback("a buffer runs past the end of its GPU allocation");
         return false;
     }
     auto it = exports_.find(x.base);
@@ -140,6 +136,12 @@ bool GpuDirect::export_side(const void *p, uint64_t len, Side *out) {
     out->addr = a;
     device_ = x.device >= 0 ? x.device : 0;
     return true;
+}
+
+void GpuDirect::note_fallback(const char *why) {
+    fallback_reason_ = why;
+    static std::atomic<int> logged{0};
+    if (logged.fetch_add(1) < 4) IBEX_LOG(info, "GPU collective staged through host memory: %s", why);
 }
 
 void GpuDirect::lap(int step) {
@@ -230,6 +232,7 @@ ibex_status_t GpuDirect::advance(const Op &op, bool *done, bool *fallback) {
         bool ok = true;
         for (const Announce &t : all_) ok = ok && t.ok;
         if (!ok) { // every rank saw the same announcements
+            if (mine_.ok) note_fallback("another rank could not export its GPU buffers");
             phase_ = Phase::idle;
             ++fallbacks_;
             *fallback = true;
@@ -257,8 +260,9 @@ ibex_status_t GpuDirect::advance(const Op &op, bool *done, bool *fallback) {
             send_at_[static_cast<size_t>(q)] = recv_at_[static_cast<size_t>(q)] = nullptr;
             if ((reads && map_side(q, t.send, send_len, &send_at_[static_cast<size_t>(q)]) != IBEX_OK) ||
                 (writes && map_side(q, t.recv, b.recv, &recv_at_[static_cast<size_t>(q)]) != IBEX_OK)) {
-                IBEX_LOG(info, "communicator rank %d: cannot map rank %d's GPU buffer: %s", rank_, q, ibex_last_error());
-                log_fallback("a rank could not map a peer's GPU buffer");
+                char why[320];
+                std::snprintf(why, sizeof why, "rank %d cannot map rank %d's GPU buffer: %s", rank_, q, ibex_last_error());
+                note_fallback(why);
                 opened_ = 0;
             }
         }
@@ -276,6 +280,7 @@ ibex_status_t GpuDirect::advance(const Op &op, bool *done, bool *fallback) {
         lap(4);
         for (uint32_t o : all_opened_) {
             if (o) continue;
+            if (opened_) note_fallback("another rank could not map its peers' GPU buffers");
             phase_ = Phase::idle;
             ++fallbacks_;
             *fallback = true;

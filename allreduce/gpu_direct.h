@@ -42,6 +42,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <ibex/coll.h>
@@ -96,6 +97,8 @@ public:
     uint64_t fallbacks() const { return fallbacks_; }
     // Of the ops taken, those that rank 0 ran whole (every buffer on one GPU).
     uint64_t taken_whole() const { return taken_whole_; }
+    // Why the last op that fell back did ("" if none did).
+    const char *fallback_reason() const { return fallback_reason_.c_str(); }
 
 private:
     enum class Phase { idle, announce, opened, running, barrier };
@@ -121,6 +124,7 @@ private:
     ibex_status_t run_local(const Op &op);
     ibex_status_t run_whole(const Op &op);
     bool one_gpu() const;
+    void note_fallback(const char *why);
     // IBEX_GPU_DIRECT_PROFILE=1: the mean time of each step, written to stderr at close.
     void lap(int step);
     void report_profile();
@@ -153,6 +157,7 @@ private:
     // (CUDA leaves an exporter's cudaFree under an open mapping undefined).
     std::vector<std::map<uint64_t, uint64_t>> peer_bases_;
     uint64_t taken_ = 0, fallbacks_ = 0, taken_whole_ = 0;
+    std::string fallback_reason_;
     struct Profile {
         bool on = false;
         uint64_t ops = 0;

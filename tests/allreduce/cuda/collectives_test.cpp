@@ -118,8 +118,9 @@ int mapped_body(RankCtx &ctx) {
         cudaMemcpy(got.data(), drecv, bytes, cudaMemcpyDeviceToHost);
         RANK_CHECK(ctx, std::memcmp(got.data(), host.data(), bytes) == 0, "rank %d: mapped allreduce (op %d) differs",
                    ctx.rank, op);
-        RANK_CHECK(ctx, comm->gpu_direct.taken() == ++ops, "rank %d: allreduce did not map the peers' buffers (%s)",
-                   ctx.rank, comm->gpu_direct.fallbacks() ? "it fell back to staging" : "another path");
+        RANK_CHECK(ctx, comm->gpu_direct.taken() == ++ops, "rank %d: allreduce %d did not map the peers' buffers (%s%s)",
+                   ctx.rank, static_cast<int>(ops), comm->gpu_direct.fallbacks() ? "it fell back to staging: " : "another path",
+                   comm->gpu_direct.fallback_reason());
     }
     RANK_CHECK_OK(ctx, ibex_reduce_scatter(dsend, drecv, count, IBEX_F32, IBEX_SUM, comm, nullptr));
     RANK_CHECK_OK(ctx, ibex_reduce_scatter(send.data(), host.data(), count, IBEX_F32, IBEX_SUM, comm, nullptr));

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "allreduce/comm.h"
@@ -239,6 +240,13 @@ int body(RankCtx &ctx, Expect want) {
     if (want.direct)
         RANK_CHECK(ctx, g_opens <= 3 * (ctx.nranks - 1), "rank %d: %d opens, want at most one per peer allocation", r,
                    g_opens);
+    // A rank that fell back says why: its own refusal, or that another rank's stopped it.
+    const std::string why = comm->gpu_direct.fallback_reason();
+    if (want.fell_back)
+        RANK_CHECK(ctx, why.find("fake IPC") != std::string::npos || why.find("another rank could not") != std::string::npos,
+                   "rank %d: the fallback's reason is \"%s\"", r, why.c_str());
+    else
+        RANK_CHECK(ctx, why.empty(), "rank %d: no op fell back, yet the reason is \"%s\"", r, why.c_str());
     RANK_CHECK(ctx, comm->gpu_direct.taken_whole() == (want.whole ? comm->gpu_direct.taken() : 0),
                "rank %d: %llu of %llu ops run whole by rank 0, want %s", r,
                static_cast<unsigned long long>(comm->gpu_direct.taken_whole()),
