@@ -328,6 +328,15 @@ void GpuDirect::abandon() {
     phase_ = Phase::idle;
 }
 
+// src into every rank's receive buffer at byte offset `at` (but where it already is).
+ibex_status_t GpuDirect::copy_to_all(const uint8_t *src, size_t at, size_t bytes) {
+    for (size_t q = 0; q < recv_at_.size() && bytes; ++q) {
+        uint8_t *dst = recv_at_[q] + at;
+        if (dst != src) IBEX_TRY(cuda::copy_async(dst, src, bytes, device_));
+    }
+    return IBEX_OK;
+}
+
 ibex_status_t GpuDirect::run_local(const Op &op) {
     const CollArgs &a = op.args;
     const size_t elem = ibex_datatype_size(a.type), n = static_cast<size_t>(nranks_), r = static_cast<size_t>(rank_);
@@ -347,13 +356,6 @@ ibex_status_t GpuDirect::run_local(const Op &op) {
     auto fold = [&](size_t at, size_t cnt, int nout) {
         for (size_t q = 0; q < n; ++q) ins[q] = send_at_[q] + at;
         return fold_queued(outs, nout, ins, nranks_, cnt, a.type, a.op, nranks_, device_);
-    };
-    auto copy_to_all = [&](const uint8_t *src, size_t at, size_t bytes) -> ibex_status_t {
-        for (size_t q = 0; q < n && bytes; ++q) {
-            uint8_t *dst = recv_at_[q] + at;
-            if (dst != src) IBEX_TRY(cuda::copy_async(dst, src, bytes, device_));
-        }
-        return IBEX_OK;
     };
     switch (op.kind) {
     case OpKind::allreduce:
@@ -381,13 +383,6 @@ ibex_status_t GpuDirect::run_whole(const Op &op) {
     const size_t elem = ibex_datatype_size(a.type), n = static_cast<size_t>(nranks_), count = a.count;
     void *outs[kMaxFold];
     const void *ins[kMaxFold];
-    auto copy_to_all = [&](const uint8_t *src, size_t at, size_t bytes) -> ibex_status_t {
-        for (size_t q = 0; q < n && bytes; ++q) {
-            uint8_t *dst = recv_at_[q] + at;
-            if (dst != src) IBEX_TRY(cuda::copy_async(dst, src, bytes, device_));
-        }
-        return IBEX_OK;
-    };
     switch (op.kind) {
     case OpKind::allreduce:
     case OpKind::reduce: {
