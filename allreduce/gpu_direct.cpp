@@ -286,7 +286,8 @@ ibex_status_t GpuDirect::advance(const Op &op, bool *done, bool *fallback) {
             *fallback = true;
             return IBEX_OK;
         }
-        if (ibex_status_t st = whole_ ? (rank_ == 0 ? run_whole(op) : IBEX_OK) : run_local(op); st != IBEX_OK) {
+        // Run whole, rank 0 does every rank's share and the others none.
+        if (ibex_status_t st = !whole_ || rank_ == 0 ? run_local(op, whole_) : IBEX_OK; st != IBEX_OK) {
             abandon();
             return st;
         }
@@ -337,7 +338,9 @@ ibex_status_t GpuDirect::copy_to_all(const uint8_t *src, size_t at, size_t bytes
     return IBEX_OK;
 }
 
-ibex_status_t GpuDirect::run_local(const Op &op) {
+// This rank's share of the op, or (whole) every rank's: the segment [0, count) and every
+// block, so that one kernel covers what the shares would split.
+ibex_status_t GpuDirect::run_local(const Op &op, bool whole) {
     const CollArgs &a = op.args;
     const size_t elem = ibex_datatype_size(a.type), n = static_cast<size_t>(nranks_), r = static_cast<size_t>(rank_);
     const size_t count = a.count;
@@ -345,7 +348,8 @@ ibex_status_t GpuDirect::run_local(const Op &op) {
     // buffers are), so the kernels move 16-byte packets.
     const size_t align = std::max<size_t>(1, 256 / elem);
     const size_t per = ((count + n - 1) / n + align - 1) / align * align;
-    const size_t first = std::min(count, r * per), seg = std::min(per, count - first);
+    const size_t first = whole ? 0 : std::min(count, r * per), seg = whole ? count : std::min(per, count - first);
+    const size_t block_from = whole ? 0 : r, block_to = whole ? n : r + 1; // reduce-scatter's and allgather's
     void *outs[kMaxFold];
     const void *ins[kMaxFold];
     // Every rank's receive buffer at byte offset `at` (the copies' and the fold's outputs).
@@ -367,44 +371,17 @@ ibex_status_t GpuDirect::run_local(const Op &op) {
         outs[0] = recv_at_[static_cast<size_t>(a.root)] + first * elem;
         return fold(first * elem, seg, 1);
     case OpKind::reduce_scatter:
-        outs[0] = recv_at_[r];
-        return fold(r * count * elem, count, 1);
-    case OpKind::allgather: return copy_to_all(send_at_[r], r * count * elem, count * elem);
-    case OpKind::broadcast:
-        if (!seg) return IBEX_OK;
-        return copy_to_all(send_at_[static_cast<size_t>(a.root)] + first * elem, first * elem, seg * elem);
-    default: break;
-    }
-    return fail(IBEX_ERR_INTERNAL, "GPU direct collective of an unexpected kind");
-}
-
-ibex_status_t GpuDirect::run_whole(const Op &op) {
-    const CollArgs &a = op.args;
-    const size_t elem = ibex_datatype_size(a.type), n = static_cast<size_t>(nranks_), count = a.count;
-    void *outs[kMaxFold];
-    const void *ins[kMaxFold];
-    switch (op.kind) {
-    case OpKind::allreduce:
-    case OpKind::reduce: {
-        const bool all = op.kind == OpKind::allreduce;
-        for (size_t q = 0; q < n; ++q) {
-            ins[q] = send_at_[q];
-            outs[q] = recv_at_[q];
-        }
-        if (!all) outs[0] = recv_at_[static_cast<size_t>(a.root)];
-        return fold_queued(outs, all ? nranks_ : 1, ins, nranks_, count, a.type, a.op, nranks_, device_);
-    }
-    case OpKind::reduce_scatter:
-        for (size_t blk = 0; blk < n; ++blk) {
-            for (size_t q = 0; q < n; ++q) ins[q] = send_at_[q] + blk * count * elem;
-            outs[0] = recv_at_[blk];
-            IBEX_TRY(fold_queued(outs, 1, ins, nranks_, count, a.type, a.op, nranks_, device_));
+        for (size_t b = block_from; b < block_to; ++b) {
+            outs[0] = recv_at_[b];
+            IBEX_TRY(fold(b * count * elem, count, 1));
         }
         return IBEX_OK;
     case OpKind::allgather:
-        for (size_t q = 0; q < n; ++q) IBEX_TRY(copy_to_all(send_at_[q], q * count * elem, count * elem));
+        for (size_t b = block_from; b < block_to; ++b) IBEX_TRY(copy_to_all(send_at_[b], b * count * elem, count * elem));
         return IBEX_OK;
-    case OpKind::broadcast: return copy_to_all(send_at_[static_cast<size_t>(a.root)], 0, count * elem);
+    case OpKind::broadcast:
+        if (!seg) return IBEX_OK;
+        return copy_to_all(send_at_[static_cast<size_t>(a.root)] + first * elem, first * elem, seg * elem);
     default: break;
     }
     return fail(IBEX_ERR_INTERNAL, "GPU direct collective of an unexpected kind");

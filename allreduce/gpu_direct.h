@@ -121,8 +121,7 @@ private:
 
     bool export_side(const void *p, uint64_t len, Side *out);
     ibex_status_t map_side(int q, const Side &s, uint64_t len, uint8_t **out);
-    ibex_status_t run_local(const Op &op);
-    ibex_status_t run_whole(const Op &op);
+    ibex_status_t run_local(const Op &op, bool whole);
     ibex_status_t copy_to_all(const uint8_t *src, size_t at, size_t bytes);
     bool one_gpu() const;
     void note_fallback(const char *why);
