@@ -159,7 +159,10 @@ void GpuDirect::report_profile() {
     for (int k = 0; k < 8 && at > 0 && static_cast<size_t>(at) < sizeof line; ++k)
         at += std::snprintf(line + at, sizeof line - static_cast<size_t>(at), " %s %.1f", kSteps[k],
                             static_cast<double>(profile_.step_ns[k]) / 1e3 / static_cast<double>(profile_.ops));
-    std::fprintf(stderr, "%s\n", line);
+    // One write, so that ranks sharing a pipe do not interleave their lines.
+    const size_t len = std::min(std::strlen(line), sizeof line - 2);
+    line[len] = '\n';
+    [[maybe_unused]] ssize_t w = ::write(2, line, len + 1);
     profile_.ops = 0;
 }
 
