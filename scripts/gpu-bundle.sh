@@ -18,6 +18,7 @@ grep -q '^IBEX_CUDA_FOUND:INTERNAL=1\|^CMAKE_CUDA_COMPILER:STRING=.' "$BUILD/CMa
     { echo "gpu-bundle: $BUILD was not configured with CUDA" >&2; exit 2; }
 binaries=(
     tests/allreduce/cuda/test_cuda_reduce
+    tests/runtime/base/test_cuda_memory
     tests/allreduce/cuda/test_cuda_collectives
     tests/allreduce/cuda/test_coll_dispatch
     tests/allreduce/cuda/test_cuda_elementwise_host

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/base/log.h"
 #include "runtime/base/simulated_device.h"
 #include "runtime/base/status.h"
 
@@ -103,6 +104,28 @@ private:
     int old_ = -1;
 };
 
+// Binds a device's primary context to the calling thread for a scope. The driver entry
+// points (cuMemGetAddressRange, cuMemGetHandleForAddressRange) need a current context and,
+// unlike the runtime's calls, do not bind one: on a thread that has made no runtime call
+// yet (a communicator's progress thread) they fail with CUDA_ERROR_INVALID_CONTEXT.
+// cudaSetDevice binds it (CUDA 12 and later), even where the device is already current.
+class ContextGuard {
+public:
+    explicit ContextGuard(int device) {
+        if (cudaGetDevice(&old_) != cudaSuccess) old_ = -1;
+        ok_ = cudaSetDevice(device) == cudaSuccess;
+        if (!ok_) cudaGetLastError();
+    }
+    ~ContextGuard() {
+        if (old_ >= 0) cudaSetDevice(old_);
+    }
+    bool ok() const { return ok_; }
+
+private:
+    int old_ = -1;
+    bool ok_ = false;
+};
+
 ibex_status_t cuda_fail(cudaError_t e, const char *what) {
     cudaGetLastError();
     return fail(e == cudaErrorMemoryAllocation ? IBEX_ERR_NO_MEMORY : IBEX_ERR_SYSTEM, "%s: %s", what, cudaGetErrorString(e));
@@ -151,6 +174,10 @@ bool dmabuf_supported(int device) {
 ibex_status_t export_dmabuf(uint64_t base, uint64_t size, int *fd) {
     State &s = state();
     if (!s.ok || !s.get_handle) return fail(IBEX_ERR_NOT_SUPPORTED, "dma-buf export: cuMemGetHandleForAddressRange unavailable");
+    const int device = hw_pointer_device(reinterpret_cast<const void *>(base));
+    if (device < 0)
+        return fail(IBEX_ERR_INVALID_ARGUMENT, "dma-buf export: 0x%llx is not GPU memory", static_cast<unsigned long long>(base));
+    ContextGuard g(device);
     int handle = -1;
     const CUresult r = s.get_handle(&handle, static_cast<CUdeviceptr>(base), size, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
     if (r != CUDA_SUCCESS || handle < 0)
@@ -159,6 +186,14 @@ ibex_status_t export_dmabuf(uint64_t base, uint64_t size, int *fd) {
                     static_cast<unsigned long long>(size), static_cast<int>(r));
     *fd = handle;
     return IBEX_OK;
+}
+
+// FNV-1a of an IPC handle, for the debug log: two exports whose handles match are one
+// underlying block (cudaMalloc sub-allocates small buffers from larger ones).
+[[maybe_unused]] static uint64_t handle_digest(const uint8_t (&h)[64]) {
+    uint64_t d = 1469598103934665603ull;
+    for (uint8_t b : h) d = (d ^ b) * 1099511628211ull;
+    return d;
 }
 
 // domain << 16 | bus << 8 | device, with the top bit set so that 0 means unknown.
@@ -184,12 +219,13 @@ static ibex_status_t hw_ipc_export(const void *p, IpcExport *out) {
     State &s = state();
     if (!s.ok) return fail(IBEX_ERR_NOT_SUPPORTED, "CUDA IPC: %s", unavailable_reason());
     if (!s.address_range) return fail(IBEX_ERR_NOT_SUPPORTED, "CUDA IPC: cuMemGetAddressRange unavailable");
+    const int device = hw_pointer_device(p);
+    if (device < 0) return fail(IBEX_ERR_INVALID_ARGUMENT, "CUDA IPC: %p is not GPU memory", p);
+    ContextGuard g(device);
     CUdeviceptr base = 0;
     size_t size = 0;
     if (const CUresult r = s.address_range(&base, &size, reinterpret_cast<CUdeviceptr>(p)); r != CUDA_SUCCESS)
         return fail(IBEX_ERR_INVALID_ARGUMENT, "CUDA IPC: %p is not in a device allocation (CUresult %d)", p, static_cast<int>(r));
-    const int device = hw_pointer_device(p);
-    DeviceGuard g(device < 0 ? 0 : device);
     cudaIpcMemHandle_t h;
     if (const cudaError_t e = cudaIpcGetMemHandle(&h, reinterpret_cast<void *>(base)); e != cudaSuccess) {
         cudaGetLastError();
@@ -202,6 +238,8 @@ static ibex_status_t hw_ipc_export(const void *p, IpcExport *out) {
     out->size = size;
     out->device = device;
     out->gpu_key = hw_gpu_key(device);
+    IBEX_LOG(debug, "CUDA IPC: exported %p as allocation %p + %llu bytes, handle %016llx", p, reinterpret_cast<void *>(base),
+             static_cast<unsigned long long>(size), static_cast<unsigned long long>(handle_digest(out->handle)));
     return IBEX_OK;
 }
 
@@ -221,6 +259,8 @@ static ibex_status_t hw_ipc_open(const IpcExport &e, void **out) {
                     "its process exited; or a handle of this process, or of a GPU without peer access)",
                     static_cast<unsigned long long>(e.size), e.device, cudaGetErrorString(err));
     }
+    IBEX_LOG(debug, "CUDA IPC: opened the peer's %p + %llu bytes (handle %016llx) at %p", reinterpret_cast<void *>(e.base),
+             static_cast<unsigned long long>(e.size), static_cast<unsigned long long>(handle_digest(e.handle)), p);
     *out = p;
     return IBEX_OK;
 }
