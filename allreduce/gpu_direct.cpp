@@ -270,42 +270,35 @@ ibex_status_t GpuDirect::advance(const Op &op, bool *done, bool *fallback) {
             }
         }
         lap(3);
-        sub_ = Op{};
-        sub_.kind = OpKind::allgather;
-        sub_.args.sendbuf = &opened_;
-        sub_.args.recvbuf = all_opened_.data();
-        sub_.args.count = sizeof opened_;
-        sub_.args.type = IBEX_U8;
+        if (whole_) {
+            // Only rank 0 maps and writes: it runs the op at once where it could map every
+            // buffer, and the last round (every rank's opened_, rank 0's the one that can be
+            // 0) ends the op or, where it could not, stages it on every rank, nothing
+            // having been written. One round fewer than the shares.
+            set_opened_round();
+            phase_ = Phase::barrier;
+            return rank_ == 0 && opened_ ? launch(op) : IBEX_OK;
+        }
+        set_opened_round();
         phase_ = Phase::opened;
         return IBEX_OK;
     }
-    case Phase::opened: {
+    case Phase::opened:
         lap(4);
-        for (uint32_t o : all_opened_) {
-            if (o) continue;
-            if (opened_) note_fallback("another rank could not map its peers' GPU buffers");
-            phase_ = Phase::idle;
-            ++fallbacks_;
+        if (!all_opened()) {
             *fallback = true;
             return IBEX_OK;
         }
-        // Run whole, rank 0 does every rank's share and the others none.
-        if (ibex_status_t st = !whole_ || rank_ == 0 ? run_local(op, whole_) : IBEX_OK; st != IBEX_OK) {
-            abandon();
-            return st;
-        }
-        if (ibex_status_t st = cuda::fence_copies(&fence_); st != IBEX_OK) {
-            abandon();
-            return st;
-        }
-        lap(5);
+        if (ibex_status_t st = launch(op); st != IBEX_OK) return st;
         sub_ = Op{};
         sub_.kind = OpKind::barrier;
-        phase_ = Phase::running;
         return IBEX_OK;
-    }
     case Phase::barrier:
         lap(7);
+        if (whole_ && !all_opened()) {
+            *fallback = true;
+            return IBEX_OK;
+        }
         phase_ = Phase::idle;
         ++taken_;
         if (whole_) ++taken_whole_;
@@ -316,6 +309,46 @@ ibex_status_t GpuDirect::advance(const Op &op, bool *done, bool *fallback) {
     case Phase::idle: break;
     }
     return fail(IBEX_ERR_INTERNAL, "GPU direct collective advanced out of turn");
+}
+
+// The round that tells every rank whether every rank mapped what it needs.
+void GpuDirect::set_opened_round() {
+    sub_ = Op{};
+    sub_.kind = OpKind::allgather;
+    sub_.args.sendbuf = &opened_;
+    sub_.args.recvbuf = all_opened_.data();
+    sub_.args.count = sizeof opened_;
+    sub_.args.type = IBEX_U8;
+}
+
+// After the opened round: whether every rank mapped its part. If not, the op falls back
+// (counted, with the reason) and this rank is idle again.
+bool GpuDirect::all_opened() {
+    for (uint32_t o : all_opened_) {
+        if (o) continue;
+        if (opened_) note_fallback(whole_ ? "rank 0 could not map its peers' GPU buffers" : "another rank could not map its peers' GPU buffers");
+        phase_ = Phase::idle;
+        ++fallbacks_;
+        return false;
+    }
+    return true;
+}
+
+// Queues this rank's part (run whole, rank 0 does every rank's share and the others none)
+// and the fence that ready() polls; the next round waits for it (Phase::running). Its
+// round is sub_ as the caller leaves it.
+ibex_status_t GpuDirect::launch(const Op &op) {
+    if (ibex_status_t st = !whole_ || rank_ == 0 ? run_local(op, whole_) : IBEX_OK; st != IBEX_OK) {
+        abandon();
+        return st;
+    }
+    if (ibex_status_t st = cuda::fence_copies(&fence_); st != IBEX_OK) {
+        abandon();
+        return st;
+    }
+    lap(5);
+    phase_ = Phase::running;
+    return IBEX_OK;
 }
 
 bool GpuDirect::ready() {

@@ -124,6 +124,9 @@ private:
     ibex_status_t run_local(const Op &op, bool whole);
     ibex_status_t copy_to_all(const uint8_t *src, size_t at, size_t bytes);
     bool one_gpu() const;
+    void set_opened_round();
+    bool all_opened();
+    ibex_status_t launch(const Op &op);
     void note_fallback(const char *why);
     // IBEX_GPU_DIRECT_PROFILE=1: the mean time of each step, written to stderr at close.
     void lap(int step);
