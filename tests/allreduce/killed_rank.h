@@ -57,9 +57,11 @@ using InitComm = std::function<ibex_status_t(RankCtx &, ibex_comm_t **, int time
 // warmed_up: shared by the forked ranks, counts those past the first allreduce; the victim
 // dies only after all of them are, so none can lose the first one to the kill.
 // device_buf: kKilledCount floats of GPU memory to reduce instead of host memory.
+// victim_joins false: the victim dies before it starts the allreduce, for a path that could
+// finish 16 MiB before the kill (the GPU's mapped collectives take tens of microseconds).
 constexpr size_t kKilledCount = 4 << 20; // 16 MiB: still moving when the victim dies
 inline int killed_body(RankCtx &ctx, int victim, std::atomic<int> *warmed_up, const InitComm &init,
-                       float *device_buf = nullptr) {
+                       float *device_buf = nullptr, bool victim_joins = true) {
     constexpr int kTimeoutMs = 20000;
     ibex_comm_t *comm = nullptr;
     RANK_CHECK_OK(ctx, init ? init(ctx, &comm, kTimeoutMs) : init_comm(ctx, &comm, kTimeoutMs));
@@ -67,6 +69,7 @@ inline int killed_body(RankCtx &ctx, int victim, std::atomic<int> *warmed_up, co
     float *buf = device_buf ? device_buf : host.data();
     RANK_CHECK_OK(ctx, ibex_allreduce(buf, buf, 64, IBEX_F32, IBEX_SUM, comm, nullptr));
     warmed_up->fetch_add(1);
+    if (ctx.rank == victim && !victim_joins) die_when_all_ready(ctx, warmed_up, 0);
     ibex_request_t *req = nullptr;
     const auto t0 = std::chrono::steady_clock::now();
     RANK_CHECK_OK(ctx, ibex_allreduce(buf, buf, kKilledCount, IBEX_F32, IBEX_SUM, comm, &req));

@@ -247,7 +247,18 @@ TEST(CudaCollectives, ARankKilledWhileMappedFailsTheOthers) {
         RANK_CHECK(ctx, cudaMalloc(reinterpret_cast<void **>(&d), ibex::test::kKilledCount * 4) == cudaSuccess,
                    "rank %d: cudaMalloc", ctx.rank);
         cudaMemset(d, 0, ibex::test::kKilledCount * 4);
-        const int rc = ibex::test::killed_body(ctx, 1, ready, {}, d);
+        // The communicator comes with a mapped allreduce done (every rank's buffer mapped by
+        // rank 0, or by every rank in shares); the victim then dies before the next one,
+        // which takes tens of microseconds once started.
+        auto init_mapped = [d](RankCtx &c, ibex_comm_t **comm, int timeout_ms) {
+            IBEX_TRY(ibex::test::init_comm(c, comm, timeout_ms));
+            IBEX_TRY(ibex_allreduce(d, d, ibex::test::kKilledCount, IBEX_F32, IBEX_SUM, *comm, nullptr));
+            if ((*comm)->gpu_direct.taken() != 1)
+                return ibex::fail(IBEX_ERR_INTERNAL, "rank %d: the first allreduce did not map the peers' buffers (%s)", c.rank,
+                                  (*comm)->gpu_direct.fallback_reason());
+            return IBEX_OK;
+        };
+        const int rc = ibex::test::killed_body(ctx, 1, ready, init_mapped, d, false);
         cudaFree(d);
         return rc;
     });
