@@ -25,7 +25,10 @@
 // the local phase for every segment, as one kernel (allreduce, reduce; one per block for
 // reduce-scatter, copies for allgather and broadcast): the GPU then runs one process's work
 // per op rather than switching between every rank's context, and each byte still moves
-// once. IBEX_GPU_DIRECT_LEADER=0 (on any rank) keeps the per-rank shares.
+// once. Only rank 0 maps then, so round 2 folds into round 3: rank 0 launches where it
+// mapped everything, and the last round, an allgather of the opened words, ends the op or
+// stages it on every rank (nothing written yet). IBEX_GPU_DIRECT_LEADER=0 (on any rank)
+// keeps the per-rank shares.
 // In place is safe as it stands: the kernel reads an element of every input before it
 // stores that element anywhere, and no other rank touches segment r.
 //
