@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 
@@ -29,13 +28,6 @@ struct Hello {
     uint32_t leader;   // IBEX_GPU_DIRECT_LEADER: rank 0 may run an op on one GPU whole
 };
 
-int64_t now_ns() {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-}
-
-constexpr const char *kSteps[8] = {"export", "settle", "announce", "map", "opened", "launch", "gpu", "barrier"};
-
 } // namespace
 
 void GpuDirect::set_ipc_for_tests(const Ipc *ipc) { g_test_ipc = ipc; }
@@ -55,8 +47,7 @@ ibex_status_t GpuDirect::open(ibex_comm *c) {
         mine.want = static_cast<uint32_t>(config::get_int("IBEX_GPU_DIRECT_MIN", kDefaultMin, 1, int64_t(1) << 31));
     mine.box_room = c->fast.max_bytes() >= sizeof(Announce) ? 1 : 0;
     mine.leader = static_cast<uint32_t>(config::get_int("IBEX_GPU_DIRECT_LEADER", 1, 0, 1));
-    profile_ = Profile{};
-    profile_.on = config::get_int("IBEX_GPU_DIRECT_PROFILE", 0, 0, 1) != 0;
+    profile_.start("IBEX_GPU_DIRECT_PROFILE", {"export", "settle", "announce", "map", "opened", "launch", "gpu", "barrier"});
     std::vector<Hello> all(static_cast<size_t>(nranks_));
     IBEX_TRY(c->boot->allgather(&mine, sizeof mine, all.data(), c->opt.timeout_ms));
     size_t min = 0;
@@ -144,26 +135,10 @@ void GpuDirect::note_fallback(const char *why) {
     if (logged.fetch_add(1) < 4) IBEX_LOG(info, "GPU collective staged through host memory: %s", why);
 }
 
-void GpuDirect::lap(int step) {
-    if (!profile_.on) return;
-    const int64_t t = now_ns();
-    if (step >= 0) profile_.step_ns[step] += t - profile_.mark_ns;
-    profile_.mark_ns = t;
-}
-
 void GpuDirect::report_profile() {
-    if (!profile_.on || !profile_.ops) return;
-    char line[512];
-    int at = std::snprintf(line, sizeof line, "ibex GPU-direct profile, rank %d: %llu ops (%llu run whole by rank 0), mean us:",
-                           rank_, static_cast<unsigned long long>(profile_.ops), static_cast<unsigned long long>(taken_whole_));
-    for (int k = 0; k < 8 && at > 0 && static_cast<size_t>(at) < sizeof line; ++k)
-        at += std::snprintf(line + at, sizeof line - static_cast<size_t>(at), " %s %.1f", kSteps[k],
-                            static_cast<double>(profile_.step_ns[k]) / 1e3 / static_cast<double>(profile_.ops));
-    // One write, so that ranks sharing a pipe do not interleave their lines.
-    const size_t len = std::min(std::strlen(line), sizeof line - 2);
-    line[len] = '\n';
-    [[maybe_unused]] ssize_t w = ::write(2, line, len + 1);
-    profile_.ops = 0;
+    char extra[64];
+    std::snprintf(extra, sizeof extra, " (%llu run whole by rank 0)", static_cast<unsigned long long>(taken_whole_));
+    profile_.report("GPU-direct", rank_, extra);
 }
 
 // Every side some rank uses lies on one GPU, known by its key.
@@ -302,7 +277,7 @@ ibex_status_t GpuDirect::advance(const Op &op, bool *done, bool *fallback) {
         phase_ = Phase::idle;
         ++taken_;
         if (whole_) ++taken_whole_;
-        if (profile_.on) ++profile_.ops;
+        profile_.op_done();
         *done = true;
         return IBEX_OK;
     case Phase::running:

@@ -51,6 +51,7 @@
 #include <ibex/coll.h>
 
 #include "allreduce/op.h"
+#include "allreduce/step_profile.h"
 #include "runtime/base/cuda_memory.h"
 #include "runtime/base/gpu_mappings.h"
 
@@ -132,7 +133,7 @@ private:
     ibex_status_t launch(const Op &op);
     void note_fallback(const char *why);
     // IBEX_GPU_DIRECT_PROFILE=1: the mean time of each step, written to stderr at close.
-    void lap(int step);
+    void lap(int step) { profile_.lap(step); }
     void report_profile();
 
     int rank_ = 0, nranks_ = 1, device_ = 0;
@@ -164,12 +165,7 @@ private:
     std::vector<std::map<uint64_t, uint64_t>> peer_bases_;
     uint64_t taken_ = 0, fallbacks_ = 0, taken_whole_ = 0;
     std::string fallback_reason_;
-    struct Profile {
-        bool on = false;
-        uint64_t ops = 0;
-        int64_t mark_ns = 0;
-        int64_t step_ns[8] = {};
-    } profile_;
+    StepProfile profile_; // IBEX_GPU_DIRECT_PROFILE
 };
 
 } // namespace ibex::coll

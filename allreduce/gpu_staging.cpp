@@ -1,6 +1,7 @@
 #include "allreduce/gpu_staging.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "allreduce/comm.h"
 #include "runtime/base/status.h"
@@ -87,7 +88,16 @@ ibex_status_t GpuStaging::begin_batch(ibex_comm *c, Op &op) {
 }
 
 ibex_status_t GpuStaging::begin(ibex_comm *c, Op &op) {
-    if (op.kind == OpKind::p2p) return begin_batch(c, op);
+    if (!profile_started_) {
+        profile_.start("IBEX_GPU_STAGING_PROFILE", {"input", "collectives", "output"});
+        profile_started_ = true;
+    }
+    input_lapped_ = false;
+    if (op.kind == OpKind::p2p) {
+        IBEX_TRY(begin_batch(c, op));
+        profile_.lap(-1);
+        return IBEX_OK;
+    }
     const OpBytes e = op_bytes(op, c->rank, c->nranks);
     orig_ = op.args;
     has_send_ = e.send && op.args.sendbuf;
@@ -137,13 +147,24 @@ ibex_status_t GpuStaging::begin(ibex_comm *c, Op &op) {
     }
     point_at(op, chunks_[0]);
     op.on_gpu = false; // the chunks are host memory
+    profile_.lap(-1);
     return IBEX_OK;
 }
 
-bool GpuStaging::ready() { return next_ >= chunks_.size() || cuda::copies_done(chunks_[next_].in); }
+bool GpuStaging::ready() {
+    if (next_ < chunks_.size() && !cuda::copies_done(chunks_[next_].in)) return false;
+    if (!input_lapped_) {
+        profile_.lap(0);
+        input_lapped_ = true;
+    }
+    return true;
+}
 
 ibex_status_t GpuStaging::chunk_done(Op &op, bool *more) {
     Chunk &k = chunks_[next_];
+    profile_.lap(1);
+    input_lapped_ = false;
+    if (profile_.on()) ++profiled_chunks_;
     if (!pieces_.empty()) {
         *more = false;
         ++next_;
@@ -167,6 +188,8 @@ ibex_status_t GpuStaging::chunk_done(Op &op, bool *more) {
 bool GpuStaging::drained() {
     for (Chunk &k : chunks_)
         if (!cuda::copies_done(k.out)) return false;
+    profile_.lap(2);
+    profile_.op_done();
     active_ = false;
     chunks_.clear();
     pieces_.clear();
@@ -185,6 +208,10 @@ void GpuStaging::abandon() {
 
 void GpuStaging::release(ibex_comm *c) {
     abandon();
+    char extra[48];
+    std::snprintf(extra, sizeof extra, " (%llu chunks)", static_cast<unsigned long long>(profiled_chunks_));
+    profile_.report("GPU-staging", c->rank, extra);
+    profiled_chunks_ = 0;
     for (Pinned *b : {&send_, &recv_}) {
         if (!b->p) continue;
         c->caches.remove(b->p);

@@ -15,6 +15,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "allreduce/comm.h"
@@ -189,6 +190,38 @@ TEST(SimulatedGpuBuffers, OverShmInManyChunks) {
 
 TEST(SimulatedGpuBuffers, EveryAllreduceAlgorithmOnThreeRanks) {
     for (const char *algo : {"rhd", "tree"}) run(3, algo, false, 65536);
+}
+
+// IBEX_GPU_STAGING_PROFILE=1: at destroy, each rank writes where its staged ops' time went
+// (waiting for the input copies, the chunks' collectives, the last copies back) and counts
+// the ops and chunks: 300007 floats in chunks of 65536 bytes or more, at most 16, are 16.
+TEST(SimulatedGpuBuffers, StagingProfileSaysWhereTheTimeWent) {
+    auto out = ibex::test::run_ranks(
+        2,
+        [](RankCtx &ctx) {
+            setenv("IBEX_SHM", "0", 1);
+            setenv("IBEX_GPU_CHUNK", "65536", 1);
+            setenv("IBEX_GPU_STAGING_PROFILE", "1", 1);
+            ibex::cuda::simulated::set_deferred_copies(2);
+            SimulatedBuffer dsend(kCount * 4, 0), drecv(kCount * 4, 0);
+            RANK_CHECK(ctx, dsend.ok() && drecv.ok(), "rank %d: cannot map simulated GPU memory", ctx.rank);
+            ibex_comm_t *comm = nullptr;
+            RANK_CHECK_OK(ctx, ibex_comm_init_rank(&comm, ctx.nranks, &ctx.id, ctx.rank, nullptr));
+            for (int i = 0; i < 3; ++i)
+                RANK_CHECK_OK(ctx, ibex_allreduce(dsend.data(), drecv.data(), kCount, IBEX_F32, IBEX_SUM, comm, nullptr));
+            testing::internal::CaptureStderr();
+            const ibex_status_t st = ibex_comm_destroy(comm);
+            const std::string err = testing::internal::GetCapturedStderr();
+            RANK_CHECK_OK(ctx, st);
+            const std::string want = "ibex GPU-staging profile, rank " + std::to_string(ctx.rank) + ": 3 ops (48 chunks), mean us: input ";
+            RANK_CHECK(ctx, err.find(want) != std::string::npos, "rank %d: no profile line like \"%s\" in: %s", ctx.rank,
+                       want.c_str(), err.c_str());
+            RANK_CHECK(ctx, err.find(" collectives ") != std::string::npos && err.find(" output ") != std::string::npos,
+                       "rank %d: the profile names its steps: %s", ctx.rank, err.c_str());
+            return 0;
+        },
+        120);
+    ibex::test::expect_all_passed(out);
 }
 
 TEST(SimulatedGpuBuffers, PipelinedStagingWithLateCopies) {
