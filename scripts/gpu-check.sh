@@ -3,7 +3,8 @@
 #   - the CUDA tests: ctest -L cuda (reduction kernels, dispatch, soft-provider staging,
 #     collectives on device buffers with 2, 3, 4 and 8 ranks on one GPU); a test that
 #     skips on a GPU host is listed, a failure fails the script;
-#   - the GPU benchmarks: the reduction kernels against a device-to-device copy at
+#   - the GPU benchmarks: the reduction kernels, and the mapped collectives' whole-op fold of
+#     2 and 4 ranks in one process, against a device-to-device copy at
 #     256 MiB; ibex_write_bw, ibex_read_bw and ibex_send_bw with --use_cuda=0 against the
 #     same tool on host memory (udp:lo, 256 KiB and 1 MiB); ibex_allreduce_perf with GPU
 #     against host buffers (2 and 4 ranks, 1 to 64 MiB, over shm and over udp:lo), whose
@@ -23,7 +24,9 @@
 #     (IBEX_GPU_DIRECT=0) and against a device-to-device copy's bandwidth (bytes read plus
 #     written), in the same run;
 # GPU_CHECK_PARTS picks what runs (default: "tests kernels perftest shmipc allreduce mapped
-# profile gloo nccl"; profile: where a mapped op's time goes, per step).
+# profile gloo nccl"; profile: where a mapped op's time goes, per step; staging, not in the
+# default: where a staged op's time goes over udp:lo, with 4 MiB and 256 KiB chunks beside
+# host buffers).
 # Exit status: 0 passed (or no GPU), 1 a test or a benchmark failed or found wrong
 # results, 2 the build is missing or a bad argument.
 set -uo pipefail
@@ -96,7 +99,7 @@ if ! part kernels; then
     :
 elif [[ -x $bench ]]; then
     echo "[${SECONDS}s] == reduction kernels at 256 MiB"
-    if "$bench" --benchmark_filter='^(copy_d2d|reduce/[^/]+/sum)/268435456' --benchmark_format=csv \
+    if "$bench" --benchmark_filter='^(copy_d2d|reduce/[^/]+/sum|fold/[0-9]+/[a-z_]+)/268435456' --benchmark_format=csv \
         --benchmark_repetitions="$REPEAT" --benchmark_report_aggregates_only=true >"$work/kernels.csv" 2>"$work/kernels.err"; then
         # name,iterations,real_time,cpu_time,time_unit,bytes_per_second,...: the medians, in TB/s
         # (with one repetition there are no aggregates: the plain rows)
@@ -109,6 +112,12 @@ elif [[ -x $bench ]]; then
         copy=$(awk '$1 == "copy_d2d" {print $2}' "$work/kernels.txt")
         f32=$(awk '$1 ~ /^reduce\/(f32|float|float32)\/sum$/ {print $2}' "$work/kernels.txt")
         note "kernels, 256 MiB: f32 sum ${f32:--} TB/s against device copy ${copy:--} TB/s (ratio $(ratio "${f32:--}" "${copy:--}"))"
+        # the whole-op fold of the mapped collectives, in one process (no CUDA IPC)
+        for n in 2 4; do
+            oop=$(awk -v k="fold/$n/out_of_place" '$1 == k {print $2}' "$work/kernels.txt")
+            inp=$(awk -v k="fold/$n/in_place" '$1 == k {print $2}' "$work/kernels.txt")
+            [[ -n $oop$inp ]] && note "kernels, fold of $n ranks' 256 MiB (one process): out of place ${oop:--} TB/s ($(ratio "${oop:--}" "${copy:--}") of the copy), in place ${inp:--} TB/s ($(ratio "${inp:--}" "${copy:--}"))"
+        done
     else
         cat "$work/kernels.err"
         note "kernels: ibex_bench_cuda_reduce FAILED"
@@ -258,6 +267,29 @@ if part profile; then
                 >"$work/profile.out" 2>&1 || { cat "$work/profile.out"; failed=1; }
             grep -E '^ +[0-9]+ ' "$work/profile.out" | head -1 | sed 's/^/    /'
             grep 'GPU-direct profile' "$work/profile.out" | sed 's/^/    /'
+        done
+    done
+fi
+
+# ---- the staged path (ranks on different hosts; here udp:lo): where its time goes, and
+# whether smaller chunks (more overlap of the copies with the wire) gain at 1 MiB
+if part staging; then
+    echo "[${SECONDS}s] == staged GPU allreduce over udp:lo, time per step (us per op) and chunk size"
+    for np in 2 4; do
+        for size in 1M 16M; do
+            for chunk in default 262144; do
+                echo "  -np $np -b $size, IBEX_GPU_CHUNK $chunk:"
+                chunk_env=()
+                [[ $chunk == default ]] || chunk_env=(IBEX_GPU_CHUNK="$chunk")
+                env "${chunk_env[@]}" IBEX_GPU_STAGING_PROFILE=1 IBEX_SHM=0 timeout 120 "$perf" -np "$np" -b "$size" -e "$size" \
+                    -n 20 -w 3 --mem cuda --device udp:lo >"$work/staging.out" 2>&1 || { cat "$work/staging.out"; failed=1; }
+                grep -E '^ +[0-9]+ ' "$work/staging.out" | head -1 | sed 's/^/    /'
+                grep 'GPU-staging profile' "$work/staging.out" | sed 's/^/    /'
+            done
+            echo "  -np $np -b $size, host buffers:"
+            IBEX_SHM=0 timeout 120 "$perf" -np "$np" -b "$size" -e "$size" -n 20 -w 3 --device udp:lo >"$work/staging.out" 2>&1 ||
+                { cat "$work/staging.out"; failed=1; }
+            grep -E '^ +[0-9]+ ' "$work/staging.out" | head -1 | sed 's/^/    /'
         done
     done
 fi

@@ -2,6 +2,7 @@
 // device of the same buffer: the copy is the memory system's ceiling. bytes_per_second is
 // memory traffic (reduce: two reads and a write per element; copy: a read and a write),
 // so the two are directly comparable; a memory-bound kernel should come close to the copy.
+// fold/N/...: the whole-op kernel of N ranks sharing one GPU (below).
 #include <benchmark/benchmark.h>
 
 #include <cuda_runtime_api.h>
@@ -58,6 +59,35 @@ void reduce(benchmark::State &state, ibex_datatype_t type, ibex_redop_t op) {
     timed(state, 3 * bytes, [&] { ibex::coll::cuda_reduce_into(buf.out, buf.a, buf.b, count, type, op, nullptr); });
 }
 
+// The mapped collectives' whole-op kernel (allreduce/gpu_direct.h) in one process: n
+// ranks' f32 inputs folded into n outputs, each `bytes` long, out of place (2n buffers) or
+// in place (n). Traffic is n reads and n writes per element, as for the collective, so
+// beside copy_d2d this is the ceiling that ibex_allreduce_perf --mem cuda on one GPU
+// meets, with no CUDA IPC mappings in the way.
+void fold(benchmark::State &state, int n, bool in_place) {
+    if (!ibex::cuda::available()) return state.SkipWithError(ibex::cuda::unavailable_reason());
+    const size_t bytes = static_cast<size_t>(state.range(0));
+    void *ins[ibex::coll::kMaxFold] = {}, *outs[ibex::coll::kMaxFold] = {};
+    bool ok = true;
+    for (int q = 0; q < n; ++q) {
+        ok = ok && cudaMalloc(&ins[q], bytes) == cudaSuccess && cudaMemset(ins[q], 0, bytes) == cudaSuccess;
+        if (in_place)
+            outs[q] = ins[q];
+        else
+            ok = ok && cudaMalloc(&outs[q], bytes) == cudaSuccess;
+    }
+    if (ok)
+        timed(state, 2 * static_cast<size_t>(n) * bytes, [&] {
+            ibex::coll::cuda_fold_into(outs, n, ins, n, bytes / 4, IBEX_F32, IBEX_SUM, n, nullptr);
+        });
+    else
+        state.SkipWithError("cudaMalloc failed");
+    for (int q = 0; q < n; ++q) {
+        cudaFree(ins[q]);
+        if (!in_place) cudaFree(outs[q]);
+    }
+}
+
 void copy(benchmark::State &state) {
     if (!ibex::cuda::available()) return state.SkipWithError(ibex::cuda::unavailable_reason());
     const size_t bytes = static_cast<size_t>(state.range(0));
@@ -71,6 +101,12 @@ int register_all() {
     const ibex_redop_t ops[] = {IBEX_SUM, IBEX_PROD, IBEX_MIN, IBEX_MAX};
     // 64 KiB and 16 MiB too: the limit scripts/gpu-check.sh sets beside shm's GPU WRITEs.
     benchmark::RegisterBenchmark("copy_d2d", copy)->Arg(64 << 10)->Arg(1 << 20)->Arg(16 << 20)->Arg(256 << 20)->UseManualTime();
+    for (int n : {2, 4})
+        for (bool in_place : {false, true})
+            benchmark::RegisterBenchmark(("fold/" + std::to_string(n) + (in_place ? "/in_place" : "/out_of_place")).c_str(),
+                                         [n, in_place](benchmark::State &s) { fold(s, n, in_place); })
+                ->Arg(256 << 20)
+                ->UseManualTime();
     for (ibex_datatype_t t : types)
         for (ibex_redop_t op : ops)
             benchmark::RegisterBenchmark((std::string("reduce/") + ibex_datatype_name(t) + "/" + ibex_redop_name(op)).c_str(),
