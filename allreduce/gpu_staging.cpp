@@ -89,13 +89,14 @@ ibex_status_t GpuStaging::begin_batch(ibex_comm *c, Op &op) {
 
 ibex_status_t GpuStaging::begin(ibex_comm *c, Op &op) {
     if (!profile_started_) {
-        profile_.start("IBEX_GPU_STAGING_PROFILE", {"input", "collectives", "output"});
+        profile_.start("IBEX_GPU_STAGING_PROFILE", {"queue", "input", "collectives", "output"});
         profile_started_ = true;
     }
+    profile_.lap(-1);
     input_lapped_ = false;
     if (op.kind == OpKind::p2p) {
         IBEX_TRY(begin_batch(c, op));
-        profile_.lap(-1);
+        profile_.lap(0);
         return IBEX_OK;
     }
     const OpBytes e = op_bytes(op, c->rank, c->nranks);
@@ -147,14 +148,14 @@ ibex_status_t GpuStaging::begin(ibex_comm *c, Op &op) {
     }
     point_at(op, chunks_[0]);
     op.on_gpu = false; // the chunks are host memory
-    profile_.lap(-1);
+    profile_.lap(0);
     return IBEX_OK;
 }
 
 bool GpuStaging::ready() {
     if (next_ < chunks_.size() && !cuda::copies_done(chunks_[next_].in)) return false;
     if (!input_lapped_) {
-        profile_.lap(0);
+        profile_.lap(1);
         input_lapped_ = true;
     }
     return true;
@@ -162,7 +163,7 @@ bool GpuStaging::ready() {
 
 ibex_status_t GpuStaging::chunk_done(Op &op, bool *more) {
     Chunk &k = chunks_[next_];
-    profile_.lap(1);
+    profile_.lap(2);
     input_lapped_ = false;
     if (profile_.on()) ++profiled_chunks_;
     if (!pieces_.empty()) {
@@ -188,7 +189,7 @@ ibex_status_t GpuStaging::chunk_done(Op &op, bool *more) {
 bool GpuStaging::drained() {
     for (Chunk &k : chunks_)
         if (!cuda::copies_done(k.out)) return false;
-    profile_.lap(2);
+    profile_.lap(3);
     profile_.op_done();
     active_ = false;
     chunks_.clear();

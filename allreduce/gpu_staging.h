@@ -83,10 +83,11 @@ class GpuStaging {
     size_t next_ = 0; // the chunk that runs (or waits for its input)
     Pinned send_, recv_;
     std::vector<StagedPiece> pieces_; // a batch's (else empty)
-    // IBEX_GPU_STAGING_PROFILE=1: per op, the waits for each chunk's input to reach host
-    // memory (after the previous chunk's collective, or the copies' queuing), the chunks'
-    // host collectives, and the wait for the last results to reach the GPU; written to
-    // stderr when the communicator closes (release()).
+    // IBEX_GPU_STAGING_PROFILE=1: per op, queuing the input copies (growing the pinned
+    // buffers when they are too small: the first op's registration lands here), the waits
+    // for each chunk's input to reach host memory (after the previous chunk's collective,
+    // or the queuing), the chunks' host collectives, and the wait for the last results to
+    // reach the GPU; written to stderr when the communicator closes (release()).
     StepProfile profile_;
     bool profile_started_ = false;
     bool input_lapped_ = false; // this chunk's input wait is counted

@@ -193,7 +193,7 @@ TEST(SimulatedGpuBuffers, EveryAllreduceAlgorithmOnThreeRanks) {
 }
 
 // IBEX_GPU_STAGING_PROFILE=1: at destroy, each rank writes where its staged ops' time went
-// (waiting for the input copies, the chunks' collectives, the last copies back) and counts
+// (queuing the input copies, waiting for them, the chunks' collectives, the last copies back) and counts
 // the ops and chunks: 300007 floats in chunks of 65536 bytes or more, at most 16, are 16.
 TEST(SimulatedGpuBuffers, StagingProfileSaysWhereTheTimeWent) {
     auto out = ibex::test::run_ranks(
@@ -213,10 +213,11 @@ TEST(SimulatedGpuBuffers, StagingProfileSaysWhereTheTimeWent) {
             const ibex_status_t st = ibex_comm_destroy(comm);
             const std::string err = testing::internal::GetCapturedStderr();
             RANK_CHECK_OK(ctx, st);
-            const std::string want = "ibex GPU-staging profile, rank " + std::to_string(ctx.rank) + ": 3 ops (48 chunks), mean us: input ";
+            const std::string want = "ibex GPU-staging profile, rank " + std::to_string(ctx.rank) + ": 3 ops (48 chunks), mean us: queue ";
             RANK_CHECK(ctx, err.find(want) != std::string::npos, "rank %d: no profile line like \"%s\" in: %s", ctx.rank,
                        want.c_str(), err.c_str());
-            RANK_CHECK(ctx, err.find(" collectives ") != std::string::npos && err.find(" output ") != std::string::npos,
+            RANK_CHECK(ctx, err.find(" input ") != std::string::npos && err.find(" collectives ") != std::string::npos &&
+                                err.find(" output ") != std::string::npos,
                        "rank %d: the profile names its steps: %s", ctx.rank, err.c_str());
             return 0;
         },
