@@ -178,6 +178,7 @@ ibex_status_t export_dmabuf(uint64_t base, uint64_t size, int *fd) {
     if (device < 0)
         return fail(IBEX_ERR_INVALID_ARGUMENT, "dma-buf export: 0x%llx is not GPU memory", static_cast<unsigned long long>(base));
     ContextGuard g(device);
+    if (!g.ok()) return fail(IBEX_ERR_SYSTEM, "dma-buf export: cannot make GPU %d current on this thread", device);
     int handle = -1;
     const CUresult r = s.get_handle(&handle, static_cast<CUdeviceptr>(base), size, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
     if (r != CUDA_SUCCESS || handle < 0)
@@ -190,7 +191,7 @@ ibex_status_t export_dmabuf(uint64_t base, uint64_t size, int *fd) {
 
 // FNV-1a of an IPC handle, for the debug log: two exports whose handles match are one
 // underlying block (cudaMalloc sub-allocates small buffers from larger ones).
-[[maybe_unused]] static uint64_t handle_digest(const uint8_t (&h)[64]) {
+static uint64_t handle_digest(const uint8_t (&h)[64]) {
     uint64_t d = 1469598103934665603ull;
     for (uint8_t b : h) d = (d ^ b) * 1099511628211ull;
     return d;
@@ -222,6 +223,7 @@ static ibex_status_t hw_ipc_export(const void *p, IpcExport *out) {
     const int device = hw_pointer_device(p);
     if (device < 0) return fail(IBEX_ERR_INVALID_ARGUMENT, "CUDA IPC: %p is not GPU memory", p);
     ContextGuard g(device);
+    if (!g.ok()) return fail(IBEX_ERR_SYSTEM, "CUDA IPC: cannot make GPU %d current on this thread", device);
     CUdeviceptr base = 0;
     size_t size = 0;
     if (const CUresult r = s.address_range(&base, &size, reinterpret_cast<CUdeviceptr>(p)); r != CUDA_SUCCESS)
