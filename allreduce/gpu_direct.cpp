@@ -211,9 +211,7 @@ ibex_status_t GpuDirect::advance(const Op &op, bool *done, bool *fallback) {
         for (const Announce &t : all_) ok = ok && t.ok;
         if (!ok) { // every rank saw the same announcements
             if (mine_.ok) note_fallback("another rank could not export its GPU buffers");
-            phase_ = Phase::idle;
-            ++fallbacks_;
-            *fallback = true;
+            fall_back(fallback);
             return IBEX_OK;
         }
         const OpBytes b = op_bytes(op, rank_, nranks_);
@@ -261,7 +259,7 @@ ibex_status_t GpuDirect::advance(const Op &op, bool *done, bool *fallback) {
     case Phase::opened:
         lap(4);
         if (!all_opened()) {
-            *fallback = true;
+            fall_back(fallback);
             return IBEX_OK;
         }
         if (ibex_status_t st = launch(op); st != IBEX_OK) return st;
@@ -271,7 +269,7 @@ ibex_status_t GpuDirect::advance(const Op &op, bool *done, bool *fallback) {
     case Phase::barrier:
         lap(7);
         if (whole_ && !all_opened()) {
-            *fallback = true;
+            fall_back(fallback);
             return IBEX_OK;
         }
         phase_ = Phase::idle;
@@ -296,17 +294,22 @@ void GpuDirect::set_opened_round() {
     sub_.args.type = IBEX_U8;
 }
 
-// After the opened round: whether every rank mapped its part. If not, the op falls back
-// (counted, with the reason) and this rank is idle again.
+// After the opened round: whether every rank mapped its part; if not, and this rank did,
+// the reason is another's (rank 0's, run whole).
 bool GpuDirect::all_opened() {
     for (uint32_t o : all_opened_) {
         if (o) continue;
         if (opened_) note_fallback(whole_ ? "rank 0 could not map its peers' GPU buffers" : "another rank could not map its peers' GPU buffers");
-        phase_ = Phase::idle;
-        ++fallbacks_;
         return false;
     }
     return true;
+}
+
+// The op is staged instead, on every rank alike (counted); this rank is idle again.
+void GpuDirect::fall_back(bool *fallback) {
+    phase_ = Phase::idle;
+    ++fallbacks_;
+    *fallback = true;
 }
 
 // Queues this rank's part (run whole, rank 0 does every rank's share and the others none)

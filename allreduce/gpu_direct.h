@@ -130,6 +130,7 @@ private:
     bool one_gpu() const;
     void set_opened_round();
     bool all_opened();
+    void fall_back(bool *fallback);
     ibex_status_t launch(const Op &op);
     void note_fallback(const char *why);
     // IBEX_GPU_DIRECT_PROFILE=1: the mean time of each step, written to stderr at close.
