@@ -92,7 +92,7 @@ struct ibex_comm {
     // Touched only by the stream's driver, at the start and end of ops: kept after the
     // fields the caller and the progress thread share on every op.
     ibex::coll::ShmDirect direct;
-    ibex::coll::GpuStaging gpu; // the running op's GPU chunks
+    ibex::coll::GpuStaging gpu; // the staged GPU ops: running, prefetched, retired
     ibex::coll::GpuDirect gpu_direct; // GPU buffers of one host's ranks, mapped (CUDA IPC)
     ibex::coll::SumsrvClient sumsrv; // the summation servers (IBEX_SUMSRV), if any
 };

@@ -32,82 +32,86 @@ ibex_status_t GpuStaging::grow(ibex_comm *c, Pinned &b, size_t bytes) {
     return c->caches.add(b.p, want);
 }
 
-void GpuStaging::point_at(Op &op, const Chunk &k) const {
+void GpuStaging::point_at(Op &op, const Slot &s, const Chunk &k) const {
     // A side this rank does not use (a broadcast's send buffer off the root, a reduce's
     // receive buffer) must not carry the caller's pointer, which may be GPU memory: the
     // fast boxes would then turn the chunk down on this rank alone and the ranks would
     // disagree on the path. The unused send side reads as in place, the receive side as
     // none.
-    if (stage_recv_)
-        op.args.recvbuf = static_cast<uint8_t *>(recv_.p) + k.recv_off;
-    else if (has_recv_)
-        op.args.recvbuf = static_cast<uint8_t *>(orig_.recvbuf) + k.recv_off;
+    if (s.stage_recv)
+        op.args.recvbuf = static_cast<uint8_t *>(s.recv.p) + k.recv_off;
+    else if (s.has_recv)
+        op.args.recvbuf = static_cast<uint8_t *>(s.orig.recvbuf) + k.recv_off;
     else
         op.args.recvbuf = nullptr;
-    if (stage_send_)
-        op.args.sendbuf = static_cast<const uint8_t *>(send_.p) + k.send_off;
-    else if (has_send_)
-        op.args.sendbuf = static_cast<const uint8_t *>(orig_.sendbuf) + k.send_off;
+    if (s.stage_send)
+        op.args.sendbuf = static_cast<const uint8_t *>(s.send.p) + k.send_off;
+    else if (s.has_send)
+        op.args.sendbuf = static_cast<const uint8_t *>(s.orig.sendbuf) + k.send_off;
     else
         op.args.sendbuf = op.args.recvbuf;
     op.args.count = k.count;
 }
 
-ibex_status_t GpuStaging::begin_batch(ibex_comm *c, Op &op) {
-    pieces_.clear();
+bool GpuStaging::results_done(Slot &s) {
+    for (Chunk &k : s.chunks)
+        if (!cuda::copies_done(k.out)) return false;
+    return true;
+}
+
+void GpuStaging::drop_copies(Slot &s) {
+    for (Chunk &k : s.chunks) {
+        cuda::drop_fence(k.in);
+        cuda::drop_fence(k.out);
+    }
+    s.chunks.clear();
+    s.pieces.clear();
+    s.state = SlotState::free;
+    s.req = nullptr;
+}
+
+ibex_status_t GpuStaging::begin_batch(ibex_comm *c, Slot &s, Op &op) {
+    s.pieces.clear();
     size_t send_bytes = 0, recv_bytes = 0;
     // One memory-type query per message (a driver call on a GPU host).
     for (size_t i = 0; i < op.pieces.size(); ++i) {
         const P2pPiece &p = op.pieces[i];
         if (!cuda::is_device_pointer(p.buf)) continue;
         size_t &end = p.send ? send_bytes : recv_bytes;
-        pieces_.push_back({p.send, static_cast<uint8_t *>(p.buf), end, p.bytes, i});
+        s.pieces.push_back({p.send, static_cast<uint8_t *>(p.buf), end, p.bytes, i});
         end += (p.bytes + 63) & ~size_t(63);
     }
-    if (send_bytes) IBEX_TRY(grow(c, send_, send_bytes));
-    if (recv_bytes) IBEX_TRY(grow(c, recv_, recv_bytes));
-    chunks_.assign(1, Chunk{});
-    active_ = true;
-    next_ = 0;
-    for (const StagedPiece &s : pieces_) {
-        auto *pinned = static_cast<uint8_t *>(s.send ? send_.p : recv_.p) + s.at;
-        op.pieces[s.index].buf = pinned;
-        if (!s.send) continue;
-        if (ibex_status_t st = cuda::copy_async(pinned, s.gpu, s.bytes, cuda::pointer_device(s.gpu)); st != IBEX_OK) {
-            abandon();
+    if (send_bytes) IBEX_TRY(grow(c, s.send, send_bytes));
+    if (recv_bytes) IBEX_TRY(grow(c, s.recv, recv_bytes));
+    s.chunks.assign(1, Chunk{});
+    for (const StagedPiece &m : s.pieces) {
+        auto *pinned = static_cast<uint8_t *>(m.send ? s.send.p : s.recv.p) + m.at;
+        op.pieces[m.index].buf = pinned;
+        if (!m.send) continue;
+        if (ibex_status_t st = cuda::copy_async(pinned, m.gpu, m.bytes, cuda::pointer_device(m.gpu)); st != IBEX_OK) {
+            drop_copies(s);
             return st;
         }
     }
     if (send_bytes)
-        if (ibex_status_t st = cuda::fence_copies(&chunks_[0].in); st != IBEX_OK) {
-            abandon();
+        if (ibex_status_t st = cuda::fence_copies(&s.chunks[0].in); st != IBEX_OK) {
+            drop_copies(s);
             return st;
         }
-    op.on_gpu = false; // every message is host memory now
     return IBEX_OK;
 }
 
-ibex_status_t GpuStaging::begin(ibex_comm *c, Op &op) {
-    if (!profile_started_) {
-        profile_.start("IBEX_GPU_STAGING_PROFILE", {"queue", "input", "collectives", "output"});
-        profile_started_ = true;
-    }
-    profile_.lap(-1);
-    input_lapped_ = false;
-    if (op.kind == OpKind::p2p) {
-        IBEX_TRY(begin_batch(c, op));
-        profile_.lap(0);
-        return IBEX_OK;
-    }
+ibex_status_t GpuStaging::stage(ibex_comm *c, Slot &s, const Op &op) {
     const OpBytes e = op_bytes(op, c->rank, c->nranks);
-    orig_ = op.args;
-    has_send_ = e.send && op.args.sendbuf;
-    has_recv_ = e.recv && op.args.recvbuf;
-    stage_send_ = has_send_ && cuda::is_device_pointer(op.args.sendbuf);
-    stage_recv_ = has_recv_ && cuda::is_device_pointer(op.args.recvbuf);
-    if (stage_send_) IBEX_TRY(grow(c, send_, e.send));
-    if (stage_recv_) IBEX_TRY(grow(c, recv_, e.recv));
-    chunks_.clear();
+    s.orig = op.args;
+    s.has_send = e.send && op.args.sendbuf;
+    s.has_recv = e.recv && op.args.recvbuf;
+    s.stage_send = s.has_send && cuda::is_device_pointer(op.args.sendbuf);
+    s.stage_recv = s.has_recv && cuda::is_device_pointer(op.args.recvbuf);
+    if (s.stage_send) IBEX_TRY(grow(c, s.send, e.send));
+    if (s.stage_recv) IBEX_TRY(grow(c, s.recv, e.recv));
+    s.chunks.clear();
+    s.pieces.clear();
     const size_t elem = ibex_datatype_size(op.args.type);
     if (e.elementwise && op.args.count) {
         // At least IBEX_GPU_CHUNK bytes, and at most kMaxChunks chunks: each chunk is a
@@ -122,38 +126,130 @@ ibex_status_t GpuStaging::begin(ibex_comm *c, Op &op) {
             k.send_len = e.send ? cnt * elem : 0;
             k.recv_len = e.recv ? cnt * elem : 0;
             k.count = cnt;
-            chunks_.push_back(k);
+            s.chunks.push_back(k);
         }
     } else {
         Chunk k;
         k.send_len = e.send;
         k.recv_len = e.recv;
         k.count = op.args.count;
-        chunks_.push_back(k);
+        s.chunks.push_back(k);
     }
-    active_ = true;
-    next_ = 0;
-    if (stage_send_) {
-        const int dev = cuda::pointer_device(orig_.sendbuf);
-        for (Chunk &k : chunks_) {
+    if (s.stage_send) {
+        const int dev = cuda::pointer_device(s.orig.sendbuf);
+        for (Chunk &k : s.chunks) {
             if (!k.send_len) continue;
-            ibex_status_t st = cuda::copy_async(static_cast<uint8_t *>(send_.p) + k.send_off,
-                                                static_cast<const uint8_t *>(orig_.sendbuf) + k.send_off, k.send_len, dev);
+            ibex_status_t st = cuda::copy_async(static_cast<uint8_t *>(s.send.p) + k.send_off,
+                                                static_cast<const uint8_t *>(s.orig.sendbuf) + k.send_off, k.send_len, dev);
             if (st == IBEX_OK) st = cuda::fence_copies(&k.in);
             if (st != IBEX_OK) {
-                abandon();
+                drop_copies(s);
                 return st;
             }
         }
     }
-    point_at(op, chunks_[0]);
-    op.on_gpu = false; // the chunks are host memory
+    return IBEX_OK;
+}
+
+namespace {
+
+size_t staged_bytes(const Op &op, int rank, int nranks) {
+    if (op.kind == OpKind::p2p) return op.args.count; // the batch's bytes
+    const OpBytes e = op_bytes(op, rank, nranks);
+    return std::max(e.send, e.recv);
+}
+
+bool same_call(const CollArgs &a, const CollArgs &b) {
+    return a.sendbuf == b.sendbuf && a.recvbuf == b.recvbuf && a.count == b.count && a.type == b.type;
+}
+
+} // namespace
+
+int GpuStaging::slot_for(size_t bytes) const {
+    // A slot holding another op's prefetch is usable: that op was failed with the queue.
+    auto usable = [&](int i) { return slots_[i].state == SlotState::free || slots_[i].state == SlotState::prefetched; };
+    if (bytes > kPrefetchMaxBytes) return usable(0) ? 0 : -1;
+    if (usable(1 - last_)) return 1 - last_;
+    return usable(last_) ? last_ : -1;
+}
+
+bool GpuStaging::can_begin(const ibex_comm *c, const Op &op) const {
+    for (const Slot &s : slots_)
+        if (s.state == SlotState::prefetched && s.req == op.req && same_call(s.orig, op.args)) return true;
+    return slot_for(staged_bytes(op, c->rank, c->nranks)) >= 0;
+}
+
+ibex_status_t GpuStaging::begin(ibex_comm *c, Op &op) {
+    if (!profile_started_) {
+        profile_.start("IBEX_GPU_STAGING_PROFILE", {"queue", "input", "collectives", "output"});
+        profile_started_ = true;
+    }
+    profile_.lap(-1);
+    input_lapped_ = false;
+    looked_ahead_ = false;
+    int at = -1;
+    for (int i = 0; i < 2; ++i)
+        if (slots_[i].state == SlotState::prefetched && slots_[i].req == op.req && same_call(slots_[i].orig, op.args)) at = i;
+    const bool adopted = at >= 0;
+    if (!adopted) at = slot_for(staged_bytes(op, c->rank, c->nranks));
+    if (at < 0) return fail(IBEX_ERR_INVALID_STATE, "GPU collective: no staging slot free (a retired op still copying)");
+    Slot &s = slots_[at];
+    if (!adopted && s.state == SlotState::prefetched) drop_copies(s);
+    last_ = at;
+    if (adopted) {
+        ++prefetched_ops_;
+    } else if (op.kind == OpKind::p2p) {
+        IBEX_TRY(begin_batch(c, s, op));
+    } else {
+        IBEX_TRY(stage(c, s, op));
+    }
+    s.state = SlotState::running;
+    s.req = nullptr;
+    s.next = 0;
+    running_ = at;
+    if (op.kind != OpKind::p2p) point_at(op, s, s.chunks[0]);
+    op.on_gpu = false; // the chunks (every message of a batch) are host memory
     profile_.lap(0);
     return IBEX_OK;
 }
 
+bool GpuStaging::may_prefetch() const {
+    return running_ >= 0 && !looked_ahead_ && slots_[running_].pieces.empty() &&
+           slots_[1 - running_].state == SlotState::free;
+}
+
+void GpuStaging::prefetch(ibex_comm *c, const Op &next) {
+    looked_ahead_ = true;
+    switch (next.kind) {
+    case OpKind::allreduce:
+    case OpKind::reduce_scatter:
+    case OpKind::allgather:
+    case OpKind::broadcast:
+    case OpKind::reduce: break;
+    default: return;
+    }
+    if (!next.on_gpu || !next.req || running_ < 0) return;
+    const OpBytes e = op_bytes(next, c->rank, c->nranks);
+    if (std::max(e.send, e.recv) > kPrefetchMaxBytes) return;
+    const Slot &run = slots_[running_];
+    if (run.stage_recv && e.send && next.args.sendbuf) {
+        // Copied now, the input would be read before the running op's results are written
+        // over it.
+        const auto *in = static_cast<const uint8_t *>(next.args.sendbuf);
+        const auto *out = static_cast<const uint8_t *>(run.orig.recvbuf);
+        const size_t out_len = run.chunks.empty() ? 0 : run.chunks.back().recv_off + run.chunks.back().recv_len;
+        if (in < out + out_len && out < in + e.send) return;
+    }
+    Slot &s = slots_[1 - running_];
+    if (stage(c, s, next) != IBEX_OK) return; // begin() stages it again and reports why
+    if (s.chunks.empty()) return;
+    s.state = SlotState::prefetched;
+    s.req = next.req;
+}
+
 bool GpuStaging::ready() {
-    if (next_ < chunks_.size() && !cuda::copies_done(chunks_[next_].in)) return false;
+    Slot &s = slots_[running_];
+    if (s.next < s.chunks.size() && !cuda::copies_done(s.chunks[s.next].in)) return false;
     if (!input_lapped_) {
         profile_.lap(1);
         input_lapped_ = true;
@@ -162,63 +258,105 @@ bool GpuStaging::ready() {
 }
 
 ibex_status_t GpuStaging::chunk_done(Op &op, bool *more) {
-    Chunk &k = chunks_[next_];
+    Slot &s = slots_[running_];
+    Chunk &k = s.chunks[s.next];
     profile_.lap(2);
     input_lapped_ = false;
     if (profile_.on()) ++profiled_chunks_;
-    if (!pieces_.empty()) {
+    if (!s.pieces.empty()) {
         *more = false;
-        ++next_;
-        for (const StagedPiece &s : pieces_)
-            if (!s.send) IBEX_TRY(cuda::copy_async(s.gpu, static_cast<uint8_t *>(recv_.p) + s.at, s.bytes,
-                                                   cuda::pointer_device(s.gpu)));
+        ++s.next;
+        for (const StagedPiece &m : s.pieces)
+            if (!m.send) IBEX_TRY(cuda::copy_async(m.gpu, static_cast<uint8_t *>(s.recv.p) + m.at, m.bytes,
+                                                   cuda::pointer_device(m.gpu)));
         return cuda::fence_copies(&k.out);
     }
-    if (stage_recv_ && k.recv_len) {
-        ibex_status_t st = cuda::copy_async(static_cast<uint8_t *>(orig_.recvbuf) + k.recv_off,
-                                            static_cast<uint8_t *>(recv_.p) + k.recv_off, k.recv_len,
-                                            cuda::pointer_device(orig_.recvbuf));
+    if (s.stage_recv && k.recv_len) {
+        ibex_status_t st = cuda::copy_async(static_cast<uint8_t *>(s.orig.recvbuf) + k.recv_off,
+                                            static_cast<uint8_t *>(s.recv.p) + k.recv_off, k.recv_len,
+                                            cuda::pointer_device(s.orig.recvbuf));
         if (st == IBEX_OK) st = cuda::fence_copies(&k.out);
         if (st != IBEX_OK) return st;
     }
-    *more = ++next_ < chunks_.size();
-    if (*more) point_at(op, chunks_[next_]);
+    *more = ++s.next < s.chunks.size();
+    if (*more) point_at(op, s, s.chunks[s.next]);
     return IBEX_OK;
 }
 
-bool GpuStaging::drained() {
-    for (Chunk &k : chunks_)
-        if (!cuda::copies_done(k.out)) return false;
+bool GpuStaging::retirable(const Op &op) const {
+    if (running_ < 0 || !op.req) return false;
+    const Slot &s = slots_[running_];
+    return s.pieces.empty() && s.next == s.chunks.size();
+}
+
+void GpuStaging::retire(ibex_request *req) {
+    Slot &s = slots_[running_];
     profile_.lap(3);
     profile_.op_done();
-    active_ = false;
-    chunks_.clear();
-    pieces_.clear();
+    s.state = SlotState::retired;
+    s.req = req;
+    s.retired_seq = ++retired_seq_;
+    ++retired_;
+    running_ = -1;
+}
+
+ibex_request *GpuStaging::next_completed() {
+    Slot *oldest = nullptr;
+    for (Slot &s : slots_)
+        if (s.state == SlotState::retired && (!oldest || s.retired_seq < oldest->retired_seq)) oldest = &s;
+    if (!oldest || !results_done(*oldest)) return nullptr;
+    ibex_request *r = oldest->req;
+    drop_copies(*oldest); // every fence is done: nothing waits
+    --retired_;
+    return r;
+}
+
+bool GpuStaging::drained() {
+    Slot &s = slots_[running_];
+    if (!results_done(s)) return false;
+    profile_.lap(3);
+    profile_.op_done();
+    drop_copies(s);
+    running_ = -1;
     return true;
 }
 
 void GpuStaging::abandon() {
-    for (Chunk &k : chunks_) {
-        cuda::drop_fence(k.in);
-        cuda::drop_fence(k.out);
+    if (running_ >= 0) drop_copies(slots_[running_]);
+    running_ = -1;
+}
+
+void GpuStaging::settle(std::vector<ibex_request *> *completed) {
+    for (Slot &s : slots_)
+        if (s.state == SlotState::prefetched) drop_copies(s);
+    while (retired_ > 0) {
+        Slot *oldest = nullptr;
+        for (Slot &s : slots_)
+            if (s.state == SlotState::retired && (!oldest || s.retired_seq < oldest->retired_seq)) oldest = &s;
+        if (!oldest) break;
+        completed->push_back(oldest->req);
+        drop_copies(*oldest); // waits for the results to reach the GPU
+        --retired_;
     }
-    chunks_.clear();
-    pieces_.clear();
-    active_ = false;
+    retired_ = 0;
 }
 
 void GpuStaging::release(ibex_comm *c) {
     abandon();
-    char extra[48];
-    std::snprintf(extra, sizeof extra, " (%llu chunks)", static_cast<unsigned long long>(profiled_chunks_));
+    std::vector<ibex_request *> left;
+    settle(&left); // none: the stream drained before teardown
+    char extra[80];
+    std::snprintf(extra, sizeof extra, " (%llu chunks, %llu prefetched)", static_cast<unsigned long long>(profiled_chunks_),
+                  static_cast<unsigned long long>(prefetched_ops_));
     profile_.report("GPU-staging", c->rank, extra);
     profiled_chunks_ = 0;
-    for (Pinned *b : {&send_, &recv_}) {
-        if (!b->p) continue;
-        c->caches.remove(b->p);
-        cuda::free_pinned_mapped(b->p);
-        *b = {};
-    }
+    for (Slot &s : slots_)
+        for (Pinned *b : {&s.send, &s.recv}) {
+            if (!b->p) continue;
+            c->caches.remove(b->p);
+            cuda::free_pinned_mapped(b->p);
+            *b = {};
+        }
 }
 
 } // namespace ibex::coll

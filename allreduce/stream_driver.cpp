@@ -95,7 +95,11 @@ void progress_main(ibex_comm *c) {
         if (p == Pass::stop) break;
         if (p == Pass::idle) drive_idle(c, dl, c->opt.spin_us, false);
     }
-    // Aborting or stopping: nothing runs any more.
+    // Aborting or stopping: nothing runs any more. Retired GPU ops succeeded: they
+    // complete first, once their results are on the GPU.
+    std::vector<ibex_request *> retired;
+    c->gpu.settle(&retired);
+    for (ibex_request *r : retired) complete(r, IBEX_OK, "");
     if (d.have) {
         c->exec.finish();
         c->gpu.abandon();

@@ -22,7 +22,7 @@ struct DriveState {
     bool taken = false; // ... taken off the queue, not yet looked at by a pass
     bool fast = false;  // ... and it runs over the fast boxes (allreduce/fastbox.h), not the executor
     // With ibex_comm::gpu active, op.args are the running chunk's host copies (GPU buffers).
-    bool gpu_draining = false; // ... every chunk ran; the copies back to the GPU are in flight
+    bool gpu_draining = false; // ... a batch: it ran; its copies back to the GPU are in flight
     bool scheduled = false;    // the op (or GPU chunk) runs the scheduled way: direct fell back
     unsigned idle_passes = 0;
     unsigned quiet_passes = 0; // looks at the fast boxes that found nothing new

@@ -42,6 +42,11 @@ void enter_error(ibex_comm *c, ibex_status_t st, const std::string &detail, bool
     }
     if (local && c->boot) c->boot->send_abort(st, detail.c_str());
     c->exec.shut_down();
+    // Staged GPU ops retired before the failure succeeded: they complete first, in order,
+    // once their results are on the GPU (a prefetched op is among the failed).
+    std::vector<ibex_request *> retired;
+    c->gpu.settle(&retired);
+    for (ibex_request *r : retired) complete(r, IBEX_OK, "");
     if (running == &c->drive.op) {
         c->sumsrv.abandon();
         c->mail.abandon();
@@ -86,8 +91,65 @@ void finish_running(ibex_comm *c) {
     c->idle_cv.notify_all();
 }
 
-// The running op's collective finished. A GPU op goes on with its next chunk, or waits for
-// its copies back to the GPU; any other op is done.
+// The running staged GPU op's last chunk ran and its results are on their way to the GPU:
+// it is retired (its request completes when they are there) and the next op is taken, so
+// that its collective runs while they copy.
+void retire_running(ibex_comm *c) {
+    DriveState &d = c->drive;
+    c->gpu.retire(d.op.req);
+    d.op.req = nullptr;
+    d.have = false;
+    d.mark_moved();
+    std::lock_guard l(c->mu);
+    if (!c->queue.empty() && !c->aborting) take_next(c); // running_op stays: the retired op is not done
+}
+
+// Completes the retired GPU ops whose results reached the GPU, oldest first; with nothing
+// else running or queued, the stream is then idle.
+void complete_retired(ibex_comm *c) {
+    bool any = false;
+    while (ibex_request *r = c->gpu.next_completed()) {
+        complete(r, IBEX_OK, "");
+        any = true;
+    }
+    if (!any) return;
+    c->drive.mark_moved();
+    if (c->gpu.retired_pending() || c->drive.have) return;
+    std::lock_guard l(c->mu);
+    if (!c->queue.empty()) return; // the next pass takes it
+    c->running_op = false;
+    c->idle_cv.notify_all();
+}
+
+// Whether op, taken off the queue, runs staged through GpuStaging as a collective (the
+// only kind that may start while earlier staged ops are retired; see gpu_staging.h).
+bool staged_collective(ibex_comm *c, const Op &op) {
+    return op.on_gpu && op.kind != OpKind::p2p && !c->gpu_direct.takes(op);
+}
+
+// While a staged GPU op runs: the op queued behind it, when it is one too, gets its input
+// copies queued now (GpuStaging::prefetch decides). The queue changes meanwhile only at its
+// back: its front leaves only under drive_mu, which this pass holds.
+void prefetch_next(ibex_comm *c) {
+    Op next;
+    {
+        std::lock_guard l(c->mu);
+        if (c->queue.empty() || c->error != IBEX_OK || c->aborting || c->stopping) return;
+        const Op &f = c->queue.front();
+        next.kind = f.kind;
+        next.args = f.args;
+        next.req = f.req;
+        next.on_gpu = f.on_gpu;
+        next.gpu_direct_refused = f.gpu_direct_refused;
+        next.algo = f.algo;
+    }
+    if (!staged_collective(c, next)) next.on_gpu = false; // not staged: nothing to prefetch
+    c->gpu.prefetch(c, next);
+}
+
+// The running op's collective finished. A GPU op goes on with its next chunk, or is
+// retired while its copies back to the GPU run (a batch waits for them); any other op is
+// done.
 void collective_finished(ibex_comm *c) {
     DriveState &d = c->drive;
     if (c->gpu_direct.active()) {
@@ -142,6 +204,7 @@ void collective_finished(ibex_comm *c) {
         d.have = false;
         return;
     }
+    if (!more && c->gpu.retirable(d.op)) return retire_running(c);
     d.gpu_draining = !more;
     d.mark_moved();
 }
@@ -178,6 +241,7 @@ Pass drive_pass(ibex_comm *c, int fast_polls) {
     DriveState &d = c->drive;
     d.idle_pass_timed = false;
     if (c->aborting.load(std::memory_order_acquire)) return Pass::stop;
+    if (c->gpu.retired_pending()) complete_retired(c);
     // With an op running (most passes) there is nothing to take: no lock.
     if (!d.have && (c->queue.size_unlocked() > 0 || c->stopping.load(std::memory_order_acquire))) {
         std::lock_guard l(c->mu);
@@ -185,6 +249,9 @@ Pass drive_pass(ibex_comm *c, int fast_polls) {
         if (!c->queue.empty()) take_next(c);
         if (!d.have && c->stopping) return Pass::stop;
     }
+    // Requests complete in order: behind retired GPU ops (their results still copying),
+    // only another staged collective may start.
+    if (d.taken && c->gpu.retired_pending() && !staged_collective(c, d.op)) return Pass::idle;
     const bool taken = d.taken;
     d.taken = false;
     if (taken && d.op.on_gpu) {
@@ -199,6 +266,10 @@ Pass drive_pass(ibex_comm *c, int fast_polls) {
             return start_gpu_direct_round(c);
         }
         if (!in_error) {
+            if (!c->gpu.can_begin(c, d.op)) {
+                d.taken = true; // both slots' results still copying: the next passes retry
+                return Pass::idle;
+            }
             if (ibex_status_t st = c->gpu.begin(c, d.op); st != IBEX_OK) return fail_running(c, st);
             d.gpu_draining = false;
         }
@@ -218,6 +289,7 @@ Pass drive_pass(ibex_comm *c, int fast_polls) {
         return start_gpu_direct_round(c);
     }
     if (d.have && c->gpu.active()) {
+        if (c->gpu.may_prefetch() && c->queue.size_unlocked() > 0) prefetch_next(c);
         // Between the chunks of a GPU op: its input still copying in, or its results out.
         if (d.gpu_draining) {
             if (!c->gpu.drained()) return Pass::idle;
@@ -387,6 +459,13 @@ void drive_idle(ibex_comm *c, std::unique_lock<std::mutex> &dl, int spin_us, boo
             for (int i = 0; i < 16; ++i) __builtin_ia32_pause();
             return;
         }
+        dl.unlock();
+        sched_yield();
+        dl.lock();
+        return;
+    }
+    if (c->gpu.retired_pending()) {
+        // Their copies wake no descriptor either, and a caller may be waiting on one.
         dl.unlock();
         sched_yield();
         dl.lock();

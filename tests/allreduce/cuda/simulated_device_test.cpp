@@ -12,9 +12,11 @@
 // (IBEX_GPU_CHUNK), and with copies that finish late.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -213,7 +215,7 @@ TEST(SimulatedGpuBuffers, StagingProfileSaysWhereTheTimeWent) {
             const ibex_status_t st = ibex_comm_destroy(comm);
             const std::string err = testing::internal::GetCapturedStderr();
             RANK_CHECK_OK(ctx, st);
-            const std::string want = "ibex GPU-staging profile, rank " + std::to_string(ctx.rank) + ": 3 ops (48 chunks), mean us: queue ";
+            const std::string want = "ibex GPU-staging profile, rank " + std::to_string(ctx.rank) + ": 3 ops (48 chunks, 0 prefetched), mean us: queue ";
             RANK_CHECK(ctx, err.find(want) != std::string::npos, "rank %d: no profile line like \"%s\" in: %s", ctx.rank,
                        want.c_str(), err.c_str());
             RANK_CHECK(ctx, err.find(" input ") != std::string::npos && err.find(" collectives ") != std::string::npos &&
@@ -302,6 +304,91 @@ TEST(SimulatedGpuBuffers, SendsAndReceivesOverShmAndUdp) {
                 150);
             ibex::test::expect_all_passed(out);
         }
+}
+
+// Staged collectives issued without waiting overlap their copies (allreduce/gpu_staging.h):
+// the input of the op queued behind the running one is copied while it runs, and an op's
+// results copy back while the next one runs. Rank 0 issues everything before its peers
+// join (they start 50 ms late), so its first op is running with the rest queued behind it:
+// the second op's input must be prefetched. Four allreduces on separate buffers, then one
+// in place on the last one's output (its input is that op's result, so it must not be
+// prefetched), then a host allreduce. Waiting for the host op alone must find every GPU
+// op done (requests complete in order), and every result is the host's.
+int back_to_back_body(RankCtx &ctx, bool chained_only) {
+    constexpr size_t kN = 65536, kOps = 4;
+    const size_t bytes = kN * 4;
+    const float n = static_cast<float>(ctx.nranks);
+    std::vector<std::unique_ptr<SimulatedBuffer>> send, recv;
+    for (size_t i = 0; i < kOps; ++i) {
+        send.push_back(std::make_unique<SimulatedBuffer>(bytes, 0x100 * (i + 1)));
+        recv.push_back(std::make_unique<SimulatedBuffer>(bytes, 0x80 * (i + 1)));
+        RANK_CHECK(ctx, send.back()->ok() && recv.back()->ok(), "rank %d: cannot map simulated GPU memory", ctx.rank);
+    }
+    std::vector<float> mine(kN), host_in(kN, static_cast<float>(ctx.rank)), host_out(kN), got(kN);
+    for (size_t i = 0; i < kOps; ++i) {
+        for (size_t j = 0; j < kN; ++j) mine[j] = value(ctx.rank, j + i);
+        send[i]->upload(mine.data(), bytes);
+    }
+    ibex_comm_t *comm = nullptr;
+    RANK_CHECK_OK(ctx, ibex_comm_init_rank(&comm, ctx.nranks, &ctx.id, ctx.rank, nullptr));
+    RANK_CHECK_OK(ctx, ibex_barrier(comm, nullptr));
+    if (ctx.rank != 0) usleep(50000);
+    std::vector<ibex_request_t *> gpu_reqs;
+    const size_t independent = chained_only ? 1 : kOps;
+    for (size_t i = 0; i < independent; ++i) {
+        ibex_request_t *r = nullptr;
+        RANK_CHECK_OK(ctx, ibex_allreduce(send[i]->data(), recv[i]->data(), kN, IBEX_F32, IBEX_SUM, comm, &r));
+        gpu_reqs.push_back(r);
+    }
+    float *last = recv[independent - 1]->data();
+    ibex_request_t *r = nullptr;
+    RANK_CHECK_OK(ctx, ibex_allreduce(last, last, kN, IBEX_F32, IBEX_SUM, comm, &r));
+    gpu_reqs.push_back(r);
+    ibex_request_t *host = nullptr;
+    RANK_CHECK_OK(ctx, ibex_allreduce(host_in.data(), host_out.data(), kN, IBEX_F32, IBEX_SUM, comm, &host));
+    RANK_CHECK_OK(ctx, ibex_wait(host));
+    for (size_t i = 0; i < gpu_reqs.size(); ++i)
+        RANK_CHECK(ctx, ibex::coll::request_done(gpu_reqs[i]), "rank %d: GPU op %zu not done when the host op after it was",
+                   ctx.rank, i);
+    for (ibex_request_t *q : gpu_reqs) RANK_CHECK_OK(ctx, ibex_wait(q));
+    const uint64_t prefetched = comm->gpu.prefetched();
+    RANK_CHECK(ctx, ctx.rank != 0 || chained_only || prefetched >= 1,
+               "rank 0: no op's input was prefetched with %zu queued behind a running one", kOps);
+    RANK_CHECK(ctx, !chained_only || prefetched == 0, "rank %d: an op whose input is the running op's output was prefetched",
+               ctx.rank);
+    for (size_t j = 0; j < kN; ++j)
+        RANK_CHECK(ctx, host_out[j] == n * (n - 1) / 2, "rank %d: host allreduce [%zu] = %g", ctx.rank, j, host_out[j]);
+    for (size_t i = 0; i < independent; ++i) {
+        recv[i]->download(got.data(), bytes);
+        for (size_t j = 0; j < kN; ++j) {
+            float want = 0;
+            for (int q = 0; q < ctx.nranks; ++q) want += value(q, j + i);
+            if (i + 1 == independent) want *= n; // the in-place op ran over it
+            RANK_CHECK(ctx, got[j] == want, "rank %d: op %zu [%zu] = %g, want %g", ctx.rank, i, j, got[j], want);
+        }
+    }
+    RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
+    return 0;
+}
+
+TEST(SimulatedGpuBuffers, BackToBackOpsOverlapTheirCopiesAndCompleteInOrder) {
+    for (int n : {2, 3})
+        // 200: the results of the last GPU op reach the GPU long after the host op behind
+        // it could have finished, had it not waited its turn.
+        for (int late : {0, 3, 200})
+            for (bool chained_only : {false, true}) {
+                SCOPED_TRACE(std::to_string(n) + " ranks, late copies " + std::to_string(late) +
+                             (chained_only ? ", chained" : ", independent"));
+                auto out = ibex::test::run_ranks(
+                    n,
+                    [&](RankCtx &ctx) {
+                        setenv("IBEX_SHM", "0", 1);
+                        ibex::cuda::simulated::set_deferred_copies(late);
+                        return back_to_back_body(ctx, chained_only);
+                    },
+                    120);
+                ibex::test::expect_all_passed(out);
+            }
 }
 
 } // namespace
