@@ -25,8 +25,8 @@
 #     written), in the same run;
 # GPU_CHECK_PARTS picks what runs (default: "tests kernels perftest shmipc allreduce mapped
 # profile gloo nccl"; profile: where a mapped op's time goes, per step; staging, not in the
-# default: where a staged op's time goes over udp:lo, with 4 MiB and 256 KiB chunks beside
-# host buffers).
+# default: where a staged op's time goes over udp:lo, with 4 MiB and 256 KiB chunks and
+# with ops issued one at a time, beside host buffers).
 # Exit status: 0 passed (or no GPU), 1 a test or a benchmark failed or found wrong
 # results, 2 the build is missing or a bad argument.
 set -uo pipefail
@@ -271,25 +271,30 @@ if part profile; then
     done
 fi
 
-# ---- the staged path (ranks on different hosts; here udp:lo): where its time goes, and
-# whether smaller chunks (more overlap of the copies with the wire) gain at 1 MiB
+# ---- the staged path (ranks on different hosts; here udp:lo): where its time goes, whether
+# smaller chunks (more overlap of the copies with the wire) gain at 1 MiB, and how much the
+# overlap across ops issued without waiting (prefetch and retirement, allreduce/
+# gpu_staging.h) gains over ops issued one at a time (-z 1), each beside host buffers
 if part staging; then
     echo "[${SECONDS}s] == staged GPU allreduce over udp:lo, time per step (us per op) and chunk size"
     for np in 2 4; do
         for size in 1M 16M; do
-            for chunk in default 262144; do
-                echo "  -np $np -b $size, IBEX_GPU_CHUNK $chunk:"
-                chunk_env=()
-                [[ $chunk == default ]] || chunk_env=(IBEX_GPU_CHUNK="$chunk")
-                env "${chunk_env[@]}" IBEX_GPU_STAGING_PROFILE=1 IBEX_SHM=0 timeout 120 "$perf" -np "$np" -b "$size" -e "$size" \
-                    -n 20 -w 3 --mem cuda --device udp:lo >"$work/staging.out" 2>&1 || { cat "$work/staging.out"; failed=1; }
+            for variant in default 262144 blocking; do
+                echo "  -np $np -b $size, $([[ $variant == blocking ]] && echo "-z 1" || echo "IBEX_GPU_CHUNK $variant"):"
+                run_env=() z=0
+                [[ $variant == 262144 ]] && run_env=(IBEX_GPU_CHUNK="$variant")
+                [[ $variant == blocking ]] && z=1
+                env "${run_env[@]}" IBEX_GPU_STAGING_PROFILE=1 IBEX_SHM=0 timeout 120 "$perf" -np "$np" -b "$size" -e "$size" \
+                    -n 20 -w 3 -z "$z" --mem cuda --device udp:lo >"$work/staging.out" 2>&1 || { cat "$work/staging.out"; failed=1; }
                 grep -E '^ +[0-9]+ ' "$work/staging.out" | head -1 | sed 's/^/    /'
                 grep 'GPU-staging profile' "$work/staging.out" | sed 's/^/    /'
             done
-            echo "  -np $np -b $size, host buffers:"
-            IBEX_SHM=0 timeout 120 "$perf" -np "$np" -b "$size" -e "$size" -n 20 -w 3 --device udp:lo >"$work/staging.out" 2>&1 ||
-                { cat "$work/staging.out"; failed=1; }
-            grep -E '^ +[0-9]+ ' "$work/staging.out" | head -1 | sed 's/^/    /'
+            for z in 0 1; do
+                echo "  -np $np -b $size, host buffers, -z $z:"
+                IBEX_SHM=0 timeout 120 "$perf" -np "$np" -b "$size" -e "$size" -n 20 -w 3 -z "$z" --device udp:lo \
+                    >"$work/staging.out" 2>&1 || { cat "$work/staging.out"; failed=1; }
+                grep -E '^ +[0-9]+ ' "$work/staging.out" | head -1 | sed 's/^/    /'
+            done
         done
     done
 fi
