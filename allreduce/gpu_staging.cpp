@@ -110,6 +110,7 @@ ibex_status_t GpuStaging::stage(ibex_comm *c, Slot &s, const Op &op) {
     s.stage_recv = s.has_recv && cuda::is_device_pointer(op.args.recvbuf);
     if (s.stage_send) IBEX_TRY(grow(c, s.send, e.send));
     if (s.stage_recv) IBEX_TRY(grow(c, s.recv, e.recv));
+    s.recv_device = s.stage_recv ? cuda::pointer_device(s.orig.recvbuf) : -1;
     s.chunks.clear();
     s.pieces.clear();
     const size_t elem = ibex_datatype_size(op.args.type);
@@ -273,8 +274,7 @@ ibex_status_t GpuStaging::chunk_done(Op &op, bool *more) {
     }
     if (s.stage_recv && k.recv_len) {
         ibex_status_t st = cuda::copy_async(static_cast<uint8_t *>(s.orig.recvbuf) + k.recv_off,
-                                            static_cast<uint8_t *>(s.recv.p) + k.recv_off, k.recv_len,
-                                            cuda::pointer_device(s.orig.recvbuf));
+                                            static_cast<uint8_t *>(s.recv.p) + k.recv_off, k.recv_len, s.recv_device);
         if (st == IBEX_OK) st = cuda::fence_copies(&k.out);
         if (st != IBEX_OK) return st;
     }

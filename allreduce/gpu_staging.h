@@ -116,6 +116,7 @@ class GpuStaging {
         CollArgs orig;
         bool has_send = false, has_recv = false;     // this rank uses the side
         bool stage_send = false, stage_recv = false; // ... and it is GPU memory
+        int recv_device = -1;                        // ... on this GPU (asked once per op, not per chunk)
         std::vector<Chunk> chunks;
         size_t next = 0;                 // the chunk that runs (or waits for its input)
         std::vector<StagedPiece> pieces; // a batch's (else empty)

@@ -1,6 +1,8 @@
 #include "runtime/base/simulated_device.h"
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -26,17 +28,27 @@ struct Copy {
     size_t bytes;
     uint64_t fence;
     int queries;
+    int64_t done_ns; // the copy engine's model: when the copy has landed
 };
 std::mutex g_copy_mutex;
 std::deque<Copy> g_copies;
 int g_defer = 0;
 uint64_t g_next_fence = 0;
+double g_bytes_per_ns = 0; // the copy engine's model (0: off)
+int64_t g_latency_ns = 0;
+int64_t g_engine_free_ns = 0;
+bool g_move_bytes = true;
+
+int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
 
 // Performs the queued copies up to and including fence id (every one for ~0).
 void perform_locked(uint64_t id) {
     while (!g_copies.empty() && g_copies.front().fence && g_copies.front().fence <= id) {
         const Copy &c = g_copies.front();
-        std::memmove(c.dst, c.src, c.bytes);
+        if (g_move_bytes) std::memmove(c.dst, c.src, c.bytes);
         g_copies.pop_front();
     }
 }
@@ -48,10 +60,24 @@ void set_deferred_copies(int queries) {
     g_defer = queries;
 }
 
+void set_copy_engine(double bytes_per_us, double latency_us, bool move_bytes) {
+    std::lock_guard<std::mutex> l(g_copy_mutex);
+    g_move_bytes = move_bytes || bytes_per_us <= 0;
+    g_bytes_per_ns = bytes_per_us > 0 ? bytes_per_us / 1000 : 0;
+    g_latency_ns = static_cast<int64_t>(latency_us * 1000);
+    g_engine_free_ns = 0;
+}
+
 bool defer_copy(void *dst, const void *src, size_t bytes) {
     std::lock_guard<std::mutex> l(g_copy_mutex);
+    if (g_bytes_per_ns > 0) {
+        const int64_t start = std::max(now_ns(), g_engine_free_ns) + g_latency_ns;
+        g_engine_free_ns = start + static_cast<int64_t>(static_cast<double>(bytes) / g_bytes_per_ns);
+        g_copies.push_back({dst, src, bytes, 0, 0, g_engine_free_ns});
+        return true;
+    }
     if (g_defer <= 0) return false;
-    g_copies.push_back({dst, src, bytes, 0, 0});
+    g_copies.push_back({dst, src, bytes, 0, 0, 0});
     return true;
 }
 
@@ -66,6 +92,15 @@ uint64_t fence() {
 bool fence_done(uint64_t id) {
     if (!id) return true;
     std::lock_guard<std::mutex> l(g_copy_mutex);
+    if (g_bytes_per_ns > 0) {
+        // The fence's last copy lands last.
+        int64_t landed = 0;
+        for (const Copy &c : g_copies)
+            if (c.fence == id) landed = c.done_ns;
+        if (landed > now_ns()) return false;
+        perform_locked(id);
+        return true;
+    }
     for (Copy &c : g_copies) {
         if (c.fence != id) continue;
         if (++c.queries < g_defer) return false;
@@ -82,7 +117,8 @@ void drop(uint64_t id) {
 
 void finish_all() {
     std::lock_guard<std::mutex> l(g_copy_mutex);
-    for (Copy &c : g_copies) std::memmove(c.dst, c.src, c.bytes);
+    for (Copy &c : g_copies)
+        if (g_move_bytes) std::memmove(c.dst, c.src, c.bytes);
     g_copies.clear();
 }
 

@@ -28,6 +28,14 @@ uint8_t *backing(const void *p);
 // and a fence over them completes only at its `queries`-th copies_done() (or at
 // wait_copies()), standing in for a copy engine that is still busy. 0: at once.
 void set_deferred_copies(int queries);
+// Deferred copies that finish by the clock instead, as on a copy engine that moves
+// bytes_per_us and starts each copy latency_us after the one before it ends (one stream,
+// in order): a fence completes once the engine has reached its last copy. For measuring
+// how the staging overlaps copies with the wire on a host without a GPU. move_bytes: the
+// CPU moves the bytes when the fence completes, a cost a GPU's copy engine does not put on
+// the CPU; false leaves them unmoved (the results are then wrong: timing only).
+// bytes_per_us <= 0: off.
+void set_copy_engine(double bytes_per_us, double latency_us, bool move_bytes = true);
 // cuda_memory.cpp's side: queues a copy when deferring (false: copy it now).
 bool defer_copy(void *dst, const void *src, size_t bytes);
 // A fence over the copies queued since the last one (0: none), its completion check
