@@ -23,6 +23,7 @@
 #include "allreduce/comm.h"
 #include "runtime/base/cuda_memory.h"
 #include "runtime/base/simulated_device.h"
+#include "tests/allreduce/killed_rank.h"
 #include "tests/allreduce/ranks.h"
 
 namespace {
@@ -389,6 +390,66 @@ TEST(SimulatedGpuBuffers, BackToBackOpsOverlapTheirCopiesAndCompleteInOrder) {
                     120);
                 ibex::test::expect_all_passed(out);
             }
+}
+
+// A rank dies while the others have staged GPU ops queued: the op it finished with them
+// completes with its result, and the rest fail within the timeout, in order, with no hang.
+// The survivors issue four allreduces without waiting (the third is prefetched once the
+// first's results have landed, while the second waits on the dead rank, and is dropped
+// with the queue when the error comes); the victim joins the first alone, waits for it
+// and dies.
+int killed_behind_queued_body(RankCtx &ctx, int victim, std::atomic<int> *issued) {
+    constexpr size_t kN = 65536, kOps = 4;
+    constexpr int kTimeoutMs = 20000;
+    const size_t bytes = kN * 4;
+    std::vector<std::unique_ptr<SimulatedBuffer>> send, recv;
+    for (size_t i = 0; i < kOps; ++i) {
+        send.push_back(std::make_unique<SimulatedBuffer>(bytes, 0x40 * (i + 1)));
+        recv.push_back(std::make_unique<SimulatedBuffer>(bytes, 0x20 * (i + 1)));
+        RANK_CHECK(ctx, send.back()->ok() && recv.back()->ok(), "rank %d: cannot map simulated GPU memory", ctx.rank);
+    }
+    std::vector<float> mine(kN), got(kN);
+    for (size_t j = 0; j < kN; ++j) mine[j] = value(ctx.rank, j);
+    for (auto &b : send) b->upload(mine.data(), bytes);
+    ibex_comm_t *comm = nullptr;
+    RANK_CHECK_OK(ctx, ibex::test::init_comm(ctx, &comm, kTimeoutMs));
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<ibex_request_t *> reqs;
+    const size_t count = ctx.rank == victim ? 1 : kOps;
+    for (size_t i = 0; i < count; ++i) {
+        ibex_request_t *r = nullptr;
+        RANK_CHECK_OK(ctx, ibex_allreduce(send[i]->data(), recv[i]->data(), kN, IBEX_F32, IBEX_SUM, comm, &r));
+        reqs.push_back(r);
+    }
+    issued->fetch_add(1);
+    RANK_CHECK_OK(ctx, ibex_wait(reqs[0]));
+    if (ctx.rank == victim) ibex::test::die_when_all_ready(ctx, issued, 0);
+    recv[0]->download(got.data(), bytes);
+    for (size_t j = 0; j < kN; ++j) {
+        float want = 0;
+        for (int q = 0; q < ctx.nranks; ++q) want += value(q, j);
+        RANK_CHECK(ctx, got[j] == want, "rank %d: the first op [%zu] = %g, want %g", ctx.rank, j, got[j], want);
+    }
+    for (size_t i = 1; i < kOps; ++i) {
+        const ibex_status_t st = ibex_wait(reqs[i]);
+        RANK_CHECK(ctx, st != IBEX_OK, "rank %d: op %zu succeeded without the dead rank", ctx.rank, i);
+    }
+    const long took = ibex::test::ms_since(t0);
+    ctx.say("rank %d: the queued ops failed after %ld ms: %s", ctx.rank, took, ibex_last_error());
+    RANK_CHECK(ctx, took < kTimeoutMs / 2, "rank %d: the queued ops failed only after %ld ms", ctx.rank, took);
+    RANK_CHECK_OK(ctx, ibex_comm_abort(comm));
+    return 0;
+}
+
+TEST(SimulatedGpuBuffersFailure, ARankKilledBehindQueuedOpsFailsTheRestInOrder) {
+    for (int late : {0, 3}) {
+        SCOPED_TRACE("late copies " + std::to_string(late));
+        ibex::test::run_with_victim(3, 2, [&](RankCtx &ctx, std::atomic<int> *issued) {
+            setenv("IBEX_SHM", "0", 1);
+            ibex::cuda::simulated::set_deferred_copies(late);
+            return killed_behind_queued_body(ctx, 2, issued);
+        });
+    }
 }
 
 } // namespace
