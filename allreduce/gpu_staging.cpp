@@ -174,10 +174,22 @@ int GpuStaging::slot_for(size_t bytes) const {
     return usable(last_) ? last_ : -1;
 }
 
+int GpuStaging::prefetched_for(const Op &op) const {
+    for (int i = 0; i < 2; ++i)
+        if (slots_[i].state == SlotState::prefetched && slots_[i].req == op.req && same_call(slots_[i].orig, op.args))
+            return i;
+    return -1;
+}
+
+GpuStaging::Slot *GpuStaging::oldest_retired() {
+    Slot *oldest = nullptr;
+    for (Slot &s : slots_)
+        if (s.state == SlotState::retired && (!oldest || s.retired_seq < oldest->retired_seq)) oldest = &s;
+    return oldest;
+}
+
 bool GpuStaging::can_begin(const ibex_comm *c, const Op &op) const {
-    for (const Slot &s : slots_)
-        if (s.state == SlotState::prefetched && s.req == op.req && same_call(s.orig, op.args)) return true;
-    return slot_for(staged_bytes(op, c->rank, c->nranks)) >= 0;
+    return prefetched_for(op) >= 0 || slot_for(staged_bytes(op, c->rank, c->nranks)) >= 0;
 }
 
 ibex_status_t GpuStaging::begin(ibex_comm *c, Op &op) {
@@ -188,9 +200,7 @@ ibex_status_t GpuStaging::begin(ibex_comm *c, Op &op) {
     profile_.lap(-1);
     input_lapped_ = false;
     looked_ahead_ = false;
-    int at = -1;
-    for (int i = 0; i < 2; ++i)
-        if (slots_[i].state == SlotState::prefetched && slots_[i].req == op.req && same_call(slots_[i].orig, op.args)) at = i;
+    int at = prefetched_for(op);
     const bool adopted = at >= 0;
     if (!adopted) at = slot_for(staged_bytes(op, c->rank, c->nranks));
     if (at < 0) return fail(IBEX_ERR_INVALID_STATE, "GPU collective: no staging slot free (a retired op still copying)");
@@ -301,9 +311,7 @@ void GpuStaging::retire(ibex_request *req) {
 }
 
 ibex_request *GpuStaging::next_completed() {
-    Slot *oldest = nullptr;
-    for (Slot &s : slots_)
-        if (s.state == SlotState::retired && (!oldest || s.retired_seq < oldest->retired_seq)) oldest = &s;
+    Slot *oldest = oldest_retired();
     if (!oldest || !results_done(*oldest)) return nullptr;
     ibex_request *r = oldest->req;
     drop_copies(*oldest); // every fence is done: nothing waits
@@ -329,11 +337,7 @@ void GpuStaging::abandon() {
 void GpuStaging::settle(std::vector<ibex_request *> *completed) {
     for (Slot &s : slots_)
         if (s.state == SlotState::prefetched) drop_copies(s);
-    while (retired_ > 0) {
-        Slot *oldest = nullptr;
-        for (Slot &s : slots_)
-            if (s.state == SlotState::retired && (!oldest || s.retired_seq < oldest->retired_seq)) oldest = &s;
-        if (!oldest) break;
+    while (Slot *oldest = oldest_retired()) {
         completed->push_back(oldest->req);
         drop_copies(*oldest); // waits for the results to reach the GPU
         --retired_;

@@ -131,6 +131,10 @@ class GpuStaging {
     ibex_status_t stage(ibex_comm *c, Slot &s, const Op &op);
     ibex_status_t begin_batch(ibex_comm *c, Slot &s, Op &op);
     int slot_for(size_t bytes) const;
+    // The slot holding op's prefetched input, or -1.
+    int prefetched_for(const Op &op) const;
+    // The retired slot whose op finished first, or nullptr.
+    Slot *oldest_retired();
 
     Slot slots_[2];
     int running_ = -1;          // the slot of the running op
