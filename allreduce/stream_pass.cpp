@@ -474,11 +474,13 @@ void drive_idle(ibex_comm *c, std::unique_lock<std::mutex> &dl, int spin_us, boo
     if (!c->exec.arm()) return;
     if (d.have && c->sumsrv.active() && !c->sumsrv.arm()) return;
     // Announce the nap before the last look at the queue: a submission either lands in that
-    // look or sees the flag and writes wake_fd.
+    // look or sees the flag and writes wake_fd. Ops queued behind a running one are no reason
+    // to stay awake: they wait for it either way, and a driver that never naps never checks
+    // the bootstrap connections below (a dead rank would then surface only at the timeout).
     c->driver_asleep.store(true, std::memory_order_seq_cst);
     {
         std::lock_guard l(c->mu);
-        if (!c->queue.empty() || c->aborting || c->stopping) {
+        if ((!d.have && !c->queue.empty()) || c->aborting || c->stopping) {
             c->driver_asleep.store(false, std::memory_order_relaxed);
             return;
         }

@@ -1,6 +1,7 @@
 // Failures reach every rank as an error, never a hang: a rank killed in the middle of an
 // allreduce (a worker, and the bootstrap root), a rank that never joins the collective
-// (timeout), and ibex_comm_abort() freeing a communicator stuck waiting on a peer.
+// (timeout), ibex_comm_abort() freeing a communicator stuck waiting on a peer, and a rank
+// killed while another has ops queued behind a running one.
 #include <gtest/gtest.h>
 
 #include <sys/mman.h>
@@ -116,6 +117,49 @@ int abort_body(RankCtx &ctx) {
 
 TEST(Failure, AbortFreesStuckCommunicator) {
     ibex::test::expect_all_passed(ibex::test::run_ranks(2, abort_body, 60));
+}
+
+// A rank dies while the other has allreduces queued behind a running one, and nothing of
+// the running one's is outstanding to the dead rank (the victim dies 200 ms after the
+// first op, so the survivor's sends for the second have long been acknowledged): only the
+// bootstrap connection can tell. The survivor must learn it from there well before the
+// timeout, and fail the running op and those queued behind it, in order.
+int killed_behind_queued_body(RankCtx &ctx, int victim, std::atomic<int> *issued) {
+    constexpr int kTimeoutMs = 20000;
+    constexpr size_t kCount = 1 << 16, kOps = 4;
+    ::setenv("IBEX_SHM", "0", 1); // the ranks of different hosts' path: no shared memory
+    ibex_comm_t *comm = nullptr;
+    RANK_CHECK_OK(ctx, init(ctx, &comm, kTimeoutMs));
+    std::vector<std::vector<float>> bufs(kOps, std::vector<float>(kCount, 1.0f));
+    std::vector<ibex_request_t *> reqs;
+    const size_t count = ctx.rank == victim ? 1 : kOps;
+    const auto t0 = Clock::now();
+    for (size_t i = 0; i < count; ++i) {
+        ibex_request_t *r = nullptr;
+        RANK_CHECK_OK(ctx, ibex_allreduce(bufs[i].data(), bufs[i].data(), kCount, IBEX_F32, IBEX_SUM, comm, &r));
+        reqs.push_back(r);
+    }
+    issued->fetch_add(1);
+    RANK_CHECK_OK(ctx, ibex_wait(reqs[0]));
+    RANK_CHECK(ctx, bufs[0][kCount - 1] == float(ctx.nranks), "rank %d: the first op gave %g", ctx.rank,
+               bufs[0][kCount - 1]);
+    if (ctx.rank == victim) ibex::test::die_when_all_ready(ctx, issued, 200);
+    for (size_t i = 1; i < kOps; ++i) {
+        const ibex_status_t st = ibex_wait(reqs[i]);
+        RANK_CHECK(ctx, st == IBEX_ERR_REMOTE || st == IBEX_ERR_TIMEOUT, "rank %d: op %zu returned %s", ctx.rank, i,
+                   ibex_strerror(st));
+    }
+    const long took = ms_since(t0);
+    ctx.say("rank %d: the queued ops failed after %ld ms: %s", ctx.rank, took, ibex_last_error());
+    RANK_CHECK(ctx, took < kTimeoutMs / 4, "rank %d: the queued ops failed only after %ld ms", ctx.rank, took);
+    RANK_CHECK_OK(ctx, ibex_comm_abort(comm));
+    return 0;
+}
+
+TEST(Failure, RankKilledWhileOpsWaitQueuedBehindTheRunningOne) {
+    ibex::test::run_with_victim(2, 1, [](RankCtx &ctx, std::atomic<int> *issued) {
+        return killed_behind_queued_body(ctx, 1, issued);
+    });
 }
 
 } // namespace
