@@ -38,6 +38,9 @@ struct CopyStats {
     uint64_t ring_ops = 0, ring_bytes = 0;
     uint64_t map_ops = 0, map_bytes = 0;
     uint64_t lane_ops = 0; // of map_ops: WRITEs through a QP's in-place lane, without the lock
+    // post_send calls of this process that took the lock (lane_ops counts the others): what
+    // this side asked for, apart from what its peers' requests cost it.
+    uint64_t locked_posts = 0;
 };
 
 // Memory regions by key (transport/mr_keys.h), with the responder's range check.

@@ -93,6 +93,7 @@ ibex_status_t post_send(ibex_qp *q, ibex_send_wr_t *wr, ibex_send_wr_t **bad) {
     // WRITEs the QP's open lane covers go without the lock, in order, while they can.
     if (take_in_order(wr, [qp](const ibex_send_wr_t &w) { return write_in_lane(*qp, w); })) return IBEX_OK;
     Lock l(ctx.mu);
+    ++ctx.copies.locked_posts;
     // Touches no ring of ours: a quiet context stays quiet (see below). A chain goes in
     // place while it can; the rest queues behind what was done, so one QP's WRITEs still
     // land in order.
