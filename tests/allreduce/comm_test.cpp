@@ -189,6 +189,38 @@ TEST(Comm, IdleAndWaitingRanksSleep) {
     ibex::test::expect_all_passed(ibex::test::run_ranks(2, sleepy_body, 60), true);
 }
 
+// The same wait with ops queued behind the one that waits: rank 0 issues four allreduces
+// without waiting and then waits for them, rank 1 joins 1 s late. The ops queued behind
+// the running one must not keep rank 0's driver awake (they wait for it either way): it
+// sleeps as with one op. Over the network device (IBEX_SHM=0), the path of ranks on
+// different hosts, so that the scheduled path waits, not the fast boxes.
+int queued_waiter_body(RankCtx &ctx) {
+    ::setenv("IBEX_SHM", "0", 1);
+    ibex_comm_t *comm = nullptr;
+    RANK_CHECK_OK(ctx, ibex_comm_init_rank(&comm, ctx.nranks, &ctx.id, ctx.rank, nullptr));
+    RANK_CHECK_OK(ctx, ibex_barrier(comm, nullptr));
+    if (ctx.rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    constexpr size_t kOps = 4, kCount = 1 << 14;
+    std::vector<std::vector<float>> bufs(kOps, std::vector<float>(kCount, 1.0f));
+    std::vector<ibex_request_t *> reqs(kOps, nullptr);
+    const double c1 = cpu_seconds();
+    for (size_t i = 0; i < kOps; ++i)
+        RANK_CHECK_OK(ctx, ibex_allreduce(bufs[i].data(), bufs[i].data(), kCount, IBEX_F32, IBEX_SUM, comm, &reqs[i]));
+    for (size_t i = 0; i < kOps; ++i) RANK_CHECK_OK(ctx, ibex_wait(reqs[i]));
+    const double waiting = cpu_seconds() - c1;
+    for (size_t i = 0; i < kOps; ++i)
+        RANK_CHECK(ctx, bufs[i][kCount - 1] == float(ctx.nranks), "rank %d: op %zu gave %g", ctx.rank, i,
+                   static_cast<double>(bufs[i][kCount - 1]));
+    ctx.say("rank %d: waiting 1 s with %zu ops queued cost %.3f CPU-s", ctx.rank, kOps, waiting);
+    if (ctx.rank == 0) RANK_CHECK(ctx, waiting < 0.3, "waiting 1 s with ops queued used %.3f CPU-s", waiting);
+    RANK_CHECK_OK(ctx, ibex_comm_destroy(comm));
+    return 0;
+}
+
+TEST(Comm, WaitingWithOpsQueuedSleeps) {
+    ibex::test::expect_all_passed(ibex::test::run_ranks(2, queued_waiter_body, 60), true);
+}
+
 // Two hosts of two ranks (IBEX_HOST_ID): where the ranks of a host share cores (this
 // machine has two for all four), a waiting caller yields for 2 ms before it sleeps, as an
 // oversubscribed MPI does, since across hosts its wake-up goes through the transport's
