@@ -376,8 +376,8 @@ TEST(Fastbox, OffWithZeroLimitOrAForcedAlgorithm) {
 // The boxes are written through this process's mappings of the peers' boxes: a fast
 // collective posts no WRITE on the shm QPs (the provider counts no post of this rank's),
 // and still sums right. With IBEX_FASTBOX_MAP=0 (the path of a box that cannot be mapped)
-// every op WRITEs to each peer's box, and sums as right. Only this rank's posts count: a
-// peer's message that this rank serves late (its announcements at init) is no post of ours.
+// every op WRITEs to each peer's box, and sums as right. Only this rank's posts count, not
+// the copies it makes serving its peers' requests (one served late would count as ours).
 int boxes_body(RankCtx &ctx, bool mapped) {
     if (!mapped) ::setenv("IBEX_FASTBOX_MAP", "0", 1);
     ibex_comm_t *comm = nullptr;
