@@ -12,6 +12,7 @@
 #include "allreduce/op_start.h"
 #include "runtime/bootstrap/launcher_env.h"
 #include "runtime/bootstrap/unique_id.h"
+#include "runtime/base/c_enum.h"
 #include "runtime/base/status.h"
 
 using ibex::fail;
@@ -28,9 +29,10 @@ namespace {
 ibex_status_t check_call(const char *fn, const ibex_comm_t *comm, ibex_datatype_t type, const ibex_redop_t *op,
                          bool buffers_ok) {
     IBEX_COLL_CHECK(comm, "%s: comm is NULL", fn);
-    IBEX_COLL_CHECK(type >= 0 && type < IBEX_DATATYPE_COUNT, "%s: unknown datatype %d", fn, static_cast<int>(type));
-    IBEX_COLL_CHECK(!op || (*op >= 0 && *op < IBEX_REDOP_COUNT), "%s: unknown reduction op %d", fn,
-                    op ? static_cast<int>(*op) : 0);
+    IBEX_COLL_CHECK(ibex::c_enum_below(type, IBEX_DATATYPE_COUNT),
+                    "%s: unknown datatype %d", fn, ibex::c_enum_value(type));
+    IBEX_COLL_CHECK(!op || ibex::c_enum_below(*op, IBEX_REDOP_COUNT),
+                    "%s: unknown reduction op %d", fn, op ? ibex::c_enum_value(*op) : 0);
     IBEX_COLL_CHECK(buffers_ok, "%s: NULL buffer", fn);
     return IBEX_OK;
 }
@@ -87,12 +89,12 @@ ibex_status_t check_p2p_op(const ibex_p2p_op_t &o, int nranks, const char *fn, b
         return batch ? fail(st, "%s: op %zu: %s", fn, i, why) : fail(st, "%s: %s", fn, why);
     };
     char why[160];
-    if (o.kind != IBEX_P2P_SEND && o.kind != IBEX_P2P_RECV) {
-        std::snprintf(why, sizeof why, "unknown kind %d", static_cast<int>(o.kind));
+    if (!ibex::c_enum_in(o.kind, IBEX_P2P_SEND, IBEX_P2P_RECV)) {
+        std::snprintf(why, sizeof why, "unknown kind %d", ibex::c_enum_value(o.kind));
         return refuse(IBEX_ERR_INVALID_ARGUMENT, why);
     }
-    if (o.type < 0 || o.type >= IBEX_DATATYPE_COUNT) {
-        std::snprintf(why, sizeof why, "unknown datatype %d", static_cast<int>(o.type));
+    if (!ibex::c_enum_below(o.type, IBEX_DATATYPE_COUNT)) {
+        std::snprintf(why, sizeof why, "unknown datatype %d", ibex::c_enum_value(o.type));
         return refuse(IBEX_ERR_INVALID_ARGUMENT, why);
     }
     if (o.peer < 0 || o.peer >= nranks) {

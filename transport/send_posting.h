@@ -9,6 +9,7 @@
 
 #include <ibex/ibex.h>
 
+#include "runtime/base/c_enum.h"
 #include "runtime/base/status.h"
 #include "transport/qp_state.h"
 
@@ -51,8 +52,8 @@ enum class SendAdmit { post, flush };
 // May this WR become a WQE? `flush`: the QP is in ERR, and the WR completes flushed.
 template <class Qp>
 ibex_status_t admit_send(const Qp &qp, const ibex_send_wr_t &wr, int max_sge, SendAdmit *out) {
-    if (wr.opcode < IBEX_WR_RDMA_WRITE || wr.opcode > IBEX_WR_ATOMIC_FETCH_AND_ADD)
-        return fail(IBEX_ERR_INVALID_ARGUMENT, "unknown work request opcode %d", wr.opcode);
+    if (!c_enum_in(wr.opcode, IBEX_WR_RDMA_WRITE, IBEX_WR_ATOMIC_FETCH_AND_ADD))
+        return fail(IBEX_ERR_INVALID_ARGUMENT, "unknown work request opcode %d", c_enum_value(wr.opcode));
     if (wr.num_sge < 0 || wr.num_sge > max_sge || (wr.num_sge && !wr.sg_list))
         return fail(IBEX_ERR_INVALID_ARGUMENT, "num_sge %d out of range (0..%d) or sg_list missing", wr.num_sge, max_sge);
     *out = qp.state == IBEX_QPS_ERR ? SendAdmit::flush : SendAdmit::post;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "runtime/base/log.h"
+#include "runtime/base/c_enum.h"
 #include "runtime/base/status.h"
 #include "transport/shm/engine.h"
 #include "transport/shm/shm_ops.h"
@@ -330,7 +331,9 @@ bool direct_copy(ShmQp &qp, const SendWqe &w, bool place_only, cuda::CopyFence *
 }
 
 bool write_in_place(ShmQp &qp, const ibex_send_wr_t &wr) {
-    if (wr.opcode != IBEX_WR_RDMA_WRITE || wr.num_sge != 1 || !wr.sg_list || (wr.send_flags & IBEX_SEND_INLINE) ||
+    // The opcode as an int: it is not checked yet (c_enum.h).
+    if (c_enum_value(wr.opcode) != IBEX_WR_RDMA_WRITE || wr.num_sge != 1 || !wr.sg_list ||
+        (wr.send_flags & IBEX_SEND_INLINE) ||
         qp.state != IBEX_QPS_RTS || !qp.sq.empty() || !qp.gpu_pending.empty() || qp.rnr_until || !qp.peer ||
         (qp.forced && qp.forced != static_cast<uint32_t>(Copy::kMap)))
         return false;

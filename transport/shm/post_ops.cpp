@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "runtime/base/c_enum.h"
 #include "runtime/base/status.h"
 #include "transport/recv_posting.h"
 #include "transport/send_posting.h"
@@ -38,7 +39,9 @@ inline void copy_small_inline(uint8_t *dst, const uint8_t *src, uint32_t len) {
 // false, with nothing done, when the lane is closed or does not cover it. Here, beside
 // post_send, so that it is inlined into it.
 bool write_in_lane(ShmQp &qp, const ibex_send_wr_t &wr) {
-    if (wr.opcode != IBEX_WR_RDMA_WRITE || wr.num_sge != 1 || !wr.sg_list || (wr.send_flags & IBEX_SEND_INLINE))
+    // As an int: the opcode is not checked yet (c_enum.h).
+    if (c_enum_value(wr.opcode) != IBEX_WR_RDMA_WRITE || wr.num_sge != 1 || !wr.sg_list ||
+        (wr.send_flags & IBEX_SEND_INLINE))
         return false;
     const ibex_sge_t &sge = wr.sg_list[0];
     uint8_t *dst =

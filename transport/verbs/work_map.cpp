@@ -1,5 +1,6 @@
 #include "transport/verbs/work_map.h"
 
+#include "runtime/base/c_enum.h"
 #include "runtime/base/status.h"
 
 #include <arpa/inet.h>
@@ -23,8 +24,8 @@ static_assert(int(IBEX_WC_SUCCESS) == IBV_WC_SUCCESS && int(IBEX_WC_WR_FLUSH_ERR
 static_assert(int(IBEX_WC_WITH_IMM) == IBV_WC_WITH_IMM);
 
 ibex_status_t check_send(const ibex_send_wr_t &wr) {
-    if (wr.opcode < IBEX_WR_RDMA_WRITE || wr.opcode > IBEX_WR_ATOMIC_FETCH_AND_ADD)
-        return fail(IBEX_ERR_INVALID_ARGUMENT, "unknown work request opcode %d", wr.opcode);
+    if (!c_enum_in(wr.opcode, IBEX_WR_RDMA_WRITE, IBEX_WR_ATOMIC_FETCH_AND_ADD))
+        return fail(IBEX_ERR_INVALID_ARGUMENT, "unknown work request opcode %d", c_enum_value(wr.opcode));
     if (wr.num_sge < 0 || (wr.num_sge && !wr.sg_list))
         return fail(IBEX_ERR_INVALID_ARGUMENT, "num_sge %d with sg_list %p", wr.num_sge, static_cast<void *>(wr.sg_list));
     return IBEX_OK;
