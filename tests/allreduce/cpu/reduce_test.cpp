@@ -115,8 +115,8 @@ TEST_P(ReduceKernels, EveryPathMatchesReferenceBitForBit) {
             const Case c = make_case(type, op, count, 1000 * count + 10 * type + op);
             // Out of place, at an odd byte offset from any vector alignment.
             std::vector<uint8_t> a(c.a.size() + sz), b(c.b.size() + sz), out(c.a.size() + sz, 0xee);
-            std::memcpy(a.data() + sz, c.a.data(), c.a.size());
-            std::memcpy(b.data() + sz, c.b.data(), c.b.size());
+            std::copy(c.a.begin(), c.a.end(), a.begin() + static_cast<long>(sz)); // count 0: no memcpy from null
+            std::copy(c.b.begin(), c.b.end(), b.begin() + static_cast<long>(sz));
             k->reduce[type][op](out.data() + sz, a.data() + sz, b.data() + sz, count);
             ASSERT_EQ(first_mismatch(type, out.data() + sz, c.expect.data(), c, count), "")
                 << k->name << " " << ibex_datatype_name(type) << " " << ibex_redop_name(op) << " count " << count;
