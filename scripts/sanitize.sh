@@ -34,4 +34,19 @@ export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/scripts/lsan.supp}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 # Each test's own timeout is five times its plain one in such a build (tests/CMakeLists.txt).
-timeout "${TEST_TIMEOUT:-10800}" ctest --test-dir "$build" --output-on-failure -j2 -LE python "$@"
+run_ctest() { timeout "${TEST_TIMEOUT:-10800}" ctest --test-dir "$build" --output-on-failure -j2 -LE python "$@"; }
+if (($#)); then
+    run_ctest "$@"
+    exit
+fi
+# The ranks that mpirun starts are the one place where GCC 12's LeakSanitizer, on Debian
+# 12's glibc, records a bogus dynamic-TLS block (a rank's main thread shows "DTLS 9 at
+# 0x000000000175-0x000400001277" with verbosity=1) and its tracer then faults scanning it
+# ("Tracer caught signal 11", about one run in three). That test runs on its own with TLS
+# not scanned as a root: that can only add leak reports, never hide one. Not for the
+# rest: DPDK and glibc's dlerror keep their only pointers to live blocks in TLS.
+mpirun_test='^AllreducePerfTool\.FourRanksUnderMpirun$'
+status=0
+run_ctest -E "$mpirun_test" || status=$?
+LSAN_OPTIONS="$LSAN_OPTIONS:use_tls=0" run_ctest -R "$mpirun_test" || status=$?
+exit "$status"
