@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <tuple>
 #include <unistd.h>
 
@@ -181,6 +182,12 @@ Device make_numa(hwloc_obj_t node) {
 }
 
 ibex_status_t open_hwloc(const std::string &xml_path, HwlocTopology &out) {
+    // One live discovery at a time in a process: hwloc's Linux backend goes through
+    // libudev, which seeds a global key without a lock (ThreadSanitizer saw two thread
+    // ranks' getrandom write one libudev global while opening their devices at once).
+    static std::mutex live_discovery;
+    std::unique_lock serialize(live_discovery, std::defer_lock);
+    if (xml_path.empty()) serialize.lock();
     hwloc_topology_t raw = nullptr;
     if (hwloc_topology_init(&raw) != 0) return fail_errno(IBEX_ERR_NO_MEMORY, errno, "hwloc_topology_init");
     HwlocTopology hw(raw);
