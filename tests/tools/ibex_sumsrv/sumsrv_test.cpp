@@ -52,6 +52,7 @@ public:
         return ok && ibex::test::recv_all(child_.fd(), &port_, sizeof port_, 10000);
     }
     std::string addr() const { return "127.0.0.1:" + std::to_string(port_); }
+    pid_t pid() const { return child_.pid(); }
     void signal(int sig) { ::kill(child_.pid(), sig); }
 
 private:
@@ -184,11 +185,17 @@ TEST(Sumsrv, AServerKilledFailsEveryWorker) {
     const std::string list = a.addr() + "," + b.addr();
     constexpr int kTimeoutMs = 5000;
     const auto started = std::chrono::steady_clock::now();
-    // b dies two seconds in, while the ranks are in their loop of allreduces.
-    std::thread timer([&] {
-        std::this_thread::sleep_for(std::chrono::seconds(2));
-        b.signal(SIGKILL);
-    });
+    // b dies two seconds in, while the ranks are in their loop of allreduces. The timer is
+    // a process, not a thread: the ranks are forked next, and a child forked from a
+    // multi-threaded parent may not start threads of its own (POSIX; ThreadSanitizer
+    // refuses it).
+    ibex::test::ChildProcess timer;
+    ASSERT_TRUE(timer.start(
+        [server = b.pid()](int) {
+            std::this_thread::sleep_for(std::chrono::seconds(2));
+            return ::kill(server, SIGKILL) == 0 ? 0 : 1;
+        },
+        30));
     const auto out = ibex::test::run_ranks(
         3,
         [&](RankCtx &ctx) {
@@ -219,7 +226,7 @@ TEST(Sumsrv, AServerKilledFailsEveryWorker) {
             return 0;
         },
         60);
-    timer.join();
+    EXPECT_EQ(timer.wait_exit(10000), 0) << "the timer could not kill the server";
     ibex::test::expect_all_passed(out);
     for (const auto &r : out) std::printf("%s", r.text.c_str());
     // Killed 2 s in; every worker out well within 2 s + the timeout + slack.
@@ -246,19 +253,22 @@ TEST(Sumsrv, AStoppedServerFailsEveryWorkerNamingIt) {
     ServerProcess a;
     ASSERT_TRUE(a.start());
     const std::string list = a.addr();
-    // Rank 0 asks through `go` once every rank has summed once; a thread here stops the
-    // server and answers through `stopped`.
+    // Rank 0 asks through `go` once every rank has summed once; a process (not a thread:
+    // see AServerKilledFailsEveryWorker) stops the server and answers through `stopped`.
     int go[2], stopped[2];
     ASSERT_EQ(::pipe(go), 0);
     ASSERT_EQ(::pipe(stopped), 0);
-    std::thread stopper([&] {
-        uint8_t b = 0;
-        if (::read(go[0], &b, 1) == 1) {
-            a.signal(SIGSTOP);
+    ibex::test::ChildProcess stopper;
+    ASSERT_TRUE(stopper.start(
+        [&, server = a.pid()](int) {
+            ::close(go[1]); // its read ends when the parent's and the ranks' copies close
+            uint8_t b = 0;
+            if (::read(go[0], &b, 1) != 1) return 2;
+            if (::kill(server, SIGSTOP) != 0) return 1;
             std::this_thread::sleep_for(std::chrono::milliseconds(100));
-            [[maybe_unused]] ssize_t w = ::write(stopped[1], &b, 1);
-        }
-    });
+            return ::write(stopped[1], &b, 1) == 1 ? 0 : 1;
+        },
+        90));
     const auto out = ibex::test::run_ranks(
         3,
         [&](RankCtx &ctx) {
@@ -288,7 +298,7 @@ TEST(Sumsrv, AStoppedServerFailsEveryWorkerNamingIt) {
         },
         60);
     ::close(go[1]); // the stopper's read ends if rank 0 never asked
-    stopper.join();
+    EXPECT_EQ(stopper.wait_exit(10000), 0) << "the stopper never stopped the server";
     a.signal(SIGCONT);
     for (int fd : {go[0], stopped[0], stopped[1]}) ::close(fd);
     ibex::test::expect_all_passed(out);
