@@ -32,7 +32,7 @@ export HWLOC_COMPONENTS=${HWLOC_COMPONENTS:--pci}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:abort_on_error=0:detect_stack_use_after_return=0}
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/scripts/lsan.supp}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp}
 # Each test's own timeout is five times its plain one in such a build (tests/CMakeLists.txt).
 run_ctest() { timeout "${TEST_TIMEOUT:-10800}" ctest --test-dir "$build" --output-on-failure -j2 -LE python "$@"; }
 if (($#)); then
