@@ -6,6 +6,8 @@
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
+#include <mutex>
+#include <unordered_map>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -22,6 +24,37 @@ std::string ctx_segment_name(uint32_t pid, uint32_t ctx_id) {
 std::string qp_segment_name(uint32_t pid, uint32_t ctx_id, uint32_t qpn, uint32_t generation) {
     return ctx_segment_name(pid, ctx_id) + "." + std::to_string(qpn) + "." + std::to_string(generation);
 }
+
+struct Segment::Mapping {
+    void *addr;
+    size_t bytes;
+    pid_t creator; // a forked child inherits the table below, not the right to use it
+    Mapping(void *a, size_t b) : addr(a), bytes(b), creator(getpid()) {}
+    Mapping(const Mapping &) = delete;
+    Mapping &operator=(const Mapping &) = delete;
+    ~Mapping() { munmap(addr, bytes); }
+};
+
+namespace {
+
+// The segments this process created and has not unlinked yet, by name. Only its own:
+// a name another process created may be unlinked and made again (a reused pid), and
+// shm_open then finds the new one, which a kept mapping would not be.
+std::mutex g_created_mutex;
+std::unordered_map<std::string, std::weak_ptr<Segment::Mapping>> g_created;
+
+std::shared_ptr<Segment::Mapping> created_here(const std::string &name, size_t bytes) {
+    std::lock_guard<std::mutex> l(g_created_mutex);
+    auto it = g_created.find(name);
+    if (it == g_created.end()) return nullptr;
+    std::shared_ptr<Segment::Mapping> m = it->second.lock();
+    if (!m || m->creator != getpid() || m->bytes < bytes) return nullptr;
+    return m;
+}
+
+} // namespace
+
+void *Segment::addr() const { return map_ ? map_->addr : nullptr; }
 
 ibex_status_t Segment::create(const std::string &name, size_t bytes) {
     release();
@@ -40,15 +73,22 @@ ibex_status_t Segment::create(const std::string &name, size_t bytes) {
         shm_unlink(name.c_str());
         return fail_errno(IBEX_ERR_SYSTEM, e, "mmap(%s)", name.c_str());
     }
-    addr_ = p;
-    bytes_ = bytes;
+    map_ = std::make_shared<Mapping>(p, bytes);
     name_ = name;
     owner_ = true;
+    std::lock_guard<std::mutex> l(g_created_mutex);
+    g_created[name] = map_;
     return IBEX_OK;
 }
 
 ibex_status_t Segment::open(const std::string &name, size_t bytes) {
     release();
+    if (std::shared_ptr<Mapping> m = created_here(name, bytes)) {
+        map_ = std::move(m);
+        name_ = name;
+        owner_ = false;
+        return IBEX_OK;
+    }
     const int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
     if (fd < 0)
         return fail_errno(errno == ENOENT ? IBEX_ERR_REMOTE : IBEX_ERR_SYSTEM, errno,
@@ -63,18 +103,23 @@ ibex_status_t Segment::open(const std::string &name, size_t bytes) {
     const int e = errno;
     ::close(fd);
     if (p == MAP_FAILED) return fail_errno(IBEX_ERR_SYSTEM, e, "mmap(%s)", name.c_str());
-    addr_ = p;
-    bytes_ = bytes;
+    map_ = std::make_shared<Mapping>(p, bytes);
     name_ = name;
     owner_ = false;
     return IBEX_OK;
 }
 
 void Segment::release() {
-    if (addr_) munmap(addr_, bytes_);
-    if (owner_ && !name_.empty()) shm_unlink(name_.c_str());
-    addr_ = nullptr;
-    bytes_ = 0;
+    if (owner_ && !name_.empty()) {
+        {
+            // Unlinked: an open after this fails, as it would in another process.
+            std::lock_guard<std::mutex> l(g_created_mutex);
+            auto it = g_created.find(name_);
+            if (it != g_created.end() && it->second.lock() == map_) g_created.erase(it);
+        }
+        shm_unlink(name_.c_str());
+    }
+    map_.reset();
     name_.clear();
     owner_ = false;
 }

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include <ibex/ibex.h>
@@ -26,17 +27,22 @@ public:
 
     // Creates (exclusively) and maps a zeroed segment of `bytes`; the creator unlinks it.
     ibex_status_t create(const std::string &name, size_t bytes);
-    // Maps a peer's segment, which must be at least `bytes` long.
+    // Maps a peer's segment, which must be at least `bytes` long. A segment this process
+    // created is not mapped a second time: the opener shares the creator's mapping, so
+    // one process sees one address for it (two ends of a pair in one process; and
+    // ThreadSanitizer matches a ring's release and acquire only at one address).
     ibex_status_t open(const std::string &name, size_t bytes);
-    // Unmaps, and unlinks the name when this process created it.
+    // Drops this end's use of the mapping (unmapped with the last one), and unlinks the
+    // name when this process created it.
     void release();
 
-    void *addr() const { return addr_; }
-    bool mapped() const { return addr_ != nullptr; }
+    void *addr() const;
+    bool mapped() const { return map_ != nullptr; }
+
+    struct Mapping; // one mmap of a segment, unmapped when its last user lets go
 
 private:
-    void *addr_ = nullptr;
-    size_t bytes_ = 0;
+    std::shared_ptr<Mapping> map_;
     std::string name_;
     bool owner_ = false;
 };
