@@ -112,10 +112,10 @@ ibex_status_t Segment::open(const std::string &name, size_t bytes) {
 void Segment::release() {
     if (owner_ && !name_.empty()) {
         {
-            // Unlinked: an open after this fails, as it would in another process.
+            // Unlinked: an open after this fails, as it would in another process. The
+            // entry is this segment's (create is O_EXCL: one creator per linked name).
             std::lock_guard<std::mutex> l(g_created_mutex);
-            auto it = g_created.find(name_);
-            if (it != g_created.end() && it->second.lock() == map_) g_created.erase(it);
+            g_created.erase(name_);
         }
         shm_unlink(name_.c_str());
     }
