@@ -82,6 +82,12 @@ bool wait_for_link(uint16_t port_id, bool memif_client) {
 EthdevIo::EthdevIo(const Opened &opened, uint32_t sleep_us, uint64_t tx_wait_ns)
     : opened_(opened), memif_(!opened.memif_socket.empty()), sleep_us_(sleep_us), tx_wait_ns_(tx_wait_ns) {
     setup_wait();
+    // The server may write into its ring towards a client only the slots the client has
+    // handed back, and a client hands them back at the end of a receive burst: until its
+    // first one the server has no room, and what it sends waits out the full-ring bound
+    // and is dropped (RC resends it all). So a client receives once now; the server
+    // cannot have sent anything yet, and whatever came is kept in the stash.
+    if (memif_ && !opened_.memif_server) stash_count_ = rx_burst(stash_, kBurst);
 }
 
 void EthdevIo::setup_wait() {

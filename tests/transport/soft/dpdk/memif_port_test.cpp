@@ -494,6 +494,43 @@ TEST(DpdkMemifPort, LinkedRingsArePrefaulted) {
     EXPECT_EQ(rss, size) << "memif regions resident: " << rss / 1024 << " of " << size / 1024 << " KiB";
 }
 
+// The server's transmit ring (server to client) has room only for what the client has
+// handed back, and a client hands slots back when it receives. A client that had not yet
+// received once left the server no room at all: under load, its progress thread could
+// start late, the server's first frames waited out the full-ring bound and were dropped,
+// and RC took a go-back-N (seen as a PSN-sequence NAK in dpdk.PsnWrap.* once in 50 runs
+// on a loaded host). A client port now receives once as it opens.
+TEST(DpdkMemifPort, ServerSendsBeforeTheClientFirstReceives) {
+    const auto [server_dev, client_dev] = pair_devices(".early");
+    ibex_status_t st;
+    DpdkPortOptions so, co;
+    so.device = server_dev;
+    co.device = client_dev;
+    auto server = open_dpdk_port(so, &st);
+    ASSERT_TRUE(server) << ibex_last_error();
+    auto client = open_dpdk_port(co, &st);
+    ASSERT_TRUE(client) << ibex_last_error();
+    constexpr int kFrames = 256;
+    uint8_t bytes[64] = {};
+    for (int i = 0; i < kFrames; ++i) {
+        bytes[0] = uint8_t(i);
+        const TxPacket p = small_frame(bytes, kParentIp);
+        server->send(std::span<const TxPacket>(&p, 1));
+    }
+    DpdkPortStats s;
+    ASSERT_TRUE(dpdk_port_stats(*server, &s));
+    EXPECT_EQ(s.tx_dropped, 0u) << "frames sent before the client's first receive were dropped";
+    RxPacket pkts[32];
+    int got = 0;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (got < kFrames && std::chrono::steady_clock::now() < end) {
+        const int n = client->recv(pkts);
+        for (int i = 0; i < n; ++i, ++got) ASSERT_EQ(pkts[i].data[0], uint8_t(got)) << "frame " << got << " out of order";
+        if (!n) usleep(100);
+    }
+    EXPECT_EQ(got, kFrames);
+}
+
 // A server by name replaces a stale socket file left by a server that died, and refuses
 // a socket that a live server holds.
 TEST(DpdkMemifPort, NamedServerTakesOverAStaleSocketAndRefusesALiveOne) {
