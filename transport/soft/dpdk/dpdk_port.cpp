@@ -85,6 +85,7 @@ DpdkPort::~DpdkPort() {
 DpdkPortStats DpdkPort::stats() const {
     DpdkPortStats s = stats_;
     s.peer_leaves = session_.peer_leaves();
+    s.memif_reconnects = io_.opened().memif_reconnects;
     s.rx_interrupts = io_.rx_interrupts();
     s.multi_seg = multi_seg_;
     return s;

@@ -32,6 +32,7 @@ struct DpdkPortStats {
     uint64_t arp_replies = 0;
     uint64_t rx_not_for_us = 0;  // frames dropped by MAC/IP/UDP port
     uint64_t peer_leaves = 0;    // times a memif peer said it was leaving and this port stopped polling
+    uint64_t memif_reconnects = 0; // memif client: restarts while opening, its link still down
     bool rx_interrupts = false;  // the wait descriptor is the PMD's rx interrupt
     bool multi_seg = false;      // the PMD takes chained mbufs (zero-copy possible)
 };

@@ -176,7 +176,7 @@ std::unique_ptr<DpdkPort> open_dpdk_port_object(const DpdkPortOptions &opts, ibe
     // A client's link comes up once the server answers; wait for it (bounded) so the first
     // packets are not lost. A server waits for no one.
     const bool memif_client = spec.target == Target::kMemif && !o.memif_server;
-    if (!o.memif_server && !wait_for_link(o.port_id, memif_client) && memif_client) {
+    if (!o.memif_server && !wait_for_link(o.port_id, memif_client, &o.memif_reconnects) && memif_client) {
         // Nothing would ever arrive: say so now rather than as a retry timeout later.
         const ibex_status_t st =
             fail(IBEX_ERR_REMOTE, "%s: the memif server on %s did not accept this client within %d ms (a memif socket "

@@ -24,6 +24,7 @@ struct Opened {
     std::string lock_path;
     std::string server_socket; // memif server: its socket file
     std::string memif_socket;  // memif, either role: the socket's path
+    uint32_t memif_reconnects = 0; // memif client: times it restarted while its link stayed down
 };
 
 // Creates (or finds) the ethdev `spec` names; fills *o. Errors are recorded (ibex::fail).

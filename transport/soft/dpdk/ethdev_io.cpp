@@ -11,6 +11,7 @@
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
 
+#include "runtime/base/config.h"
 #include "runtime/base/log.h"
 #include "transport/soft/dpdk/eal.h"
 
@@ -40,11 +41,8 @@ struct LcoreRegistration {
 
 void register_this_thread() { thread_local LcoreRegistration reg; }
 
-void restart_device(void *p) {
-    const auto port_id = static_cast<uint16_t>(reinterpret_cast<uintptr_t>(p));
-    rte_eth_dev_stop(port_id);
-    rte_eth_dev_start(port_id);
-}
+void stop_device(void *p) { rte_eth_dev_stop(static_cast<uint16_t>(reinterpret_cast<uintptr_t>(p))); }
+void start_device(void *p) { rte_eth_dev_start(static_cast<uint16_t>(reinterpret_cast<uintptr_t>(p))); }
 
 } // namespace
 
@@ -63,18 +61,28 @@ bool link_is_up(uint16_t port_id) {
 // and its start: 22.11's server then refuses the client ("ID not found") and the client
 // never tries again. So a memif client whose link stays down reconnects, at growing
 // intervals.
-bool wait_for_link(uint16_t port_id, bool memif_client) {
+bool wait_for_link(uint16_t port_id, bool memif_client, uint32_t *reconnects) {
     const int total = memif_client ? kMemifLinkWaitMs : kLinkWaitMs;
     int waited = 0;
-    for (int interval = 25; waited < total; interval *= 2) {
+    const int first = static_cast<int>(config::get_int("IBEX_DPDK_MEMIF_RETRY_MS", 25, 1, kMemifLinkWaitMs));
+    for (int interval = first; waited < total; interval *= 2) {
         for (int i = 0; i < interval && waited < total; ++i, ++waited) {
             if (link_is_up(port_id)) return true;
             usleep(1000);
         }
         if (!memif_client || waited >= total || link_is_up(port_id)) continue;
         IBEX_LOG(debug, "dpdk port %u: memif link still down after %d ms: reconnecting", port_id, waited);
-        // Stop and start on EAL's interrupt thread, where memif runs its control channel.
-        run_on_interrupt_thread(&restart_device, reinterpret_cast<void *>(uintptr_t(port_id)));
+        // Stop and start on EAL's interrupt thread, where memif runs its control channel,
+        // as two requests. That thread handles a batch of ready descriptors at a time and
+        // finds each one's handler by its number: a stop closes the control socket, a
+        // start in the same request opened the next one under the same number, and a
+        // readiness left in the batch from the old socket then ran the new socket's
+        // handler, whose blocking receive waited for a server that only this thread could
+        // run (seen: the thread stuck in recvmsg on the new socket, the server's listener
+        // holding the unaccepted connection, every later request timing out).
+        void *port = reinterpret_cast<void *>(uintptr_t(port_id));
+        if (run_on_interrupt_thread(&stop_device, port)) run_on_interrupt_thread(&start_device, port);
+        if (reconnects) ++*reconnects;
     }
     return link_is_up(port_id);
 }

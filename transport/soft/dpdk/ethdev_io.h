@@ -28,7 +28,7 @@ bool link_is_up(uint16_t port_id);
 // Waits (bounded) for the link of a port that is not a memif server; true once it is up.
 // A memif client whose server refused it (ethdev_io.cpp) reconnects meanwhile.
 inline constexpr int kMemifLinkWaitMs = 5000; // a memif client: its server may still be starting
-bool wait_for_link(uint16_t port_id, bool memif_client);
+bool wait_for_link(uint16_t port_id, bool memif_client, uint32_t *reconnects = nullptr);
 
 // Makes the calling thread an EAL lcore on its first call (why: ethdev_io.cpp). Called
 // once per burst by each entry point that may run on a new thread.

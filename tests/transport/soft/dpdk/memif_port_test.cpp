@@ -501,7 +501,7 @@ TEST(DpdkMemifPort, LinkedRingsArePrefaulted) {
 // and RC took a go-back-N (seen as a PSN-sequence NAK in dpdk.PsnWrap.* once in 50 runs
 // on a loaded host). A client port now receives once as it opens.
 TEST(DpdkMemifPort, ServerSendsBeforeTheClientFirstReceives) {
-    const auto [server_dev, client_dev] = pair_devices(".early");
+    const auto [server_dev, client_dev] = pair_devices(".first");
     ibex_status_t st;
     DpdkPortOptions so, co;
     so.device = server_dev;
@@ -529,6 +529,60 @@ TEST(DpdkMemifPort, ServerSendsBeforeTheClientFirstReceives) {
         if (!n) usleep(100);
     }
     EXPECT_EQ(got, kFrames);
+}
+
+// A client whose link is slow to come up restarts its device on EAL's interrupt thread
+// (see ClientRefusedByAnUnstartedServerReconnects). Here it restarts after 1 ms, so some
+// rounds restart while the server's handshake runs, and the client must still link up
+// each round. Stop and start used to run as one request on that thread: the stop closed
+// the control socket, the start opened the next under the same descriptor number, and a
+// readiness of the old socket still in the thread's batch ran the new socket's handler,
+// whose blocking receive waited for a server only that thread could run. With six of
+// these processes at once on 2 cores, that hung the interrupt thread in 30 runs of 30.
+TEST(DpdkMemifPort, ClientThatRestartsWhileLinkingStillLinks) {
+    const auto [server_dev, client_dev] = pair_devices(".restart");
+    ibex_status_t st;
+    DpdkPortOptions so;
+    so.device = server_dev;
+    auto server = open_dpdk_port(so, &st);
+    ASSERT_TRUE(server) << ibex_last_error();
+    std::atomic<bool> stop{false};
+    std::atomic<int> received{0};
+    std::thread poller([&] { // also answers each leaving client at once
+        RxPacket pkts[32];
+        while (!stop.load()) received += server->recv(pkts);
+    });
+    setenv("IBEX_DPDK_MEMIF_RETRY_MS", "1", 1);
+    uint64_t restarts = 0;
+    int rounds = 0;
+    constexpr int kMaxRounds = 40, kEnoughRestarts = 4;
+    for (; rounds < kMaxRounds && restarts < kEnoughRestarts; ++rounds) {
+        DpdkPortOptions co;
+        co.device = client_dev;
+        auto client = open_dpdk_port(co, &st);
+        if (!client) {
+            ADD_FAILURE() << "round " << rounds << ": " << ibex_last_error();
+            break;
+        }
+        DpdkPortStats cs;
+        ASSERT_TRUE(dpdk_port_stats(*client, &cs));
+        restarts += cs.memif_reconnects;
+        uint8_t bytes[64] = {};
+        const TxPacket p = small_frame(bytes, kChildIp);
+        const int before = received.load();
+        const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (received.load() == before && std::chrono::steady_clock::now() < end) {
+            client->send(std::span<const TxPacket>(&p, 1));
+            usleep(500);
+        }
+        EXPECT_GT(received.load(), before) << "round " << rounds << ": no frame crossed after " << cs.memif_reconnects
+                                           << " restarts";
+    }
+    unsetenv("IBEX_DPDK_MEMIF_RETRY_MS");
+    stop = true;
+    poller.join();
+    std::printf("%llu restarts in %d rounds\n", (unsigned long long)restarts, rounds);
+    if (!restarts) GTEST_SKIP() << "every link came up within 1 ms in " << rounds << " rounds: no restart was exercised";
 }
 
 // A server by name replaces a stale socket file left by a server that died, and refuses
