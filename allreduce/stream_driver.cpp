@@ -161,10 +161,14 @@ bool run_inline(ibex_comm *c, Op &op, ibex_status_t *out) {
         // Oversubscribed, the peer this rank waits for is often just off the CPU for a few
         // of its turns: yielding to it for up to 2 ms beats a nap, since no completion
         // would wake this rank when the word lands.
-        // The clock is first read after 256 looks: most small collectives are done by then,
-        // and a clock read per collective is a tenth of its time.
+        // With a core of its own the clock is first read after 256 looks: most small
+        // collectives are done by then, and a clock read per collective is a tenth of its
+        // time. Yielding, it is read every 16 looks: a yield on a crowded host can hand the
+        // core away for milliseconds, and 256 of them once took 1.5 s, past the op's
+        // timeout, which then only began to count.
         const int spin_us = c->opt.own_core ? c->opt.wait_spin_us : std::max(c->opt.wait_spin_us, 2000);
-        Clock::time_point spin_until{};
+        const unsigned clock_every = c->opt.own_core ? 255 : 15;
+        Clock::time_point first_look{}, spin_until{};
         for (unsigned i = 0; st == IBEX_OK && !done; ++i) {
             st = boxes_poll(c, d.op, &done, &moved);
             if (done || st != IBEX_OK) break;
@@ -172,10 +176,14 @@ bool run_inline(ibex_comm *c, Op &op, ibex_status_t *out) {
                 __builtin_ia32_pause();
             else
                 sched_yield();
-            if ((i & 255) == 255) {
+            if ((i & clock_every) == clock_every) {
                 const auto now = Clock::now();
-                if (i == 255) spin_until = now + std::chrono::microseconds(spin_us);
-                else if (now > spin_until) break;
+                if (i == clock_every) {
+                    first_look = now;
+                    spin_until = now + std::chrono::microseconds(spin_us);
+                } else if (now > spin_until) {
+                    break;
+                }
             }
         }
         if (st != IBEX_OK) {
@@ -185,7 +193,9 @@ bool run_inline(ibex_comm *c, Op &op, ibex_status_t *out) {
             d.have = false;
             ran_out = true;
         } else {
-            d.last_activity = d.last_move = Clock::now();
+            // The timeout counts from the first look at the clock, not from the spin's end.
+            d.last_move = Clock::now();
+            d.last_activity = first_look;
             while (d.have) {
                 const Pass p = drive_pass(c);
                 if (p == Pass::stop) {

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <sched.h>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -387,6 +389,52 @@ TEST(Mailbox, AReceiveNobodySendsTimesOutNamingTheSender) {
         RANK_CHECK(ctx, st == IBEX_ERR_TIMEOUT, "rank 0: %s (%s)", ibex_strerror(st), ibex_last_error());
         RANK_CHECK(ctx, std::string(ibex_last_error()).find("waiting on rank 2") != std::string::npos,
                    "rank 0: the timeout does not name rank 2: %s", ibex_last_error());
+        RANK_CHECK(ctx, took >= kTimeoutMs - 100 && took < 3 * kTimeoutMs, "rank 0: took %ld ms", took);
+        ibex_comm_abort(comm);
+        return 0;
+    });
+    ibex::test::expect_all_passed(out, true);
+}
+
+// The same on a crowded core: every rank and two busy threads share one CPU, so each yield
+// of rank 0's first tight polls hands the core away for a time slice. Those polls read the
+// clock only every 256 looks and the timeout began to count after them: under a loaded
+// ctest they took up to 1.5 s, and an 800 ms timeout fired after 2.4 s (the test above
+// failed so). The timeout counts from the op's first look at the clock now.
+TEST(Mailbox, AReceiveTimesOutInTimeOnACrowdedCore) {
+    cpu_set_t allowed;
+    ASSERT_EQ(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+    int cpu = 0;
+    while (cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &allowed)) ++cpu;
+    ASSERT_LT(cpu, CPU_SETSIZE);
+    const auto out = ibex::test::run_ranks(3, [cpu](RankCtx &ctx) {
+        constexpr int kTimeoutMs = 500;
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        RANK_CHECK(ctx, sched_setaffinity(0, sizeof one, &one) == 0, "rank %d: cannot run on CPU %d", ctx.rank, cpu);
+        ibex_comm_t *comm = nullptr;
+        RANK_CHECK_OK(ctx, ibex::test::init_host_comm(ctx, &comm, kTimeoutMs));
+        if (ctx.rank != 0) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(6 * kTimeoutMs));
+            ibex_comm_abort(comm);
+            return 0;
+        }
+        std::atomic<bool> stop{false};
+        std::vector<std::thread> busy;
+        for (int i = 0; i < 2; ++i)
+            busy.emplace_back([&stop] {
+                while (!stop.load(std::memory_order_relaxed)) {
+                }
+            });
+        uint32_t v = 0;
+        const auto t0 = std::chrono::steady_clock::now();
+        const ibex_status_t st = ibex_recv(&v, 1, IBEX_I32, 2, comm, nullptr);
+        const long took = ibex::test::ms_since(t0);
+        stop = true;
+        for (auto &t : busy) t.join();
+        ctx.say("rank 0: %s after %ld ms: %s", ibex_strerror(st), took, ibex_last_error());
+        RANK_CHECK(ctx, st == IBEX_ERR_TIMEOUT, "rank 0: %s (%s)", ibex_strerror(st), ibex_last_error());
         RANK_CHECK(ctx, took >= kTimeoutMs - 100 && took < 3 * kTimeoutMs, "rank 0: took %ld ms", took);
         ibex_comm_abort(comm);
         return 0;
