@@ -401,8 +401,11 @@ TEST(SimulatedGpuBuffers, BackToBackOpsOverlapTheirCopiesAndCompleteInOrder) {
 // The survivors issue four allreduces without waiting (the third is prefetched once the
 // first's results have landed, while the second waits on the dead rank, and is dropped
 // with the queue when the error comes); the victim joins the first alone, waits for it
-// and dies.
-int killed_behind_queued_body(RankCtx &ctx, int victim, std::atomic<int> *issued) {
+// and dies once every rank has the first one's result. (Dying as soon as the others had
+// issued theirs, it could take its last WRITE of the first op with it: a rank's op is done
+// when its own result is in, not when its peers have what it sent, and under a loaded
+// ctest -j4 a survivor's first op once failed so.)
+int killed_behind_queued_body(RankCtx &ctx, int victim, std::atomic<int> *have_first) {
     constexpr size_t kN = 65536, kOps = 4;
     constexpr int kTimeoutMs = 5000;
     const size_t bytes = kN * 4;
@@ -425,9 +428,9 @@ int killed_behind_queued_body(RankCtx &ctx, int victim, std::atomic<int> *issued
         RANK_CHECK_OK(ctx, ibex_allreduce(send[i]->data(), recv[i]->data(), kN, IBEX_F32, IBEX_SUM, comm, &r));
         reqs.push_back(r);
     }
-    issued->fetch_add(1);
     RANK_CHECK_OK(ctx, ibex_wait(reqs[0]));
-    if (ctx.rank == victim) ibex::test::die_when_all_ready(ctx, issued, 0);
+    have_first->fetch_add(1);
+    if (ctx.rank == victim) ibex::test::die_when_all_ready(ctx, have_first, 0);
     recv[0]->download(got.data(), bytes);
     for (size_t j = 0; j < kN; ++j) {
         float want = 0;
