@@ -44,11 +44,9 @@ inline std::string thread_status(int tid, const std::string &field) {
     return {};
 }
 
-// Voluntary and involuntary context switches of a thread so far.
-inline long thread_switches(int tid) {
-    return std::atol(thread_status(tid, "voluntary_ctxt_switches").c_str()) +
-           std::atol(thread_status(tid, "nonvoluntary_ctxt_switches").c_str());
-}
+// Times a thread has blocked so far (its voluntary context switches): each is one sleep,
+// so one wake-up. Preemptions are left out: they count the host's load, not the thread.
+inline long thread_sleeps(int tid) { return std::atol(thread_status(tid, "voluntary_ctxt_switches").c_str()); }
 
 // Every thread of the calling process onto one CPU: a test that wants a background thread
 // (EAL's interrupt thread, say) to run only by preempting the one that polls.

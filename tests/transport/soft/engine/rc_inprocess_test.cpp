@@ -144,12 +144,13 @@ TEST_F(RcInProcess, IdleContextsBlockInsteadOfSpinning) {
     EXPECT_LT(used, 0.1) << "idle contexts used " << used << " CPU-seconds in " << waited << " s";
 }
 
-// Context switches of this process's progress threads (named ibex-progress), voluntary
-// and not; -1 if it has none.
-long progress_thread_switches() {
+// Sleeps (so wake-ups) of this process's progress threads (named ibex-progress); -1 if it
+// has none. Preemptions are not counted: under a loaded ctest -j5 they pushed the sum of
+// both kinds past the bound below once (157).
+long progress_thread_sleeps() {
     long total = -1;
     for (int tid : ibex::test::process_threads())
-        if (ibex::test::thread_name(tid) == "ibex-progress") total = (total < 0 ? 0 : total) + ibex::test::thread_switches(tid);
+        if (ibex::test::thread_name(tid) == "ibex-progress") total = (total < 0 ? 0 : total) + ibex::test::thread_sleeps(tid);
     return total;
 }
 
@@ -160,7 +161,7 @@ long progress_thread_switches() {
 TEST_F(RcInProcess, AProgressThreadLooksRarelyAtAnApplicationThatKeepsPolling) {
     IBEX_ASSERT_OK(a.post_rdma(IBEX_WR_RDMA_WRITE, 1, 0, 4096, b.va(0), ibex_mr_rkey(b.mr)));
     ASSERT_EQ(a.wait(1).size(), 1u);
-    const long before = progress_thread_switches();
+    const long before = progress_thread_sleeps();
     if (before < 0) GTEST_SKIP() << "the test device (" << test_device() << ") runs no progress thread";
     const auto start = std::chrono::steady_clock::now();
     ibex_wc_t wc[4];
@@ -168,10 +169,10 @@ TEST_F(RcInProcess, AProgressThreadLooksRarelyAtAnApplicationThatKeepsPolling) {
         int n = 0;
         ASSERT_EQ(ibex_poll_cq(a.cq, 4, wc, &n), IBEX_OK);
     }
-    const long switches = progress_thread_switches() - before;
-    std::printf("progress threads: %ld context switches in 0.4 s of polling\n", switches);
+    const long wakeups = progress_thread_sleeps() - before;
+    std::printf("progress threads: %ld wake-ups in 0.4 s of polling\n", wakeups);
     // a's thread: about 0.4 s / 8 ms plus the first few looks; b's, idle: a few.
-    EXPECT_LT(switches, 150) << "the progress threads kept waking up while the application polled";
+    EXPECT_LT(wakeups, 150) << "the progress threads kept waking up while the application polled";
 }
 
 } // namespace
