@@ -3,6 +3,8 @@
 #include "transport/soft/dpdk/dpdk_port_internal.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <unistd.h>
@@ -172,6 +174,13 @@ std::unique_ptr<DpdkPort> open_dpdk_port_object(const DpdkPortOptions &opts, ibe
                                info.driver_name, rte_strerror(-r)));
     spec.rxd = rxd;
     spec.txd = txd;
+    if (!o.server_bind_path.empty() && rename(o.server_bind_path.c_str(), o.server_socket.c_str()) != 0) {
+        const ibex_status_t st = fail_errno(IBEX_ERR_SYSTEM, errno, "%s: cannot name the memif socket %s (it listened as %s)",
+                                            opts.device.c_str(), o.server_socket.c_str(), o.server_bind_path.c_str());
+        run_on_interrupt_thread(&close_device, new Opened(o));
+        o.vdev_name.clear();
+        return fail_pools(st);
+    }
 
     // A client's link comes up once the server answers; wait for it (bounded) so the first
     // packets are not lost. A server waits for no one.

@@ -14,6 +14,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <rte_bus_vdev.h>
@@ -126,11 +127,24 @@ ibex_status_t attach_device(const DeviceSpec &spec, const std::string &device, O
         }
         o->memif_server = role == MemifRole::kServer;
         o->memif_socket = sock;
-        if (o->memif_server) o->server_socket = sock;
+        std::string listen_on = sock;
+        if (o->memif_server) {
+            o->server_socket = sock;
+            // DPDK 22.11's server listens from its probe on but answers only once started,
+            // and refuses for good a client that connects in between ("ID not found"). So
+            // it listens under a name of its own, which open_dpdk_port_object renames to
+            // the socket's once the device has started: a client, which waits for the file,
+            // then always finds a server that answers.
+            const std::string hidden = sock + "." + std::to_string(getpid()) + "." + std::to_string(seq) + ".starting";
+            if (hidden.size() < sizeof(sockaddr_un{}.sun_path)) {
+                unlink(hidden.c_str());
+                o->server_bind_path = listen_on = hidden;
+            }
+        }
         const int64_t rsize = config::get_int("IBEX_DPDK_MEMIF_RSIZE", 11, 8, 14);
         o->rx_slots = 1u << rsize;
         name = "net_memif_ibex" + std::to_string(getpid()) + "_" + std::to_string(seq);
-        args = std::string("role=") + (o->memif_server ? "server" : "client") + ",socket=" + sock +
+        args = std::string("role=") + (o->memif_server ? "server" : "client") + ",socket=" + listen_on +
                ",socket-abstract=no,bsize=" + std::to_string(config::get_int("IBEX_DPDK_MEMIF_BSIZE", 4608, 1024, 65535)) +
                ",rsize=" + std::to_string(rsize);
         break;

@@ -23,6 +23,7 @@ struct Opened {
     int lock_fd = -1;      // memif server chosen by lock: held while the port lives
     std::string lock_path;
     std::string server_socket; // memif server: its socket file
+    std::string server_bind_path; // memif server: the name it listens under until it has started
     std::string memif_socket;  // memif, either role: the socket's path
     uint32_t memif_reconnects = 0; // memif client: times it restarted while its link stayed down
 };

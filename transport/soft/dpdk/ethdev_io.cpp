@@ -59,12 +59,15 @@ bool link_is_up(uint16_t port_id) {
 
 // A memif client may have connected between the server's probe, which creates the socket,
 // and its start: 22.11's server then refuses the client ("ID not found") and the client
-// never tries again. So a memif client whose link stays down reconnects, at growing
-// intervals.
+// never tries again. ibex's own servers name their socket only once started
+// (ethdev_attach.cpp), so this is for other servers: a memif client whose link stays down
+// reconnects, at growing intervals from 1 s. Not sooner: a restart that meets a handshake
+// still under way (a slow one, on a loaded host) can make 22.11's server panic ("Error
+// adding fd ... epoll_ctl, Bad file descriptor", after its sendmsg to the old socket fails).
 bool wait_for_link(uint16_t port_id, bool memif_client, uint32_t *reconnects) {
     const int total = memif_client ? kMemifLinkWaitMs : kLinkWaitMs;
     int waited = 0;
-    const int first = static_cast<int>(config::get_int("IBEX_DPDK_MEMIF_RETRY_MS", 25, 1, kMemifLinkWaitMs));
+    const int first = static_cast<int>(config::get_int("IBEX_DPDK_MEMIF_RETRY_MS", 1000, 1, kMemifLinkWaitMs));
     for (int interval = first; waited < total; interval *= 2) {
         for (int i = 0; i < interval && waited < total; ++i, ++waited) {
             if (link_is_up(port_id)) return true;

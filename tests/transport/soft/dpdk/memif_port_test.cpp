@@ -11,6 +11,7 @@
 #include <thread>
 #include <cstring>
 #include <memory>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <utility>
@@ -529,6 +530,64 @@ TEST(DpdkMemifPort, ServerSendsBeforeTheClientFirstReceives) {
         if (!n) usleep(100);
     }
     EXPECT_EQ(got, kFrames);
+}
+
+// A server and a client opened at the same moment, each in a process of its own (two
+// ranks started together). DPDK 22.11's server listens from its probe on but answers only
+// once started, and refused for good a client that connected in between: about one such
+// pair in three, before ibex's server listened under a name of its own until started (the
+// client waits for the socket's file). The client here never restarts, so a refusal would
+// leave it down: every round must link.
+TEST(DpdkMemifPort, AClientOpenedWithItsServerIsNotRefused) {
+    constexpr int kRounds = 6;
+    int linked = 0;
+    for (int round = 0; round < kRounds; ++round) {
+        const std::string device = "dpdk:memif:" + socket_path() + ".together" + std::to_string(round);
+        ChildProcess server, client;
+        ASSERT_TRUE(server.start(
+            [&](int fd) {
+                char go;
+                if (!recv_all(fd, &go, 1, 20000)) return 2;
+                ibex_status_t st;
+                DpdkPortOptions o;
+                o.device = device + ",role=server";
+                auto port = open_dpdk_port(o, &st);
+                if (!port) return 3;
+                RxPacket pkts[32];
+                for (int i = 0; i < 20000; ++i) { // serve (answer the client's leaving) until told
+                    port->recv(pkts);
+                    pollfd p{fd, POLLIN, 0};
+                    if (poll(&p, 1, 1) > 0) break;
+                }
+                return 0;
+            },
+            40));
+        ASSERT_TRUE(client.start(
+            [&](int fd) {
+                char go;
+                if (!recv_all(fd, &go, 1, 20000)) return 2;
+                setenv("IBEX_DPDK_MEMIF_RETRY_MS", "5000", 1); // no restart within the link wait
+                ibex_status_t st;
+                DpdkPortOptions o;
+                o.device = device + ",role=client";
+                auto port = open_dpdk_port(o, &st);
+                const int32_t ok = port ? 1 : 0;
+                if (!send_all(fd, &ok, sizeof ok)) return 3;
+                recv_all(fd, &go, 1, 20000);
+                return 0;
+            },
+            40));
+        const char go = 1;
+        ASSERT_TRUE(send_all(server.fd(), &go, 1) && send_all(client.fd(), &go, 1));
+        int32_t ok = 0;
+        ASSERT_TRUE(recv_all(client.fd(), &ok, sizeof ok, 20000));
+        linked += ok;
+        send_all(client.fd(), &go, 1);
+        EXPECT_EQ(client.wait_exit(20000), 0);
+        send_all(server.fd(), &go, 1);
+        EXPECT_EQ(server.wait_exit(20000), 0);
+    }
+    EXPECT_EQ(linked, kRounds) << "clients refused by a server that had not started yet";
 }
 
 // A client whose link is slow to come up restarts its device on EAL's interrupt thread
