@@ -68,6 +68,64 @@ PairDevices pair_devices(const std::string &suffix) {
             base + ",role=client,ip=10.61.0.2,mac=02:00:00:3d:00:02,neigh=10.61.0.1@02:00:00:3d:00:01"};
 }
 
+// Opens both ends of the in-process pair on socket_path() + suffix; false, with the error
+// added as a failure, when either does not open.
+bool open_pair(const std::string &suffix, std::unique_ptr<Port> *server, std::unique_ptr<Port> *client) {
+    const auto [server_dev, client_dev] = pair_devices(suffix);
+    ibex_status_t st;
+    DpdkPortOptions so, co;
+    so.device = server_dev;
+    co.device = client_dev;
+    *server = open_dpdk_port(so, &st);
+    if (!*server) {
+        ADD_FAILURE() << server_dev << ": " << ibex_last_error();
+        return false;
+    }
+    *client = open_dpdk_port(co, &st);
+    if (!*client) {
+        ADD_FAILURE() << client_dev << ": " << ibex_last_error();
+        return false;
+    }
+    return true;
+}
+
+// The server end of an in-process pair, polled by a thread of its own that counts what
+// arrives (and so answers a leaving client at once).
+struct PolledServer {
+    std::unique_ptr<Port> port;
+    std::atomic<bool> stop{false};
+    std::atomic<int> received{0};
+    std::thread poller;
+    explicit PolledServer(const std::string &device) {
+        ibex_status_t st;
+        DpdkPortOptions o;
+        o.device = device;
+        port = open_dpdk_port(o, &st);
+        if (port)
+            poller = std::thread([this] {
+                RxPacket pkts[32];
+                while (!stop.load()) received += port->recv(pkts);
+            });
+    }
+    ~PolledServer() { halt(); }
+    void halt() {
+        stop = true;
+        if (poller.joinable()) poller.join();
+    }
+    // Sends small frames from `client` every `gap_us` until one arrives (10 s at most).
+    bool reached_by(Port &client, int gap_us) {
+        uint8_t bytes[64] = {};
+        const TxPacket p = small_frame(bytes, kChildIp);
+        const int before = received.load();
+        const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (received.load() == before && std::chrono::steady_clock::now() < end) {
+            client.send(std::span<const TxPacket>(&p, 1));
+            usleep(gap_us);
+        }
+        return received.load() > before;
+    }
+};
+
 // Child: serve the memif socket, report ready, record `expect` packets (answering ARP
 // while it waits), send the records.
 int child_receiver(int fd, const std::string &device, int expect) {
@@ -251,16 +309,8 @@ TEST(DpdkMemifPort, VlanTagAndFixedDscp) {
 TEST(DpdkMemifPort, ClosingPortWaitsForItsPeerToStopPolling) {
     const auto [server, client] = pair_devices(".leave");
     ibex_status_t st;
-    DpdkPortOptions so;
-    so.device = server;
-    auto survivor = open_dpdk_port(so, &st);
-    ASSERT_TRUE(survivor) << ibex_last_error();
-    std::atomic<bool> stop{false};
-    std::atomic<int> received{0};
-    std::thread poller([&] {
-        RxPacket pkts[32];
-        while (!stop.load()) received += survivor->recv(pkts);
-    });
+    PolledServer survivor(server);
+    ASSERT_TRUE(survivor.port) << ibex_last_error();
     constexpr int kRounds = 8;
     int reached = 0;
     for (int round = 0; round < kRounds; ++round) {
@@ -272,21 +322,12 @@ TEST(DpdkMemifPort, ClosingPortWaitsForItsPeerToStopPolling) {
             break;
         }
         // Traffic until a frame arrives: the link is up both ways before the close.
-        uint8_t bytes[64] = {};
-        const TxPacket p = small_frame(bytes, kChildIp);
-        const int before = received.load();
-        const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-        while (received.load() == before && std::chrono::steady_clock::now() < end) {
-            leaver->send(std::span<const TxPacket>(&p, 1));
-            usleep(1000);
-        }
-        if (received.load() > before) ++reached;
+        if (survivor.reached_by(*leaver, 1000)) ++reached;
         leaver.reset(); // says it is leaving, waits for the answer, disconnects
     }
-    stop = true;
-    poller.join();
+    survivor.halt();
     DpdkPortStats s;
-    ASSERT_TRUE(dpdk_port_stats(*survivor, &s));
+    ASSERT_TRUE(dpdk_port_stats(*survivor.port, &s));
     EXPECT_EQ(reached, kRounds) << "every new peer was served";
     EXPECT_EQ(s.peer_leaves, uint64_t(kRounds)) << "each departure was announced and answered";
 }
@@ -469,15 +510,8 @@ std::pair<size_t, size_t> memif_region_size_and_rss() {
 // first pass over a ring page-faults per buffer and a ping-pong ran ~10x slower for its
 // first ~2000 round trips.
 TEST(DpdkMemifPort, LinkedRingsArePrefaulted) {
-    const auto [server_dev, client_dev] = pair_devices(".warm");
-    ibex_status_t st;
-    DpdkPortOptions so, co;
-    so.device = server_dev;
-    co.device = client_dev;
-    auto server = open_dpdk_port(so, &st);
-    ASSERT_TRUE(server) << ibex_last_error();
-    auto client = open_dpdk_port(co, &st);
-    ASSERT_TRUE(client) << ibex_last_error();
+    std::unique_ptr<Port> server, client;
+    ASSERT_TRUE(open_pair(".warm", &server, &client));
     uint8_t bytes[64] = {};
     const TxPacket p = small_frame(bytes, kChildIp);
     RxPacket pkts[32];
@@ -502,15 +536,8 @@ TEST(DpdkMemifPort, LinkedRingsArePrefaulted) {
 // and RC took a go-back-N (seen as a PSN-sequence NAK in dpdk.PsnWrap.* once in 50 runs
 // on a loaded host). A client port now receives once as it opens.
 TEST(DpdkMemifPort, ServerSendsBeforeTheClientFirstReceives) {
-    const auto [server_dev, client_dev] = pair_devices(".first");
-    ibex_status_t st;
-    DpdkPortOptions so, co;
-    so.device = server_dev;
-    co.device = client_dev;
-    auto server = open_dpdk_port(so, &st);
-    ASSERT_TRUE(server) << ibex_last_error();
-    auto client = open_dpdk_port(co, &st);
-    ASSERT_TRUE(client) << ibex_last_error();
+    std::unique_ptr<Port> server, client;
+    ASSERT_TRUE(open_pair(".first", &server, &client));
     constexpr int kFrames = 256;
     uint8_t bytes[64] = {};
     for (int i = 0; i < kFrames; ++i) {
@@ -601,16 +628,8 @@ TEST(DpdkMemifPort, AClientOpenedWithItsServerIsNotRefused) {
 TEST(DpdkMemifPort, ClientThatRestartsWhileLinkingStillLinks) {
     const auto [server_dev, client_dev] = pair_devices(".restart");
     ibex_status_t st;
-    DpdkPortOptions so;
-    so.device = server_dev;
-    auto server = open_dpdk_port(so, &st);
-    ASSERT_TRUE(server) << ibex_last_error();
-    std::atomic<bool> stop{false};
-    std::atomic<int> received{0};
-    std::thread poller([&] { // also answers each leaving client at once
-        RxPacket pkts[32];
-        while (!stop.load()) received += server->recv(pkts);
-    });
+    PolledServer server(server_dev);
+    ASSERT_TRUE(server.port) << ibex_last_error();
     setenv("IBEX_DPDK_MEMIF_RETRY_MS", "1", 1);
     uint64_t restarts = 0;
     int rounds = 0;
@@ -626,20 +645,11 @@ TEST(DpdkMemifPort, ClientThatRestartsWhileLinkingStillLinks) {
         DpdkPortStats cs;
         ASSERT_TRUE(dpdk_port_stats(*client, &cs));
         restarts += cs.memif_reconnects;
-        uint8_t bytes[64] = {};
-        const TxPacket p = small_frame(bytes, kChildIp);
-        const int before = received.load();
-        const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-        while (received.load() == before && std::chrono::steady_clock::now() < end) {
-            client->send(std::span<const TxPacket>(&p, 1));
-            usleep(500);
-        }
-        EXPECT_GT(received.load(), before) << "round " << rounds << ": no frame crossed after " << cs.memif_reconnects
-                                           << " restarts";
+        EXPECT_TRUE(server.reached_by(*client, 500))
+            << "round " << rounds << ": no frame crossed after " << cs.memif_reconnects << " restarts";
     }
     unsetenv("IBEX_DPDK_MEMIF_RETRY_MS");
-    stop = true;
-    poller.join();
+    server.halt();
     std::printf("%llu restarts in %d rounds\n", (unsigned long long)restarts, rounds);
     if (!restarts) GTEST_SKIP() << "every link came up within 1 ms in " << rounds << " rounds: no restart was exercised";
 }
