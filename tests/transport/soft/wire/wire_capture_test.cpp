@@ -368,7 +368,12 @@ void build_result(Result &r) {
         dcd.pad = static_cast<unsigned>(std::strtoul(f[7].c_str(), nullptr, 0));
         r.decoded[dcd.number] = dcd;
     }
-    r.malformed = run(tshark + "-Y '_ws.malformed || _ws.expert.severity >= error' 2>'" + r.dir + "/malformed.err'", &st);
+    // Not the probes: tshark picks a dissector by port, and a probe whose ephemeral source
+    // port is one that some protocol claims (PROFINET's 34962-34964, say) decodes as a
+    // malformed frame of it (seen once: "PN-RT 47 PROFINET Real-Time [Malformed Packet]").
+    r.malformed = run(tshark + "-Y '(_ws.malformed || _ws.expert.severity >= error) && !(udp.dstport == " +
+                          std::to_string(kProbePort) + ")' 2>'" + r.dir + "/malformed.err'",
+                      &st);
     if (st != 0) r.error = "tshark -Y _ws.malformed failed: " + slurp(r.dir + "/malformed.err");
 }
 
