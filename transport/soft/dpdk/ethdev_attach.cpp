@@ -4,7 +4,9 @@
 
 #include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <memory>
@@ -31,7 +33,43 @@ namespace {
 
 std::atomic<unsigned> g_port_seq{0};
 
+// True for "<pid>.<n>.starting" (two numbers): a name memif_starting_name() made.
+bool is_starting_suffix(const std::string &s, pid_t *pid) {
+    const size_t dot1 = s.find('.');
+    const size_t dot2 = dot1 == std::string::npos ? dot1 : s.find('.', dot1 + 1);
+    if (dot2 == std::string::npos || s.compare(dot2, std::string::npos, ".starting") != 0) return false;
+    auto digits = [&](size_t from, size_t to) {
+        if (from == to) return false;
+        for (size_t i = from; i < to; ++i)
+            if (s[i] < '0' || s[i] > '9') return false;
+        return true;
+    };
+    if (dot1 > 9 || !digits(0, dot1) || !digits(dot1 + 1, dot2)) return false;
+    *pid = static_cast<pid_t>(std::stol(s.substr(0, dot1)));
+    return true;
+}
+
 } // namespace
+
+std::string memif_starting_name(const std::string &sock, unsigned seq) {
+    return sock + "." + std::to_string(getpid()) + "." + std::to_string(seq) + ".starting";
+}
+
+void remove_stale_starting_names(const std::string &sock) {
+    const size_t slash = sock.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : sock.substr(0, slash);
+    const std::string prefix = (slash == std::string::npos ? sock : sock.substr(slash + 1)) + ".";
+    DIR *d = opendir(dir.c_str());
+    if (!d) return;
+    while (const dirent *e = readdir(d)) {
+        const std::string name = e->d_name;
+        pid_t pid = 0;
+        if (name.compare(0, prefix.size(), prefix) != 0 || !is_starting_suffix(name.substr(prefix.size()), &pid)) continue;
+        if (kill(pid, 0) == 0 || errno != ESRCH) continue; // its server may still be starting
+        unlink((dir + "/" + name).c_str());
+    }
+    closedir(d);
+}
 
 // By ioctl, not sysfs: /sys shows the namespace it was mounted in, not the caller's.
 int netdev_mtu(const std::string &ifname) {
@@ -110,6 +148,7 @@ ibex_status_t attach_device(const DeviceSpec &spec, const std::string &device, O
                 return fail_errno(IBEX_ERR_SYSTEM, errno, "%s: cannot open %s.lock", device.c_str(), sock.c_str());
             if (flock(o->lock_fd, LOCK_EX | LOCK_NB) == 0) {
                 unlink(sock.c_str()); // a stale file from a server that is gone
+                remove_stale_starting_names(sock);
                 role = MemifRole::kServer;
             } else {
                 close(o->lock_fd);
@@ -135,7 +174,7 @@ ibex_status_t attach_device(const DeviceSpec &spec, const std::string &device, O
             // it listens under a name of its own, which open_dpdk_port_object renames to
             // the socket's once the device has started: a client, which waits for the file,
             // then always finds a server that answers.
-            const std::string hidden = sock + "." + std::to_string(getpid()) + "." + std::to_string(seq) + ".starting";
+            const std::string hidden = memif_starting_name(sock, seq);
             if (hidden.size() < sizeof(sockaddr_un{}.sun_path)) {
                 unlink(hidden.c_str());
                 o->server_bind_path = listen_on = hidden;

@@ -28,6 +28,13 @@ struct Opened {
     uint32_t memif_reconnects = 0; // memif client: times it restarted while its link stayed down
 };
 
+// The name a memif server of this process listens under until its device has started
+// ("<sock>.<pid>.<seq>.starting"; renamed to `sock` then).
+std::string memif_starting_name(const std::string &sock, unsigned seq);
+// Removes the names of that form for `sock` whose process is gone (a server killed
+// between its probe and its start leaves one). Called by the server that holds the lock.
+void remove_stale_starting_names(const std::string &sock);
+
 // Creates (or finds) the ethdev `spec` names; fills *o. Errors are recorded (ibex::fail).
 ibex_status_t attach_device(const DeviceSpec &spec, const std::string &device, Opened *o);
 

@@ -10,10 +10,13 @@
 #include <chrono>
 #include <thread>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <utility>
 #include <vector>
 
@@ -615,6 +618,36 @@ TEST(DpdkMemifPort, AClientOpenedWithItsServerIsNotRefused) {
         EXPECT_EQ(server.wait_exit(20000), 0);
     }
     EXPECT_EQ(linked, kRounds) << "clients refused by a server that had not started yet";
+}
+
+// A server killed between its probe and its start leaves the name it listened under; the
+// next server of that socket removes such names whose process is gone, and nothing else.
+TEST(DpdkMemifPort, AServerRemovesTheNamesOfServersKilledWhileStarting) {
+    const std::string sock = socket_path() + ".litter";
+    const pid_t dead = fork();
+    ASSERT_GE(dead, 0);
+    if (dead == 0) _exit(0);
+    ASSERT_EQ(waitpid(dead, nullptr, 0), dead);
+    const std::string stale = sock + "." + std::to_string(dead) + ".0.starting";
+    const std::vector<std::string> kept = {
+        sock + "." + std::to_string(getpid()) + ".77.starting", // a live process's
+        sock + ".x.0.starting", sock + ".1.2.3.starting",       // not names a server makes
+        sock + "x." + std::to_string(dead) + ".0.starting",     // another socket's
+    };
+    for (const std::string &f : kept) ASSERT_TRUE(std::ofstream(f).good()) << f;
+    ASSERT_TRUE(std::ofstream(stale).good());
+    ibex_status_t st;
+    DpdkPortOptions o;
+    o.device = "dpdk:memif:" + sock + ",role=server";
+    auto server = open_dpdk_port(o, &st);
+    ASSERT_TRUE(server) << ibex_last_error();
+    EXPECT_NE(access(stale.c_str(), F_OK), 0) << stale << " was left";
+    for (const std::string &f : kept) {
+        EXPECT_EQ(access(f.c_str(), F_OK), 0) << f << " was removed";
+        unlink(f.c_str());
+    }
+    struct stat sst {};
+    EXPECT_TRUE(stat(sock.c_str(), &sst) == 0 && S_ISSOCK(sst.st_mode)) << "the server's socket has its name";
 }
 
 // A client whose link is slow to come up restarts its device on EAL's interrupt thread
