@@ -174,26 +174,26 @@ std::unique_ptr<DpdkPort> open_dpdk_port_object(const DpdkPortOptions &opts, ibe
                                info.driver_name, rte_strerror(-r)));
     spec.rxd = rxd;
     spec.txd = txd;
-    if (!o.server_bind_path.empty() && rename(o.server_bind_path.c_str(), o.server_socket.c_str()) != 0) {
-        const ibex_status_t st = fail_errno(IBEX_ERR_SYSTEM, errno, "%s: cannot name the memif socket %s (it listened as %s)",
-                                            opts.device.c_str(), o.server_socket.c_str(), o.server_bind_path.c_str());
+    // A started device is closed on EAL's interrupt thread, where memif runs its control
+    // channel; the failure is recorded first (the close may overwrite errno).
+    auto fail_started = [&](ibex_status_t st) {
         run_on_interrupt_thread(&close_device, new Opened(o));
         o.vdev_name.clear();
         return fail_pools(st);
-    }
+    };
+    if (!o.server_bind_path.empty() && rename(o.server_bind_path.c_str(), o.server_socket.c_str()) != 0)
+        return fail_started(fail_errno(IBEX_ERR_SYSTEM, errno, "%s: cannot name the memif socket %s (it listened as %s)",
+                                       opts.device.c_str(), o.server_socket.c_str(), o.server_bind_path.c_str()));
 
     // A client's link comes up once the server answers; wait for it (bounded) so the first
     // packets are not lost. A server waits for no one.
     const bool memif_client = spec.target == Target::kMemif && !o.memif_server;
     if (!o.memif_server && !wait_for_link(o.port_id, memif_client, &o.memif_reconnects) && memif_client) {
         // Nothing would ever arrive: say so now rather than as a retry timeout later.
-        const ibex_status_t st =
+        return fail_started(
             fail(IBEX_ERR_REMOTE, "%s: the memif server on %s did not accept this client within %d ms (a memif socket "
                  "joins exactly two ports: one socket per pair of ranks, or ibex_switch for more)",
-                 opts.device.c_str(), o.memif_socket.c_str(), kMemifLinkWaitMs);
-        run_on_interrupt_thread(&close_device, new Opened(o));
-        o.vdev_name.clear();
-        return fail_pools(st);
+                 opts.device.c_str(), o.memif_socket.c_str(), kMemifLinkWaitMs));
     }
 
     // A bus device (a NIC) DMAs from the payload pages, which must be registered and mapped.
